@@ -1,0 +1,36 @@
+package snowflake
+
+import "errors"
+
+// Sentinel errors. Every error returned by this package wraps exactly one of
+// them (test with [errors.Is]) and adds the values that were wrong.
+var (
+	// ErrInvalidLayout means a Layout cannot be used: its fields do not fit
+	// in 63 bits, a width or the time unit is out of range, or its epoch is
+	// in the future.
+	ErrInvalidLayout = errors.New("snowflake: invalid layout")
+
+	// ErrTimeExhausted means the layout's time field has run out: the clock
+	// is past Layout.Capacity().RunsUntil.
+	ErrTimeExhausted = errors.New("snowflake: time field exhausted")
+
+	// ErrNodeOutOfRange means a datacenter or worker id does not fit in the
+	// bits the layout gives it.
+	ErrNodeOutOfRange = errors.New("snowflake: datacenter or worker id out of range")
+
+	// ErrInvalidSettings means a Settings field other than the layout and the
+	// node ids is out of range.
+	ErrInvalidSettings = errors.New("snowflake: invalid settings")
+
+	// ErrClockBehind means the generator's clock is behind the last tick it
+	// issued (or Settings.NotBefore) by more than Settings.MaxWait, so it
+	// refuses to issue rather than wait that long or reissue an ID.
+	ErrClockBehind = errors.New("snowflake: clock is behind the high-water mark")
+
+	// ErrInvalidID means a text or JSON form could not be parsed as an ID,
+	// or an ID does not fit the layout it is decoded with.
+	ErrInvalidID = errors.New("snowflake: invalid ID")
+
+	// ErrInvalidCount means NextN was asked for fewer than one ID.
+	ErrInvalidCount = errors.New("snowflake: invalid count")
+)

@@ -1,0 +1,359 @@
+package snowflake
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"strings"
+	"time"
+)
+
+// MaxBits is the number of bits a layout may use: an int64 less its sign bit.
+const MaxBits = 63
+
+// Bounds of Layout.TimeUnit.
+const (
+	MinTimeUnit = time.Microsecond
+	MaxTimeUnit = time.Hour
+)
+
+// defaultEpochUnixMilli is 2025-01-01T00:00:00Z in Unix milliseconds.
+const defaultEpochUnixMilli = 1735689600000
+
+// DefaultEpoch returns the epoch of DefaultLayout, 2025-01-01T00:00:00Z.
+func DefaultEpoch() time.Time { return time.UnixMilli(defaultEpochUnixMilli).UTC() }
+
+// Layout is the bit layout of an ID: the widths of its fields, the epoch its
+// time field counts from, and the unit it counts in.
+//
+// The zero Layout means DefaultLayout. In any other Layout a zero TimeBits
+// means "every bit the other fields leave" (63 − DatacenterBits − WorkerBits −
+// SequenceBits), a zero Epoch means DefaultEpoch and a zero TimeUnit means one
+// millisecond; zero DatacenterBits, WorkerBits or SequenceBits mean no such
+// field.
+type Layout struct {
+	// TimeBits is the width of the time field. Range 1–63; 0 means the rest
+	// of the 63 bits. Default 41.
+	TimeBits int
+	// DatacenterBits is the width of the datacenter field. Range 0–62.
+	// Default 5 (32 datacenters).
+	DatacenterBits int
+	// WorkerBits is the width of the worker field. Range 0–62. Default 5
+	// (32 workers per datacenter).
+	WorkerBits int
+	// SequenceBits is the width of the per-tick sequence. Range 0–62.
+	// Default 12 (4096 IDs per tick).
+	SequenceBits int
+	// Epoch is the instant the time field counts from. It must not be in the
+	// future when a Generator starts. Default DefaultEpoch (2025-01-01 UTC).
+	Epoch time.Time
+	// TimeUnit is the length of one tick of the time field. Range 1µs–1h.
+	// Default 1ms.
+	TimeUnit time.Duration
+}
+
+// DefaultLayout is 41 bits of milliseconds since 2025-01-01 UTC, 5 datacenter
+// bits, 5 worker bits and 12 sequence bits: 1024 nodes, each up to 4,096,000
+// IDs per second, until 2094-09-07.
+func DefaultLayout() Layout {
+	return Layout{TimeBits: 41, DatacenterBits: 5, WorkerBits: 5, SequenceBits: 12,
+		Epoch: DefaultEpoch(), TimeUnit: time.Millisecond}
+}
+
+// TwitterLayout is Twitter's original Snowflake layout, 41/5/5/12 in
+// milliseconds since 1288834974657 (2010-11-04T01:42:54.657Z). IDs decode the
+// same way as Twitter's and bwmarrin/snowflake's (with its 10-bit node split
+// 5/5); the time field runs out on 2080-07-10.
+func TwitterLayout() Layout {
+	return Layout{TimeBits: 41, DatacenterBits: 5, WorkerBits: 5, SequenceBits: 12,
+		Epoch: time.UnixMilli(1288834974657).UTC(), TimeUnit: time.Millisecond}
+}
+
+// SonyflakeLayout is a Sonyflake-like layout: 39 bits of 10 ms units since
+// 2014-09-01 UTC, 16 worker bits (65,536 machines) and 8 sequence bits
+// (25,600 IDs per second per machine), lasting 174 years. Unlike Sonyflake
+// the sequence is the lowest field, so consecutive IDs of one tick are
+// consecutive integers.
+func SonyflakeLayout() Layout {
+	return Layout{TimeBits: 39, WorkerBits: 16, SequenceBits: 8,
+		Epoch: time.Date(2014, 9, 1, 0, 0, 0, 0, time.UTC), TimeUnit: 10 * time.Millisecond}
+}
+
+// JSSafeLayout keeps every ID below 2^53, so it survives a JavaScript number:
+// 38 bits of 10 ms units since 2025-01-01 UTC (until 2112), 6 worker bits
+// (64 workers) and 9 sequence bits (51,200 IDs per second per worker).
+func JSSafeLayout() Layout {
+	return Layout{TimeBits: 38, WorkerBits: 6, SequenceBits: 9,
+		Epoch: DefaultEpoch(), TimeUnit: 10 * time.Millisecond}
+}
+
+// PresetNames lists the names Preset accepts, in a stable order.
+func PresetNames() []string { return []string{"default", "twitter", "sonyflake", "jssafe"} }
+
+// Preset returns the named preset layout: "default", "twitter", "sonyflake"
+// or "jssafe" (case-insensitive).
+func Preset(name string) (Layout, error) {
+	switch strings.ToLower(strings.TrimSpace(name)) {
+	case "default", "":
+		return DefaultLayout(), nil
+	case "twitter":
+		return TwitterLayout(), nil
+	case "sonyflake":
+		return SonyflakeLayout(), nil
+	case "jssafe", "js-safe", "js":
+		return JSSafeLayout(), nil
+	}
+	return Layout{}, fmt.Errorf("%w: unknown preset %q (known: %s)", ErrInvalidLayout, name, strings.Join(PresetNames(), ", "))
+}
+
+// Normalize returns the layout with its defaults filled in (see Layout) and
+// checks its structure: widths in range, at most 63 bits in all, a time unit
+// in range. It does not look at the clock; see ValidateAt.
+func (l Layout) Normalize() (Layout, error) {
+	if l == (Layout{}) {
+		return DefaultLayout(), nil
+	}
+	if l.Epoch.IsZero() {
+		l.Epoch = DefaultEpoch()
+	}
+	if l.TimeUnit == 0 {
+		l.TimeUnit = time.Millisecond
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"time", l.TimeBits}, {"datacenter", l.DatacenterBits}, {"worker", l.WorkerBits}, {"sequence", l.SequenceBits}} {
+		if f.v < 0 || f.v > MaxBits {
+			return l, fmt.Errorf("%w: %s bits = %d, want 0–%d", ErrInvalidLayout, f.name, f.v, MaxBits)
+		}
+	}
+	others := l.DatacenterBits + l.WorkerBits + l.SequenceBits
+	if l.TimeBits == 0 {
+		if others >= MaxBits {
+			return l, fmt.Errorf("%w: datacenter %d + worker %d + sequence %d bits = %d leave no time bits (at most %d bits fit below the sign bit)",
+				ErrInvalidLayout, l.DatacenterBits, l.WorkerBits, l.SequenceBits, others, MaxBits)
+		}
+		l.TimeBits = MaxBits - others
+	}
+	if total := l.TimeBits + others; total > MaxBits {
+		return l, fmt.Errorf("%w: time %d + datacenter %d + worker %d + sequence %d = %d bits overflows the %d bits below the sign bit by %d",
+			ErrInvalidLayout, l.TimeBits, l.DatacenterBits, l.WorkerBits, l.SequenceBits, total, MaxBits, total-MaxBits)
+	}
+	if l.TimeUnit < MinTimeUnit || l.TimeUnit > MaxTimeUnit {
+		return l, fmt.Errorf("%w: time unit %v, want %v–%v", ErrInvalidLayout, l.TimeUnit, MinTimeUnit, MaxTimeUnit)
+	}
+	if y := l.Epoch.Year(); y < 1970 || y > 2200 {
+		return l, fmt.Errorf("%w: epoch %s, want a year in 1970–2200", ErrInvalidLayout, l.Epoch.Format(time.RFC3339))
+	}
+	return l, nil
+}
+
+// Validate reports whether the layout's structure is usable (see Normalize).
+func (l Layout) Validate() error {
+	_, err := l.Normalize()
+	return err
+}
+
+// ValidateAt checks the structure and, against the instant now, that the
+// epoch is not in the future and the time field has not already run out.
+func (l Layout) ValidateAt(now time.Time) error {
+	n, err := l.Normalize()
+	if err != nil {
+		return err
+	}
+	if n.Epoch.After(now) {
+		return fmt.Errorf("%w: epoch %s is in the future (now %s)", ErrInvalidLayout,
+			n.Epoch.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	}
+	if c := n.Capacity(); !now.Before(c.RunsUntil) {
+		return fmt.Errorf("%w: the %d-bit time field in units of %v ran out on %s", ErrTimeExhausted,
+			n.TimeBits, n.TimeUnit, c.RunsUntil.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// Capacity is what a layout can address.
+type Capacity struct {
+	// IDsPerTick is how many IDs one node can issue in one tick (2^SequenceBits).
+	IDsPerTick int64
+	// IDsPerSecond is how many IDs one node can issue per second.
+	IDsPerSecond float64
+	// Datacenters is the number of datacenter ids (2^DatacenterBits).
+	Datacenters int64
+	// WorkersPerDatacenter is the number of worker ids (2^WorkerBits).
+	WorkersPerDatacenter int64
+	// Nodes is Datacenters × WorkersPerDatacenter: how many generators may
+	// run at once.
+	Nodes int64
+	// Lifetime is how long the time field lasts from the epoch, in years of
+	// 365.2425 days.
+	LifetimeYears float64
+	// RunsUntil is the first instant the time field cannot represent. Past
+	// year 9999 it is reported as 9999-12-31T23:59:59Z.
+	RunsUntil time.Time
+}
+
+// Capacity reports what the layout can address. A layout that does not
+// normalize reports the zero Capacity; check Validate first.
+func (l Layout) Capacity() Capacity {
+	n, err := l.Normalize()
+	if err != nil {
+		return Capacity{}
+	}
+	perTick := int64(1) << n.SequenceBits
+	c := Capacity{
+		IDsPerTick:           perTick,
+		IDsPerSecond:         float64(perTick) * float64(time.Second) / float64(n.TimeUnit),
+		Datacenters:          int64(1) << n.DatacenterBits,
+		WorkersPerDatacenter: int64(1) << n.WorkerBits,
+	}
+	c.Nodes = c.Datacenters * c.WorkersPerDatacenter
+	// 2^TimeBits × unit can exceed int64 nanoseconds, so count in big integers.
+	life := new(big.Int).Lsh(big.NewInt(int64(n.TimeUnit)), uint(n.TimeBits))
+	secs := new(big.Int).Quo(life, big.NewInt(int64(time.Second)))
+	c.LifetimeYears, _ = new(big.Float).Quo(new(big.Float).SetInt(life), big.NewFloat(365.2425*24*3600*1e9)).Float64()
+	limit := time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+	if secs.IsInt64() && secs.Int64() < limit.Unix()-n.Epoch.Unix() {
+		nanos := new(big.Int).Rem(life, big.NewInt(int64(time.Second))).Int64()
+		c.RunsUntil = time.Unix(n.Epoch.Unix()+secs.Int64(), int64(n.Epoch.Nanosecond())+nanos).UTC()
+	} else {
+		c.RunsUntil = limit
+	}
+	return c
+}
+
+// String draws the layout as "41/5/5/12 × 1ms since 2025-01-01T00:00:00Z"
+// (time/datacenter/worker/sequence bits).
+func (l Layout) String() string {
+	n, err := l.Normalize()
+	if err != nil {
+		n = l
+	}
+	return fmt.Sprintf("%d/%d/%d/%d × %v since %s", n.TimeBits, n.DatacenterBits, n.WorkerBits, n.SequenceBits,
+		n.TimeUnit, n.Epoch.UTC().Format(time.RFC3339Nano))
+}
+
+// Parts are the fields of an ID.
+type Parts struct {
+	// Time is the start of the ID's tick: Epoch + Tick × TimeUnit, in UTC.
+	Time time.Time `json:"time"`
+	// Tick is the raw time field: units since the epoch.
+	Tick int64 `json:"tick"`
+	// Datacenter is the datacenter field.
+	Datacenter int64 `json:"datacenter"`
+	// Worker is the worker field.
+	Worker int64 `json:"worker"`
+	// Sequence is the per-tick sequence field.
+	Sequence int64 `json:"sequence"`
+}
+
+// codec is a normalized layout compiled to shifts and masks.
+type codec struct {
+	layout                               Layout
+	epochNs, unitNs                      int64
+	maxTick, maxDatacenter, maxWorker    int64
+	seqMask                              int64
+	timeShift, datacenterShift, workerSh uint
+	totalBits, sequenceBits              uint
+}
+
+func newCodec(l Layout) (codec, error) {
+	n, err := l.Normalize()
+	if err != nil {
+		return codec{}, err
+	}
+	c := codec{
+		layout:          n,
+		epochNs:         n.Epoch.UnixNano(),
+		unitNs:          int64(n.TimeUnit),
+		maxTick:         int64(1)<<n.TimeBits - 1,
+		maxDatacenter:   int64(1)<<n.DatacenterBits - 1,
+		maxWorker:       int64(1)<<n.WorkerBits - 1,
+		seqMask:         int64(1)<<n.SequenceBits - 1,
+		sequenceBits:    uint(n.SequenceBits),
+		workerSh:        uint(n.SequenceBits),
+		datacenterShift: uint(n.SequenceBits + n.WorkerBits),
+		timeShift:       uint(n.SequenceBits + n.WorkerBits + n.DatacenterBits),
+		totalBits:       uint(n.TimeBits + n.DatacenterBits + n.WorkerBits + n.SequenceBits),
+	}
+	return c, nil
+}
+
+func (c *codec) decode(id ID) (Parts, error) {
+	if id < 0 {
+		return Parts{}, fmt.Errorf("%w: %d is negative (the sign bit is never set)", ErrInvalidID, int64(id))
+	}
+	if c.totalBits < MaxBits && uint64(id)>>c.totalBits != 0 {
+		return Parts{}, fmt.Errorf("%w: %d does not fit the %d bits of layout %s", ErrInvalidID, int64(id), c.totalBits, c.layout)
+	}
+	v := int64(id)
+	p := Parts{
+		Tick:       v >> c.timeShift,
+		Datacenter: v >> c.datacenterShift & c.maxDatacenter,
+		Worker:     v >> c.workerSh & c.maxWorker,
+		Sequence:   v & c.seqMask,
+	}
+	p.Time = c.tickTime(p.Tick)
+	return p, nil
+}
+
+func (c *codec) tickTime(tick int64) time.Time {
+	// tick × unit may exceed int64 nanoseconds for long units; split it.
+	unit := time.Duration(c.unitNs)
+	t := c.layout.Epoch
+	const chunk = int64(math.MaxInt64) / int64(MaxTimeUnit)
+	for tick > chunk {
+		t = t.Add(time.Duration(chunk) * unit)
+		tick -= chunk
+	}
+	return t.Add(time.Duration(tick) * unit).UTC()
+}
+
+func (c *codec) compose(p Parts) (ID, error) {
+	switch {
+	case p.Tick < 0 || p.Tick > c.maxTick:
+		return 0, fmt.Errorf("%w: tick %d, want 0–%d", ErrTimeExhausted, p.Tick, c.maxTick)
+	case p.Datacenter < 0 || p.Datacenter > c.maxDatacenter:
+		return 0, fmt.Errorf("%w: datacenter %d, want 0–%d", ErrNodeOutOfRange, p.Datacenter, c.maxDatacenter)
+	case p.Worker < 0 || p.Worker > c.maxWorker:
+		return 0, fmt.Errorf("%w: worker %d, want 0–%d", ErrNodeOutOfRange, p.Worker, c.maxWorker)
+	case p.Sequence < 0 || p.Sequence > c.seqMask:
+		return 0, fmt.Errorf("%w: sequence %d, want 0–%d", ErrInvalidID, p.Sequence, c.seqMask)
+	}
+	return ID(p.Tick<<c.timeShift | p.Datacenter<<c.datacenterShift | p.Worker<<c.workerSh | p.Sequence), nil
+}
+
+// Decode splits id into its fields. It fails with ErrInvalidID for a negative
+// ID or one with bits above the layout's width, and with ErrInvalidLayout for
+// a layout that does not normalize.
+func (l Layout) Decode(id ID) (Parts, error) {
+	c, err := newCodec(l)
+	if err != nil {
+		return Parts{}, err
+	}
+	return c.decode(id)
+}
+
+// Compose builds the ID with the given Tick, Datacenter, Worker and Sequence
+// (Parts.Time is ignored). Every field must fit its width.
+func (l Layout) Compose(p Parts) (ID, error) {
+	c, err := newCodec(l)
+	if err != nil {
+		return 0, err
+	}
+	return c.compose(p)
+}
+
+// Tick returns the tick of the time field that t falls in, which is negative
+// before the epoch.
+func (l Layout) Tick(t time.Time) (int64, error) {
+	n, err := l.Normalize()
+	if err != nil {
+		return 0, err
+	}
+	d := t.Sub(n.Epoch)
+	if d < 0 {
+		return -1 - int64((-d-1)/n.TimeUnit), nil
+	}
+	return int64(d / n.TimeUnit), nil
+}
