@@ -3,7 +3,7 @@ module github.com/flakeid/flakeid
 go 1.26
 
 require (
-	github.com/alecthomas/kong v1.17.0 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
-	pgregory.net/rapid v1.3.0 // indirect
+	github.com/alecthomas/kong v1.17.0
+	go.uber.org/goleak v1.3.0
+	pgregory.net/rapid v1.3.0
 )

@@ -106,6 +106,7 @@ type Generator struct {
 	borrow    int64 // ticks Borrow may run ahead; 0 with Wait
 	maxWait   time.Duration
 	nowFunc   func() time.Time
+	sleepFunc func(time.Duration) // tests only: replaces time.Sleep when nowFunc is set
 
 	_ cacheLinePad
 	// Written on the slow path only.
@@ -364,7 +365,11 @@ func (g *Generator) sleep(d time.Duration) {
 		return
 	}
 	if g.nowFunc != nil {
-		time.Sleep(d)
+		if g.sleepFunc != nil {
+			g.sleepFunc(d)
+		} else {
+			time.Sleep(d)
+		}
 		return
 	}
 	if d > spinWindow {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"math/bits"
 	"strings"
 	"time"
 )
@@ -22,6 +23,10 @@ const defaultEpochUnixMilli = 1735689600000
 
 // DefaultEpoch returns the epoch of DefaultLayout, 2025-01-01T00:00:00Z.
 func DefaultEpoch() time.Time { return time.UnixMilli(defaultEpochUnixMilli).UTC() }
+
+// maxTime is the latest instant reported: RunsUntil and decoded times past
+// it are capped to it.
+func maxTime() time.Time { return time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC) }
 
 // Layout is the bit layout of an ID: the widths of its fields, the epoch its
 // time field counts from, and the unit it counts in.
@@ -212,12 +217,11 @@ func (l Layout) Capacity() Capacity {
 	life := new(big.Int).Lsh(big.NewInt(int64(n.TimeUnit)), uint(n.TimeBits))
 	secs := new(big.Int).Quo(life, big.NewInt(int64(time.Second)))
 	c.LifetimeYears, _ = new(big.Float).Quo(new(big.Float).SetInt(life), big.NewFloat(365.2425*24*3600*1e9)).Float64()
-	limit := time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
-	if secs.IsInt64() && secs.Int64() < limit.Unix()-n.Epoch.Unix() {
+	if limit := maxTime(); secs.IsInt64() && secs.Int64() < limit.Unix()-n.Epoch.Unix() {
 		nanos := new(big.Int).Rem(life, big.NewInt(int64(time.Second))).Int64()
 		c.RunsUntil = time.Unix(n.Epoch.Unix()+secs.Int64(), int64(n.Epoch.Nanosecond())+nanos).UTC()
 	} else {
-		c.RunsUntil = limit
+		c.RunsUntil = maxTime()
 	}
 	return c
 }
@@ -298,15 +302,21 @@ func (c *codec) decode(id ID) (Parts, error) {
 }
 
 func (c *codec) tickTime(tick int64) time.Time {
-	// tick × unit may exceed int64 nanoseconds for long units; split it.
-	unit := time.Duration(c.unitNs)
-	t := c.layout.Epoch
-	const chunk = int64(math.MaxInt64) / int64(MaxTimeUnit)
-	for tick > chunk {
-		t = t.Add(time.Duration(chunk) * unit)
-		tick -= chunk
+	// tick × unit can exceed int64 nanoseconds for long units, so multiply
+	// in 128 bits and split into seconds and nanoseconds.
+	hi, lo := bits.Mul64(uint64(tick), uint64(c.unitNs))
+	if hi >= 1e9 {
+		return maxTime()
 	}
-	return t.Add(time.Duration(tick) * unit).UTC()
+	secs, nanos := bits.Div64(hi, lo, 1e9)
+	e, limit := c.layout.Epoch, maxTime()
+	if secs > uint64(limit.Unix()-e.Unix()) {
+		return limit
+	}
+	if t := time.Unix(e.Unix()+int64(secs), int64(e.Nanosecond())+int64(nanos)).UTC(); t.Before(limit) {
+		return t
+	}
+	return limit
 }
 
 func (c *codec) compose(p Parts) (ID, error) {
@@ -345,15 +355,24 @@ func (l Layout) Compose(p Parts) (ID, error) {
 }
 
 // Tick returns the tick of the time field that t falls in, which is negative
-// before the epoch.
+// before the epoch. Ticks beyond the int64 range are clamped to it.
 func (l Layout) Tick(t time.Time) (int64, error) {
 	n, err := l.Normalize()
 	if err != nil {
 		return 0, err
 	}
-	d := t.Sub(n.Epoch)
-	if d < 0 {
-		return -1 - int64((-d-1)/n.TimeUnit), nil
+	// t − epoch can exceed a Duration (292 years), so count in big integers.
+	ns := new(big.Int).Mul(big.NewInt(t.Unix()-n.Epoch.Unix()), big.NewInt(int64(time.Second)))
+	ns.Add(ns, big.NewInt(int64(t.Nanosecond()-n.Epoch.Nanosecond())))
+	tick, rem := new(big.Int).QuoRem(ns, big.NewInt(int64(n.TimeUnit)), new(big.Int))
+	if rem.Sign() < 0 {
+		tick.Sub(tick, big.NewInt(1)) // floor, not truncation, before the epoch
 	}
-	return int64(d / n.TimeUnit), nil
+	switch {
+	case !tick.IsInt64() && tick.Sign() > 0:
+		return math.MaxInt64, nil
+	case !tick.IsInt64():
+		return math.MinInt64, nil
+	}
+	return tick.Int64(), nil
 }

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/flakeid/flakeid/snowflake"
+)
+
+// decodeCmd splits IDs into their fields.
+//
+// Every argument is decoded on its own: one that does not parse, or does not
+// fit the layout, is reported on stderr (naming the argument) and skipped, the
+// others are still printed, and the exit status is 1 if any failed.
+type decodeCmd struct {
+	JSON bool     `name:"json" env:"FLAKEID_JSON" help:"Print one JSON object per ID, one per line (NDJSON)."`
+	IDs  []string `arg:"" name:"id" help:"IDs to decode: decimal, 13-character Crockford base32 or 11-character base58 (digits only are read as decimal). An ID that does not parse or fit the layout is reported on stderr and skipped; the exit status is then 1. Put -- before IDs that start with a dash."`
+
+	Layout layoutFlags `embed:""`
+}
+
+// decodedID is the --json form of one decoded ID.
+type decodedID struct {
+	ID         string `json:"id"`
+	Time       string `json:"time"`
+	Tick       int64  `json:"tick"`
+	Datacenter int64  `json:"datacenter"`
+	Worker     int64  `json:"worker"`
+	Sequence   int64  `json:"sequence"`
+}
+
+// Run decodes every argument.
+func (c *decodeCmd) Run(out *streams) error {
+	l, err := c.Layout.layout()
+	if err != nil {
+		return err
+	}
+	tf := timeFormat(l)
+	w := bufio.NewWriter(out.stdout)
+	enc := json.NewEncoder(w)
+	failed, printed := 0, 0
+	for i, arg := range c.IDs {
+		d, err := decodeOne(l, arg)
+		if err != nil {
+			// Keep stdout and stderr in order when both are a terminal.
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			fmt.Fprintf(out.stderr, "flakeid decode: argument %d %q: %v\n", i+1, arg, err)
+			failed++
+			continue
+		}
+		rec := decodedID{ID: d.id.String(), Time: d.Time.Format(tf), Tick: d.Tick,
+			Datacenter: d.Datacenter, Worker: d.Worker, Sequence: d.Sequence}
+		if c.JSON {
+			err = enc.Encode(rec)
+		} else {
+			if printed > 0 {
+				w.WriteString("\n")
+			}
+			err = writeFields(w, [][2]string{
+				{"id", rec.ID},
+				{"time", rec.Time},
+				{"tick", strconv.FormatInt(rec.Tick, 10)},
+				{"datacenter", strconv.FormatInt(rec.Datacenter, 10)},
+				{"worker", strconv.FormatInt(rec.Worker, 10)},
+				{"sequence", strconv.FormatInt(rec.Sequence, 10)},
+			})
+		}
+		if err != nil {
+			return err
+		}
+		printed++
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d IDs could not be decoded", failed, len(c.IDs))
+	}
+	return nil
+}
+
+type decoded struct {
+	id snowflake.ID
+	snowflake.Parts
+}
+
+// decodeOne parses arg in any of the accepted forms and decodes it with l.
+func decodeOne(l snowflake.Layout, arg string) (decoded, error) {
+	id, err := snowflake.ParseAny(strings.TrimSpace(arg))
+	if err != nil {
+		return decoded{}, err
+	}
+	p, err := l.Decode(id)
+	if err != nil {
+		return decoded{}, err
+	}
+	return decoded{id: id, Parts: p}, nil
+}

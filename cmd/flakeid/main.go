@@ -1,0 +1,257 @@
+// Command flakeid generates, decodes and explains Snowflake-style IDs.
+//
+//	flakeid next -n 5                  # five IDs, one per line
+//	flakeid decode 1234567890123456789 # what is inside an ID
+//	flakeid layout --preset sonyflake  # what a layout can address, and until when
+//
+// Every command takes the layout flags (--preset, --time-bits,
+// --datacenter-bits, --worker-bits, --sequence-bits, --epoch, --time-unit);
+// each flag can also be set through an environment variable FLAKEID_<FLAG>
+// (FLAKEID_PRESET, FLAKEID_WORKER_BITS, FLAKEID_COUNT, …). A flag on the
+// command line wins over its environment variable.
+//
+// Exit status: 0 on success, 1 when the command failed (an impossible layout,
+// a worker id the layout cannot hold, an ID that does not parse), 2 when the
+// command line itself could not be parsed (unknown flag or command, missing
+// argument, a value of the wrong type or not among the choices).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/flakeid/flakeid/snowflake"
+)
+
+// Exit statuses of run.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// cli is the command line: one field per subcommand.
+type cli struct {
+	Next   nextCmd   `cmd:"" help:"Generate IDs and print them, one per line."`
+	Decode decodeCmd `cmd:"" help:"Show the time, datacenter, worker and sequence inside IDs."`
+	Layout layoutCmd `cmd:"" help:"Show a layout's bit fields, capacity and lifetime."`
+}
+
+// streams are the output streams the commands write to; run binds them so
+// that tests can capture them.
+type streams struct {
+	stdout, stderr io.Writer
+}
+
+// exitPanic carries kong's exit code (after --help) out of the parser; run
+// recovers it, so nothing calls os.Exit but main.
+type exitPanic struct{ code int }
+
+// run parses args (without the program name), runs the chosen command with
+// its output on stdout and its errors on stderr, and returns the exit status.
+// It never calls os.Exit, so tests can call it in-process.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
+	defer func() {
+		if r := recover(); r != nil {
+			e, ok := r.(exitPanic)
+			if !ok {
+				panic(r)
+			}
+			code = e.code
+		}
+	}()
+
+	var c cli
+	parser, err := kong.New(&c,
+		kong.Name("flakeid"),
+		kong.Description("Generate, decode and explain 63-bit Snowflake-style unique IDs."),
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(code int) { panic(exitPanic{code}) }),
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+		kong.ExplicitGroups([]kong.Group{{
+			Key:         "layout",
+			Title:       "Layout flags:",
+			Description: layoutGroupHelp(),
+		}}),
+		kong.Vars{
+			"presets":    strings.Join(snowflake.PresetNames(), ", "),
+			"max_count":  group(maxCount),
+			"max_borrow": snowflake.DefaultMaxBorrow.String(),
+		},
+		kong.BindTo(ctx, (*context.Context)(nil)),
+		kong.Bind(&streams{stdout: stdout, stderr: stderr}),
+	)
+	if err != nil { // a mistake in the cli struct's tags
+		fmt.Fprintf(stderr, "flakeid: %v\n", err)
+		return exitError
+	}
+	kctx, err := parser.Parse(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "flakeid: %v\n", err)
+		hint := "flakeid --help"
+		var perr *kong.ParseError
+		if errors.As(err, &perr) && perr.Context != nil {
+			if sel := perr.Context.Selected(); sel != nil {
+				hint = "flakeid " + sel.Name + " --help"
+			}
+		}
+		fmt.Fprintf(stderr, "Run %q for usage.\n", hint)
+		return exitUsage
+	}
+	if err := kctx.Run(); err != nil {
+		fmt.Fprintf(stderr, "flakeid %s: %v\n", kctx.Selected().Name, err)
+		return exitError
+	}
+	return exitOK
+}
+
+// layoutGroupHelp describes the layout flags and lists the presets.
+func layoutGroupHelp() string {
+	var b strings.Builder
+	b.WriteString("The layout starts from --preset; each width, --epoch or --time-unit flag given then " +
+		"overrides that one field of the preset, so the widths must still add up to at most 63 bits " +
+		"(--time-bits 0 gives the time field whatever the other fields leave). Presets:")
+	for _, name := range snowflake.PresetNames() {
+		l, _ := snowflake.Preset(name)
+		fmt.Fprintf(&b, "\n  %-10s %s", name, l)
+	}
+	return b.String()
+}
+
+// layoutFlags select the layout; every command embeds them. A nil pointer
+// means the flag was not given, so the preset's value stands.
+type layoutFlags struct {
+	Preset         string         `default:"default" placeholder:"NAME" env:"FLAKEID_PRESET" group:"layout" help:"Layout preset to start from: ${presets}."`
+	TimeBits       *int           `placeholder:"N" env:"FLAKEID_TIME_BITS" group:"layout" help:"Width of the time field (0 = the bits the other fields leave)."`
+	DatacenterBits *int           `placeholder:"N" env:"FLAKEID_DATACENTER_BITS" group:"layout" help:"Width of the datacenter field."`
+	WorkerBits     *int           `placeholder:"N" env:"FLAKEID_WORKER_BITS" group:"layout" help:"Width of the worker field."`
+	SequenceBits   *int           `placeholder:"N" env:"FLAKEID_SEQUENCE_BITS" group:"layout" help:"Width of the per-tick sequence."`
+	Epoch          *epochFlag     `placeholder:"TIME" env:"FLAKEID_EPOCH" group:"layout" help:"Epoch the time field counts from: RFC 3339 (2025-01-01T00:00:00Z), a UTC date (2025-01-01) or Unix milliseconds."`
+	TimeUnit       *time.Duration `placeholder:"DURATION" env:"FLAKEID_TIME_UNIT" group:"layout" help:"Length of one tick of the time field, 1µs–1h (e.g. 1ms, 10ms)."`
+}
+
+// overridden reports whether any flag besides --preset was given.
+func (f *layoutFlags) overridden() bool {
+	return f.TimeBits != nil || f.DatacenterBits != nil || f.WorkerBits != nil ||
+		f.SequenceBits != nil || f.Epoch != nil || f.TimeUnit != nil
+}
+
+// layout builds the layout the flags describe, normalized: the preset, then
+// each given flag in place of the preset's field.
+func (f *layoutFlags) layout() (snowflake.Layout, error) {
+	l, err := snowflake.Preset(f.Preset)
+	if err != nil {
+		return l, err
+	}
+	if f.TimeBits != nil {
+		l.TimeBits = *f.TimeBits
+	}
+	if f.DatacenterBits != nil {
+		l.DatacenterBits = *f.DatacenterBits
+	}
+	if f.WorkerBits != nil {
+		l.WorkerBits = *f.WorkerBits
+	}
+	if f.SequenceBits != nil {
+		l.SequenceBits = *f.SequenceBits
+	}
+	if f.Epoch != nil {
+		l.Epoch = time.Time(*f.Epoch)
+	}
+	if f.TimeUnit != nil {
+		// The library reads a zero unit as "the default, 1ms"; on the
+		// command line 0 is a mistake, not a request for the default.
+		if *f.TimeUnit == 0 {
+			return l, fmt.Errorf("--time-unit 0s: want %v–%v", snowflake.MinTimeUnit, snowflake.MaxTimeUnit)
+		}
+		l.TimeUnit = *f.TimeUnit
+	}
+	n, err := l.Normalize()
+	if err != nil {
+		if f.overridden() && l.TimeBits+l.DatacenterBits+l.WorkerBits+l.SequenceBits > snowflake.MaxBits {
+			err = fmt.Errorf("%w\n(width flags replace the %s preset's fields one by one; narrow another field too, or give --time-bits 0 for whatever is left)", err, f.Preset)
+		}
+		return n, err
+	}
+	return n, nil
+}
+
+// epochFlag is the value of --epoch: an RFC 3339 time, a date or Unix
+// milliseconds.
+type epochFlag time.Time
+
+// UnmarshalText parses an epoch for kong.
+func (e *epochFlag) UnmarshalText(text []byte) error {
+	s := strings.TrimSpace(string(text))
+	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
+		*e = epochFlag(time.UnixMilli(ms).UTC())
+		return nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		*e = epochFlag(t.UTC())
+		return nil
+	}
+	if t, err := time.Parse(time.DateOnly, s); err == nil {
+		*e = epochFlag(t)
+		return nil
+	}
+	return fmt.Errorf("epoch %q: want an RFC 3339 time (2025-01-01T00:00:00Z), a date (2025-01-01) or Unix milliseconds", s)
+}
+
+// timeFormat is RFC 3339 with milliseconds, or with microseconds for a
+// layout whose ticks are shorter than a millisecond.
+func timeFormat(l snowflake.Layout) string {
+	if l.TimeUnit < time.Millisecond {
+		return "2006-01-02T15:04:05.000000Z07:00"
+	}
+	return "2006-01-02T15:04:05.000Z07:00"
+}
+
+// writeFields writes "key: value" lines with the values aligned.
+func writeFields(w io.Writer, fields [][2]string) error {
+	width := 0
+	for _, f := range fields {
+		width = max(width, len(f[0]))
+	}
+	var b strings.Builder
+	for _, f := range fields {
+		fmt.Fprintf(&b, "%-*s %s\n", width+1, f[0]+":", f[1])
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// group writes n with thousands separators: 4096000 → "4,096,000".
+func group(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
+	}
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

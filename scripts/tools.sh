@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Installs the pinned developer tools into ./bin (ignored by git).
+# Versions are pinned: the module proxy here refuses some @latest tools.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+STATICCHECK_VERSION=v0.8.2 # staticcheck 2026.2.2, supports go 1.26
+
+mkdir -p bin
+want="staticcheck 2026.2.2 (0.8.2)"
+if [ ! -x bin/staticcheck ] || [ "$(bin/staticcheck -version 2>/dev/null)" != "$want" ]; then
+  echo "tools: installing staticcheck@$STATICCHECK_VERSION" >&2
+  GOBIN="$PWD/bin" GOFLAGS=-mod=mod go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
+fi
