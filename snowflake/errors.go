@@ -27,6 +27,11 @@ var (
 	// refuses to issue rather than wait that long or reissue an ID.
 	ErrClockBehind = errors.New("snowflake: clock is behind the high-water mark")
 
+	// ErrFenced means the generator may not issue the ID: it would fall in a
+	// tick at or past Settings.Until (the reservation its worker-id lease has
+	// stored), or the generator was revoked because its lease was lost.
+	ErrFenced = errors.New("snowflake: fenced")
+
 	// ErrInvalidID means a text or JSON form could not be parsed as an ID,
 	// or an ID does not fit the layout it is decoded with.
 	ErrInvalidID = errors.New("snowflake: invalid ID")

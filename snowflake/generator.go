@@ -76,6 +76,12 @@ type Settings struct {
 	// MaxBorrow is how far ahead of the clock the Borrow policy may run.
 	// Range one tick to 1h; 0 means the default, 100ms. Ignored with Wait.
 	MaxBorrow time.Duration
+	// Until is a fence: no ID is issued in a tick that starts at or after
+	// it. A worker-id lease sets it to the high-water mark it has stored in
+	// its coordinator and raises it with SetUntil as it renews, so nothing is
+	// issued that a later holder of the worker id could issue again. Default
+	// (zero) no fence.
+	Until time.Time
 	// Now, if set, replaces the built-in clock (Go's monotonic clock anchored
 	// to the wall clock at New). It is for tests; a Now whose readings carry
 	// no monotonic reading exposes its steps to the generator.
@@ -105,6 +111,7 @@ type Generator struct {
 	policy    Policy
 	borrow    int64 // ticks Borrow may run ahead; 0 with Wait
 	maxWait   time.Duration
+	limit     atomic.Int64 // the last tick that may be issued; revoked: math.MinInt64
 	nowFunc   func() time.Time
 	sleepFunc func(time.Duration) // tests only: replaces time.Sleep when nowFunc is set
 
@@ -180,6 +187,10 @@ func New(s Settings) (*Generator, error) {
 		}
 		first = max(first, nb)
 	}
+	g.limit.Store(c.maxTick)
+	if !s.Until.IsZero() {
+		g.SetUntil(s.Until)
+	}
 	// Pretend tick first−1 is full, and discount it from Issued.
 	g.state.Store(uint64(first-1)<<g.tickShift | g.seqMask)
 	g.closed.Store(-int64(g.seqMask + 1))
@@ -253,6 +264,9 @@ func (g *Generator) NextID() (ID, error) {
 				continue
 			}
 		}
+		if int64(next>>g.tickShift) > g.limit.Load() {
+			return 0, g.fencedErr(int64(next >> g.tickShift))
+		}
 		if g.state.CompareAndSwap(old, next) {
 			if next>>g.tickShift != old>>g.tickShift {
 				g.newTick(old, next, now)
@@ -323,6 +337,9 @@ func (g *Generator) NextN(n int) (Batch, error) {
 				continue
 			}
 		}
+		if int64(first>>g.tickShift) > g.limit.Load() {
+			return Batch{}, g.fencedErr(int64(first >> g.tickShift))
+		}
 		k := min(want, g.seqMask-first&g.seqMask+1)
 		if g.state.CompareAndSwap(old, first+k-1) {
 			if first>>g.tickShift != old>>g.tickShift {
@@ -387,6 +404,43 @@ func (g *Generator) sleep(d time.Duration) {
 	}
 }
 
+// SetUntil moves the fence: from now on no ID is issued in a tick that
+// starts at or after until (see Settings.Until). A revoked generator stays
+// revoked.
+func (g *Generator) SetUntil(until time.Time) {
+	last, _ := g.c.layout.Tick(until) // the tick until falls in
+	if !until.After(g.c.tickTime(max(last, 0))) {
+		last-- // until is that tick's start, so the tick is not allowed
+	}
+	last = min(last, g.c.maxTick)
+	for {
+		cur := g.limit.Load()
+		if cur == math.MinInt64 || g.limit.CompareAndSwap(cur, last) {
+			return
+		}
+	}
+}
+
+// Revoke stops the generator for good: every later call fails with
+// ErrFenced. A worker-id lease revokes its generator when the lease is lost.
+func (g *Generator) Revoke() { g.limit.Store(math.MinInt64) }
+
+// Now returns the generator's clock reading: the time its next tick is
+// taken from. It never goes back when the wall clock does.
+func (g *Generator) Now() time.Time {
+	ns := g.clk.ns()
+	return time.Unix(0, g.c.epochNs).Add(time.Duration(ns)).UTC()
+}
+
+func (g *Generator) fencedErr(tick int64) error {
+	limit := g.limit.Load()
+	if limit == math.MinInt64 {
+		return fmt.Errorf("%w: the generator was revoked (its worker-id lease was lost)", ErrFenced)
+	}
+	return fmt.Errorf("%w: tick %d (%s) is past the reservation, which ends with tick %d", ErrFenced,
+		tick, g.c.tickTime(max(tick, 0)).Format(time.RFC3339Nano), limit)
+}
+
 func (g *Generator) exhaustedErr() error {
 	return fmt.Errorf("%w: the %d-bit time field ran out on %s", ErrTimeExhausted,
 		g.c.layout.TimeBits, g.c.tickTime(g.c.maxTick+1).Format(time.RFC3339))
@@ -410,6 +464,10 @@ type Stats struct {
 	// LastTick is the tick of the newest ID issued (or just below NotBefore
 	// before the first ID).
 	LastTick int64
+	// HighWater is the end of tick LastTick: a successor generator with the
+	// same node ids that starts at or after it (Settings.NotBefore) cannot
+	// reissue an ID of this one.
+	HighWater time.Time
 	// ClockBackwards counts the times the wall clock was seen to have
 	// stepped back by a tick or more since the previous check (checks run at
 	// most once per millisecond, when a new tick starts). IDs do not follow it.
@@ -444,6 +502,7 @@ func (g *Generator) Stats() Stats {
 		Waits:          g.waits.Load(),
 		BorrowedTicks:  g.borrowed.Load(),
 		LastTick:       last,
+		HighWater:      g.c.tickTime(last + 1),
 		ClockBackwards: g.clk.backwards.Load(),
 		ClockForwards:  g.clk.forwards.Load(),
 		ClockOffset:    time.Duration(g.clk.offset.Load()),

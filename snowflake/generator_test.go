@@ -500,3 +500,39 @@ func TestPolicyString(t *testing.T) {
 		}
 	}
 }
+
+// TestFence: no ID in a tick at or past Until; SetUntil moves the fence;
+// Revoke stops the generator at once, even inside a tick.
+func TestFence(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		time.Sleep(time.Millisecond)
+		until := time.Now().Add(2 * time.Millisecond) // a tick boundary
+		g := mustNew(t, Settings{Layout: bubbleLayout(), Now: time.Now, Until: until})
+		for range 2 {
+			p, _ := g.Decode(mustNext(t, g))
+			if !p.Time.Before(until) {
+				t.Fatalf("ID in tick starting %v, at or past Until %v", p.Time, until)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if _, err := g.NextID(); !errors.Is(err, ErrFenced) || !strings.Contains(err.Error(), "past the reservation") {
+			t.Fatalf("at Until: err = %v, want ErrFenced past the reservation", err)
+		}
+		if _, err := g.NextN(5); !errors.Is(err, ErrFenced) {
+			t.Fatalf("NextN at Until: err = %v, want ErrFenced", err)
+		}
+		g.SetUntil(time.Now().Add(time.Second))
+		before := mustNext(t, g)
+		g.Revoke()
+		if _, err := g.NextID(); !errors.Is(err, ErrFenced) || !strings.Contains(err.Error(), "revoked") {
+			t.Fatalf("after Revoke in the same tick: err = %v, want ErrFenced (revoked)", err)
+		}
+		g.SetUntil(time.Now().Add(time.Hour)) // a revoked generator stays revoked
+		if id, err := g.NextID(); err == nil {
+			t.Fatalf("revoked generator issued %d (after %d)", id, before)
+		}
+		if now := g.Now(); time.Until(now).Abs() > time.Millisecond {
+			t.Fatalf("Now() = %v, clock %v", now, time.Now())
+		}
+	})
+}

@@ -49,9 +49,10 @@ func main() {
 
 // cli is the command line: one field per subcommand.
 type cli struct {
-	Next   nextCmd   `cmd:"" help:"Generate IDs and print them, one per line."`
-	Decode decodeCmd `cmd:"" help:"Show the time, datacenter, worker and sequence inside IDs."`
-	Layout layoutCmd `cmd:"" help:"Show a layout's bit fields, capacity and lifetime."`
+	Next    nextCmd    `cmd:"" help:"Generate IDs and print them, one per line."`
+	Decode  decodeCmd  `cmd:"" help:"Show the time, datacenter, worker and sequence inside IDs."`
+	Layout  layoutCmd  `cmd:"" help:"Show a layout's bit fields, capacity and lifetime."`
+	Workers workersCmd `cmd:"" help:"Inspect worker-id leases."`
 }
 
 // streams are the output streams the commands write to; run binds them so

@@ -15,21 +15,35 @@ import (
 )
 
 // TestMain clears FLAKEID_* variables, so a developer's environment cannot
-// change what the commands under test do.
+// change what the commands under test do, and points the data directory (the
+// default file coordinator) at a fresh temporary one.
 func TestMain(m *testing.M) {
 	for _, kv := range os.Environ() {
 		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "FLAKEID_") {
 			os.Unsetenv(k)
 		}
 	}
-	os.Exit(m.Run())
+	dir, err := os.MkdirTemp("", "flakeid-cmd-test-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("FLAKEID_DATA_DIR", dir)
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 // result is what one in-process run of the CLI produced.
 type result struct {
 	stdout, stderr string
 	code           int
+	// unsafe is set when the run warned that a static worker id is unsafe;
+	// the warning is removed from stderr.
+	unsafe bool
 }
+
+// unsafeWarning is what every use of a static worker id logs.
+const unsafeWarning = "UNSAFE worker id"
 
 // runCLI runs the CLI in-process with args.
 func runCLI(t *testing.T, args ...string) result {
@@ -41,7 +55,15 @@ func runCLIContext(t *testing.T, ctx context.Context, args ...string) result {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	code := run(ctx, args, &stdout, &stderr)
-	return result{stdout: stdout.String(), stderr: stderr.String(), code: code}
+	r := result{stdout: stdout.String(), code: code}
+	for _, line := range strings.SplitAfter(stderr.String(), "\n") {
+		if strings.Contains(line, unsafeWarning) {
+			r.unsafe = true
+			continue
+		}
+		r.stderr += line
+	}
+	return r
 }
 
 // mustSucceed fails the test unless r is a success without anything on stderr.
@@ -209,7 +231,7 @@ func TestBinary(t *testing.T) {
 	exe := func(args ...string) (stdout, stderr string, code int) {
 		t.Helper()
 		cmd := exec.CommandContext(t.Context(), bin, args...)
-		cmd.Env = []string{} // no FLAKEID_* from the caller
+		cmd.Env = []string{"FLAKEID_DATA_DIR=" + t.TempDir()} // and no other FLAKEID_* from the caller
 		var o, e bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &o, &e
 		err := cmd.Run()

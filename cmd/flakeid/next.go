@@ -4,30 +4,34 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
+	"time"
 
+	"github.com/flakeid/flakeid/node"
 	"github.com/flakeid/flakeid/snowflake"
+	"github.com/flakeid/flakeid/worker"
 )
 
 // maxCount bounds next -n: ten million IDs is about 200 MB of decimal text
 // and a few seconds of a default-layout generator.
 const maxCount = 10_000_000
 
-// nextCmd generates IDs with a generator local to this process, so the
-// (datacenter, worker) pair must not be in use by any other running
-// generator of the same layout, or IDs will collide.
-//
-// Planned: --coordinator (lease the worker id from the coordinator instead of
-// taking --datacenter/--worker on trust) and --server (ask a running flakeid
-// server for IDs instead of generating them here). They are deliberately not
-// stubbed out here.
+// nextCmd generates IDs in this process, under a worker id leased from the
+// coordinator (by default a file under the data directory), so that any
+// number of `flakeid next` processes sharing a coordinator never collide and a
+// restart never reissues an ID. --worker takes a fixed worker id instead, on
+// trust (unsafe, and it says so).
 type nextCmd struct {
-	Count      int    `short:"n" default:"1" placeholder:"N" env:"FLAKEID_COUNT" help:"Number of IDs to print, 1–${max_count} (default 1)."`
-	Datacenter int64  `default:"0" placeholder:"D" env:"FLAKEID_DATACENTER" help:"Datacenter id, 0 to 2^datacenter-bits − 1."`
-	Worker     int64  `default:"0" placeholder:"W" env:"FLAKEID_WORKER" help:"Worker id, 0 to 2^worker-bits − 1. Must be unique per running generator within its datacenter."`
-	Policy     string `default:"wait" enum:"wait,borrow" env:"FLAKEID_POLICY" help:"When a tick's sequence is used up: wait for the next tick, or borrow up to ${max_borrow} from the future (${enum})."`
-	Format     string `short:"f" default:"decimal" enum:"decimal,base32,base58,json" env:"FLAKEID_FORMAT" help:"Output: decimal, base32 (13 Crockford chars), base58 (11 chars), one per line; or json, an array of decimal strings (${enum})."`
+	Count     int           `short:"n" default:"1" placeholder:"N" env:"FLAKEID_COUNT" help:"Number of IDs to print, 1–${max_count} (default 1)."`
+	Worker    *int64        `placeholder:"W" env:"FLAKEID_WORKER" help:"UNSAFE: use this worker id instead of leasing one (0 to 2^worker-bits − 1); two processes with the same id issue duplicates."`
+	Policy    string        `default:"wait" enum:"wait,borrow" env:"FLAKEID_POLICY" help:"When a tick's sequence is used up: wait for the next tick, or borrow up to ${max_borrow} from the future (${enum})."`
+	Format    string        `short:"f" default:"decimal" enum:"decimal,base32,base58,json" env:"FLAKEID_FORMAT" help:"Output: decimal, base32 (13 Crockford chars), base58 (11 chars), one per line; or json, an array of decimal strings (${enum})."`
+	Every     time.Duration `placeholder:"DURATION" env:"FLAKEID_EVERY" help:"Issue one ID per interval (printing each at once) instead of all at once."`
+	WaitLease bool          `env:"FLAKEID_WAIT_LEASE" help:"Wait for a worker id while all are held, instead of failing."`
+	MaxWait   time.Duration `default:"10s" placeholder:"DURATION" env:"FLAKEID_MAX_WAIT" help:"How long to wait for the clock to pass the worker id's high-water mark (a previous holder's reservation), 0–1m."`
 
+	Coord  coordFlags  `embed:""`
 	Layout layoutFlags `embed:""`
 }
 
@@ -36,31 +40,71 @@ func (c *nextCmd) Run(ctx context.Context, out *streams) error {
 	if c.Count < 1 || c.Count > maxCount {
 		return fmt.Errorf("-n %d is out of range: want 1 to %s IDs", c.Count, group(maxCount))
 	}
+	if c.MaxWait < 0 || c.MaxWait > snowflake.MaxMaxWait {
+		return fmt.Errorf("--max-wait %v is out of range: want 0 to %v", c.MaxWait, snowflake.MaxMaxWait)
+	}
 	l, err := c.Layout.layout()
 	if err != nil {
 		return err
 	}
-	s := snowflake.Settings{Layout: l, DatacenterID: c.Datacenter, WorkerID: c.Worker}
+	s := snowflake.Settings{Layout: l, MaxWait: c.MaxWait, Now: c.Coord.clock()}
+	if c.MaxWait == 0 {
+		s.MaxWait = -1 // never wait
+	}
 	if c.Policy == "borrow" {
 		s.Policy = snowflake.Borrow
 	}
-	g, err := snowflake.New(s)
+	log := slog.New(slog.NewTextHandler(out.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	var leaser worker.Leaser
+	if c.Worker != nil {
+		leaser = worker.Static(c.Coord.Datacenter, *c.Worker, log)
+	} else {
+		coord, closeCoord, err := c.Coord.open(ctx)
+		if err != nil {
+			return err
+		}
+		defer closeCoord()
+		if leaser, err = worker.NewLeaser(coord, c.Coord.leaseConfig(int64(1)<<l.WorkerBits, log, c.WaitLease)); err != nil {
+			return err
+		}
+	}
+	n, err := node.Start(ctx, node.Config{Leaser: leaser, Settings: s, Logger: log})
 	if err != nil {
 		return err
 	}
+	defer n.Close()
+	return c.print(ctx, n, out)
+}
 
+// print writes the IDs.
+func (c *nextCmd) print(ctx context.Context, g *node.Node, out *streams) error {
 	w := bufio.NewWriterSize(out.stdout, 64<<10)
 	var buf []byte
 	first := true
 	if c.Format == "json" {
 		w.WriteString("[")
 	}
+	var tick *time.Ticker
+	if c.Every > 0 {
+		tick = time.NewTicker(c.Every)
+		defer tick.Stop()
+	}
 	for left := c.Count; left > 0; {
 		if err := ctx.Err(); err != nil {
 			w.Flush()
 			return err
 		}
-		b, err := g.NextN(left)
+		want := left
+		if tick != nil {
+			want = 1
+			select {
+			case <-ctx.Done():
+				w.Flush()
+				return ctx.Err()
+			case <-tick.C:
+			}
+		}
+		b, err := g.NextN(want)
 		if err != nil {
 			w.Flush()
 			return err
@@ -88,6 +132,11 @@ func (c *nextCmd) Run(ctx context.Context, out *streams) error {
 			}
 			first = false
 			if _, err := w.Write(buf); err != nil {
+				return err
+			}
+		}
+		if tick != nil {
+			if err := w.Flush(); err != nil {
 				return err
 			}
 		}

@@ -80,6 +80,9 @@ func TestNextFormats(t *testing.T) {
 			t.Parallel()
 			r := runCLI(t, "next", "-n", strconv.Itoa(n), "--format", tc.format, "--worker", "4")
 			mustSucceed(t, r)
+			if !r.unsafe {
+				t.Errorf("--worker 4 did not warn that a static worker id is unsafe")
+			}
 			ids := parseLines(t, r.stdout, tc.parse)
 			checkIncreasing(t, ids, n)
 			for i, line := range strings.Fields(r.stdout) {

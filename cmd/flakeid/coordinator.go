@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/flakeid/flakeid/backend/bolt"
+	"github.com/flakeid/flakeid/worker"
+)
+
+// coordFlags say where worker ids are leased; next, workers and serve embed
+// them.
+type coordFlags struct {
+	Coordinator string        `placeholder:"URL" env:"FLAKEID_COORDINATOR" help:"Where worker ids are leased: file:///path/workers.db (the default, under --data-dir), etcd://host:port[,host:port…][/prefix], redis://[:password@]host:port[/db][?prefix=P], postgres://user@host:port/db[?table=T], mysql://user[:password]@host:port/db[?table=T]."`
+	DataDir     string        `placeholder:"DIR" env:"FLAKEID_DATA_DIR" help:"Directory for the embedded state (default \\$XDG_STATE_HOME/flakeid, or ~/.local/state/flakeid)."`
+	Datacenter  int64         `default:"0" placeholder:"D" env:"FLAKEID_DATACENTER" help:"Datacenter id, 0 to 2^datacenter-bits − 1; clusters sharing a coordinator never collide when their datacenter ids differ."`
+	LeaseTTL    time.Duration `default:"10s" placeholder:"DURATION" env:"FLAKEID_LEASE_TTL" help:"Worker-id lease TTL, 1s–10m: how long a crashed node's worker id stays taken."`
+
+	// TestClockOffset shifts this process's clock, for the fault-injection
+	// tests (a node whose clock is behind). Hidden, and never set by default.
+	TestClockOffset time.Duration `hidden:"" env:"FLAKEID_TEST_CLOCK_OFFSET" help:"TEST ONLY: run with the clock shifted by this much."`
+}
+
+// dataDir is --data-dir or the default under the user's state directory.
+func (f *coordFlags) dataDir() (string, error) {
+	if f.DataDir != "" {
+		return f.DataDir, nil
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "flakeid"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("no --data-dir and no home directory: %w", err)
+	}
+	return filepath.Join(home, ".local", "state", "flakeid"), nil
+}
+
+// clock is time.Now, shifted by the hidden test flag.
+func (f *coordFlags) clock() func() time.Time {
+	if f.TestClockOffset == 0 {
+		return nil
+	}
+	off := f.TestClockOffset
+	return func() time.Time { return time.Now().Add(off) }
+}
+
+// open returns the coordinator the flags name and a function that closes its
+// client.
+func (f *coordFlags) open(ctx context.Context) (worker.Coordinator, func() error, error) {
+	raw := f.Coordinator
+	if raw == "" {
+		dir, err := f.dataDir()
+		if err != nil {
+			return nil, nil, err
+		}
+		raw = "file://" + filepath.Join(dir, "workers.db")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--coordinator %q: %w", raw, err)
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "file":
+		path := u.Path
+		if u.Host != "" && u.Host != "localhost" {
+			path = filepath.Join(u.Host, u.Path) // file://relative/path
+		}
+		if path == "" {
+			return nil, nil, fmt.Errorf("--coordinator %q: no file path", raw)
+		}
+		w, err := bolt.OpenWorkers(ctx, path)
+		if err != nil {
+			return nil, nil, err
+		}
+		return w, func() error { return nil }, nil
+	}
+	return openRemote(ctx, u)
+}
+
+// leaseConfig is the worker.Config for the flags and a layout's widths.
+func (f *coordFlags) leaseConfig(workers int64, log *slog.Logger, wait bool) worker.Config {
+	return worker.Config{
+		Datacenter:  f.Datacenter,
+		Workers:     workers,
+		TTL:         f.LeaseTTL,
+		WaitForFree: wait,
+		Logger:      log,
+		Now:         f.clock(),
+	}
+}

@@ -1,0 +1,16 @@
+package testenv
+
+import "testing"
+
+func TestHostPort(t *testing.T) {
+	for in, want := range map[string]string{
+		"127.0.0.1:23790": "127.0.0.1:23790",
+		"postgres://postgres@127.0.0.1:5432/test?sslmode=disable": "127.0.0.1:5432",
+		"root@tcp(127.0.0.1:3306)/test":                           "127.0.0.1:3306",
+		"redis://127.0.0.1:6379/0":                                "127.0.0.1:6379",
+	} {
+		if got := HostPort(in); got != want {
+			t.Errorf("HostPort(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,230 @@
+// Package node runs a Snowflake generator under a leased worker id: the
+// lease's high-water mark is the generator's NotBefore, its reservation the
+// generator's fence, and when the lease is lost the generator is revoked and
+// a new lease is sought in the background. A new lease may carry another
+// worker id; the node then switches to a new generator that starts after
+// everything the old one issued, so the node's IDs keep increasing.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/flakeid/flakeid/internal/backoff"
+	"github.com/flakeid/flakeid/snowflake"
+	"github.com/flakeid/flakeid/worker"
+)
+
+// ErrNoLease means the node holds no worker-id lease at the moment: it lost
+// one and has not acquired another yet, or it was closed.
+var ErrNoLease = errors.New("node: no worker-id lease held")
+
+// Config configures a Node.
+type Config struct {
+	// Leaser hands out worker ids. Required.
+	Leaser worker.Leaser
+	// Settings for each generator. DatacenterID, WorkerID, NotBefore and
+	// Until are taken from the lease; everything else is kept.
+	Settings snowflake.Settings
+	// Logger receives lease changes. Default slog.Default().
+	Logger *slog.Logger
+}
+
+type current struct {
+	lease worker.Lease
+	gen   *snowflake.Generator
+}
+
+// Node is a generator under a lease. It is safe for concurrent use.
+type Node struct {
+	cfg    Config
+	layout snowflake.Layout
+	log    *slog.Logger
+	cur    atomic.Pointer[current]
+	leases atomic.Int64
+	// lastErr is why the node holds no lease, while it holds none.
+	lastErr atomic.Pointer[error]
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	close  sync.Once
+}
+
+// Start acquires a first lease (waiting as the Leaser does, until ctx ends)
+// and returns a running Node.
+func Start(ctx context.Context, cfg Config) (*Node, error) {
+	if cfg.Leaser == nil {
+		return nil, errors.New("node: no Leaser")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	layout, err := cfg.Settings.Layout.Normalize()
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, layout: layout, log: cfg.Logger}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	c, err := n.acquire(ctx, time.Time{})
+	if err != nil {
+		n.cancel()
+		return nil, err
+	}
+	n.cur.Store(c)
+	n.wg.Add(1)
+	go n.watch(c)
+	return n, nil
+}
+
+// acquire takes a lease and builds its generator, starting no earlier than
+// after (the end of what a previous generator of this node issued).
+func (n *Node) acquire(ctx context.Context, after time.Time) (*current, error) {
+	l, err := n.cfg.Leaser.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s := n.cfg.Settings
+	s.DatacenterID, s.WorkerID = l.DatacenterID(), l.WorkerID()
+	s.NotBefore = l.NotBefore()
+	if after.After(s.NotBefore) {
+		s.NotBefore = after
+	}
+	s.Until = l.Until()
+	g, err := snowflake.New(s)
+	if err != nil {
+		l.Close()
+		return nil, fmt.Errorf("node: a generator for worker %d/%d: %w", s.DatacenterID, s.WorkerID, err)
+	}
+	l.Bind(g)
+	n.leases.Add(1)
+	n.log.Info("node: worker id leased", "datacenter", s.DatacenterID, "worker", s.WorkerID,
+		"not_before", s.NotBefore, "reserved_until", l.Until())
+	return &current{lease: l, gen: g}, nil
+}
+
+// watch replaces a lost lease until the node is closed.
+func (n *Node) watch(c *current) {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-c.lease.Done():
+		}
+		lost := c.lease.Err()
+		n.lastErr.Store(&lost)
+		n.log.Error("node: lease lost; acquiring another", "err", lost)
+		after := c.gen.Stats().HighWater
+		bo := backoff.Backoff{Min: 50 * time.Millisecond, Max: 2 * time.Second}
+		for attempt := 0; ; attempt++ {
+			next, err := n.acquire(n.ctx, after)
+			if err == nil {
+				n.cur.Store(next)
+				c = next
+				break
+			}
+			if n.ctx.Err() != nil {
+				return
+			}
+			err = fmt.Errorf("%w: %w", ErrNoLease, err)
+			n.lastErr.Store(&err)
+			t := time.NewTimer(bo.Next(attempt))
+			select {
+			case <-n.ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+	}
+}
+
+// fail turns a fenced generator's error into the lease's reason.
+func (n *Node) fail(c *current, err error) error {
+	if errors.Is(err, snowflake.ErrFenced) {
+		if lerr := c.lease.Err(); lerr != nil {
+			return fmt.Errorf("%w: %w", ErrNoLease, lerr)
+		}
+	}
+	return err
+}
+
+// NextID returns the next ID. Without a lease it fails with an error
+// wrapping ErrNoLease and the lease's error (worker.ErrLeaseLost); otherwise
+// as snowflake.Generator.NextID.
+func (n *Node) NextID() (snowflake.ID, error) {
+	c := n.cur.Load()
+	id, err := c.gen.NextID()
+	if err != nil {
+		return 0, n.fail(c, err)
+	}
+	return id, nil
+}
+
+// NextN reserves up to k consecutive IDs; see snowflake.Generator.NextN.
+func (n *Node) NextN(k int) (snowflake.Batch, error) {
+	c := n.cur.Load()
+	b, err := c.gen.NextN(k)
+	if err != nil {
+		return b, n.fail(c, err)
+	}
+	return b, nil
+}
+
+// Layout is the layout of the node's IDs.
+func (n *Node) Layout() snowflake.Layout { return n.layout }
+
+// Decode splits an ID of this node's layout into its parts.
+func (n *Node) Decode(id snowflake.ID) (snowflake.Parts, error) { return n.layout.Decode(id) }
+
+// Status is a snapshot of a node.
+type Status struct {
+	Held         bool            // a lease is held now
+	DatacenterID int64           // of the current (or last) lease
+	WorkerID     int64           // of the current (or last) lease
+	NotBefore    time.Time       // the current generator's start
+	Until        time.Time       // the reservation: IDs may be issued before it
+	Leases       int64           // leases acquired since Start
+	Err          error           // why no lease is held, when none is
+	Stats        snowflake.Stats // the current generator's counters
+}
+
+// Status returns a snapshot of the node.
+func (n *Node) Status() Status {
+	c := n.cur.Load()
+	s := Status{
+		DatacenterID: c.lease.DatacenterID(),
+		WorkerID:     c.lease.WorkerID(),
+		NotBefore:    c.lease.NotBefore(),
+		Until:        c.lease.Until(),
+		Leases:       n.leases.Load(),
+		Stats:        c.gen.Stats(),
+	}
+	if err := c.lease.Err(); err != nil {
+		s.Err = err
+		if p := n.lastErr.Load(); p != nil {
+			s.Err = *p
+		}
+	} else {
+		s.Held = true
+	}
+	return s
+}
+
+// Close stops seeking leases and releases the current one: the generator is
+// revoked and the worker id freed with its high-water mark stored.
+func (n *Node) Close() error {
+	var err error
+	n.close.Do(func() {
+		n.cancel()
+		n.wg.Wait()
+		err = n.cur.Load().lease.Close()
+	})
+	return err
+}

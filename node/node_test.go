@@ -1,0 +1,224 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/flakeid/flakeid/backend/bolt"
+	"github.com/flakeid/flakeid/snowflake"
+	"github.com/flakeid/flakeid/worker"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// flaky wraps a coordinator; while cut, every call fails as an unreachable
+// coordinator's would.
+type flaky struct {
+	worker.Coordinator
+	cut atomic.Bool
+}
+
+func (f *flaky) err() error { return fmt.Errorf("%w: cut by the test", worker.ErrUnavailable) }
+
+func (f *flaky) Acquire(ctx context.Context, r worker.Request) (worker.Claim, error) {
+	if f.cut.Load() {
+		return nil, f.err()
+	}
+	c, err := f.Coordinator.Acquire(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return &flakyClaim{Claim: c, f: f}, nil
+}
+
+type flakyClaim struct {
+	worker.Claim
+	f *flaky
+}
+
+func (c *flakyClaim) Renew(ctx context.Context, ttl time.Duration, reserve time.Time) error {
+	if c.f.cut.Load() {
+		return c.f.err()
+	}
+	return c.Claim.Renew(ctx, ttl, reserve)
+}
+
+func (c *flakyClaim) Release(ctx context.Context, reserve time.Time) error {
+	if c.f.cut.Load() {
+		return c.f.err()
+	}
+	return c.Claim.Release(ctx, reserve)
+}
+
+func boltCoordinator(t *testing.T, path string) *bolt.Workers {
+	t.Helper()
+	if path == "" {
+		path = filepath.Join(t.TempDir(), "workers.db")
+	}
+	w, err := bolt.OpenWorkers(t.Context(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func quiet(t *testing.T) *slog.Logger { return slog.New(slog.NewTextHandler(t.Output(), nil)) }
+
+func leaser(t *testing.T, c worker.Coordinator, workers int64, now func() time.Time) worker.Leaser {
+	t.Helper()
+	lr, err := worker.NewLeaser(c, worker.Config{Workers: workers, TTL: time.Second, RenewEvery: 100 * time.Millisecond,
+		ReserveAhead: 300 * time.Millisecond, SafetyMargin: 200 * time.Millisecond, RetryEvery: 50 * time.Millisecond,
+		Logger: quiet(t), Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lr
+}
+
+func TestNodeIssuesUnderLease(t *testing.T) {
+	coord := boltCoordinator(t, "")
+	n, err := Start(t.Context(), Config{Leaser: leaser(t, coord, 4, nil), Logger: quiet(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := n.NextID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := n.NextN(10)
+	if err != nil || b.First <= a {
+		t.Fatalf("NextN = %+v, %v after %d", b, err, a)
+	}
+	st := n.Status()
+	p, _ := n.Decode(a)
+	if !st.Held || st.Leases != 1 || p.Worker != st.WorkerID || st.Stats.Issued != 11 {
+		t.Fatalf("status %+v, ID worker %d", st, p.Worker)
+	}
+	time.Sleep(500 * time.Millisecond) // renewals move the reservation on
+	if until := n.Status().Until; !until.After(st.Until) {
+		t.Fatalf("reservation %v did not move past %v", until, st.Until)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.NextID(); !errors.Is(err, ErrNoLease) || !errors.Is(err, worker.ErrReleased) {
+		t.Fatalf("NextID after Close: %v, want ErrNoLease (released)", err)
+	}
+	infos, err := coord.List(t.Context(), 0)
+	if err != nil || len(infos) != 1 || infos[0].Held(time.Now()) {
+		t.Fatalf("after Close the slot is %+v, %v; want it free", infos, err)
+	}
+}
+
+// TestNodeLosesAndRegainsLease: with the coordinator cut off the node stops
+// issuing (ErrLeaseLost) before its lease could expire, and once it is back
+// the node takes a lease again and its IDs keep increasing.
+func TestNodeLosesAndRegainsLease(t *testing.T) {
+	f := &flaky{Coordinator: boltCoordinator(t, "")}
+	n, err := Start(t.Context(), Config{Leaser: leaser(t, f, 4, nil), Logger: quiet(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	last, err := n.NextID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.cut.Store(true)
+	cutAt := time.Now()
+	var lostErr error
+	for time.Since(cutAt) < 3*time.Second {
+		id, err := n.NextID()
+		if err != nil {
+			lostErr = err
+			break
+		}
+		if id <= last {
+			t.Fatalf("ID %d after %d", id, last)
+		}
+		last = id
+		time.Sleep(time.Millisecond)
+	}
+	if !errors.Is(lostErr, worker.ErrLeaseLost) && !errors.Is(lostErr, snowflake.ErrFenced) {
+		t.Fatalf("cut off: NextID error %v, want lease lost or fenced", lostErr)
+	}
+	if took := time.Since(cutAt); took > time.Second {
+		t.Fatalf("kept issuing %v after the cut, longer than the TTL", took)
+	}
+	// The reservation stops issuing first; the lease itself is given up
+	// before TTL − safety margin has passed since the last renewal.
+	for n.Status().Held {
+		if time.Since(cutAt) > time.Second {
+			t.Fatal("lease still held a TTL after the cut")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := n.NextID(); !errors.Is(err, ErrNoLease) || !errors.Is(err, worker.ErrLeaseLost) {
+		t.Fatalf("after the lease was lost NextID: %v, want ErrNoLease wrapping ErrLeaseLost", err)
+	}
+	f.cut.Store(false)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		id, err := n.NextID()
+		if err == nil {
+			if id <= last {
+				t.Fatalf("after the new lease ID %d ≤ %d", id, last)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no lease again 5 s after the coordinator came back: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if st := n.Status(); !st.Held || st.Leases != 2 {
+		t.Fatalf("status %+v, want held, second lease", st)
+	}
+}
+
+// TestRestartWithClockBehind: a single node restarted with its clock 5 s
+// behind never reissues an ID: it starts after the high-water mark the file
+// kept.
+func TestRestartWithClockBehind(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "workers.db")
+	first, err := Start(t.Context(), Config{Leaser: leaser(t, boltCoordinator(t, path), 1, nil), Logger: quiet(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var max snowflake.ID
+	for range 1000 {
+		id, err := first.NextID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		max = id
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	behind := func() time.Time { return time.Now().Add(-5 * time.Second) }
+	second, err := Start(t.Context(), Config{
+		Leaser:   leaser(t, boltCoordinator(t, path), 1, behind),
+		Settings: snowflake.Settings{Now: behind, MaxWait: 10 * time.Second},
+		Logger:   quiet(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	id, err := second.NextID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id <= max {
+		t.Fatalf("restarted node with its clock 5 s behind issued %d ≤ %d, the last ID before the restart", id, max)
+	}
+}

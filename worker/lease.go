@@ -1,0 +1,396 @@
+package worker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/flakeid/flakeid/internal/backoff"
+)
+
+// Config configures the Leaser that NewLeaser returns. The zero value of a
+// field means its default; DefaultConfig returns them all.
+type Config struct {
+	// Datacenter is the datacenter id leases are taken in. Range
+	// 0–2^31−1. Default 0. Clusters that must never collide use distinct
+	// datacenter ids (or distinct coordinator prefixes).
+	Datacenter int64
+	// Workers is how many worker ids exist: ids 0…Workers−1 are handed
+	// out. Range 1–2^31. Default 32 (5 worker bits).
+	Workers int64
+	// TTL is how long a lease lasts without renewal, by the coordinator's
+	// clock. Range 1s–10m. Default 10s.
+	TTL time.Duration
+	// RenewEvery is the renewal period. Range 10ms–TTL/2. Default 1s, or
+	// TTL/4 when that is shorter.
+	RenewEvery time.Duration
+	// RetryEvery is the pause after a failed renewal. Range 10ms–RenewEvery.
+	// Default 200ms.
+	RetryEvery time.Duration
+	// ReserveAhead is how far ahead of the generator's clock each renewal
+	// reserves the high-water mark. It must exceed RenewEvery so that the
+	// generator never reaches the reservation while renewals succeed; it is
+	// also how long a generator keeps issuing when renewals start failing,
+	// and the longest wait for a restart that lands on the same worker id.
+	// Range RenewEvery+10ms–TTL. Default 3s, or the TTL when that is
+	// shorter.
+	ReserveAhead time.Duration
+	// SafetyMargin: a holder gives its lease up when it has not renewed by
+	// (start of the last successful renewal) + TTL − SafetyMargin, by its own
+	// monotonic clock. The coordinator cannot expire the lease before the
+	// renewal arrived + TTL, so the margin only has to cover the two clocks
+	// running at different rates over one TTL. Range 1ms–TTL/2. Default 1s,
+	// or TTL/4 when that is shorter.
+	SafetyMargin time.Duration
+	// WaitForFree makes Acquire retry, with jittered backoff, while every
+	// worker id is held or the coordinator is unreachable, until its
+	// context ends. Default false: fail at once.
+	WaitForFree bool
+	// Owner names the holder in the coordinator; a random suffix is added
+	// to every lease so two leases never share a token. Default
+	// "hostname/pid".
+	Owner string
+	// Logger receives renewal failures and lease loss. Default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock reservations are taken from until a generator is
+	// bound to the lease (then its clock is used). Default time.Now.
+	Now func() time.Time
+}
+
+// DefaultConfig returns the defaults of every Config field.
+func DefaultConfig() Config {
+	host, _ := os.Hostname()
+	return Config{
+		Workers:      32,
+		TTL:          10 * time.Second,
+		RenewEvery:   time.Second,
+		RetryEvery:   200 * time.Millisecond,
+		ReserveAhead: 3 * time.Second,
+		SafetyMargin: time.Second,
+		Owner:        fmt.Sprintf("%s/%d", host, os.Getpid()),
+		Logger:       slog.Default(),
+		Now:          time.Now,
+	}
+}
+
+// withDefaults fills the zero fields of c from DefaultConfig.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.Workers == 0 {
+		c.Workers = d.Workers
+	}
+	if c.TTL == 0 {
+		c.TTL = d.TTL
+	}
+	if c.RenewEvery == 0 {
+		c.RenewEvery = min(d.RenewEvery, c.TTL/4)
+	}
+	if c.RetryEvery == 0 {
+		c.RetryEvery = min(d.RetryEvery, c.RenewEvery)
+	}
+	if c.ReserveAhead == 0 {
+		c.ReserveAhead = max(min(d.ReserveAhead, c.TTL), c.RenewEvery+10*time.Millisecond)
+	}
+	if c.SafetyMargin == 0 {
+		c.SafetyMargin = min(d.SafetyMargin, c.TTL/4)
+	}
+	if c.Owner == "" {
+		c.Owner = d.Owner
+	}
+	if c.Logger == nil {
+		c.Logger = d.Logger
+	}
+	if c.Now == nil {
+		c.Now = d.Now
+	}
+	return c
+}
+
+// Validate checks every field and their relations, with defaults applied.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+	}
+	switch {
+	case c.Datacenter < 0 || c.Datacenter > 1<<31-1:
+		return bad("datacenter %d, want 0–%d", c.Datacenter, 1<<31-1)
+	case c.Workers < 1 || c.Workers > 1<<31:
+		return bad("workers %d, want 1–%d", c.Workers, 1<<31)
+	case c.TTL < time.Second || c.TTL > 10*time.Minute:
+		return bad("TTL %v, want 1s–10m", c.TTL)
+	case c.RenewEvery < 10*time.Millisecond || c.RenewEvery > c.TTL/2:
+		return bad("renew every %v, want 10ms–%v (half the TTL)", c.RenewEvery, c.TTL/2)
+	case c.RetryEvery < 10*time.Millisecond || c.RetryEvery > c.RenewEvery:
+		return bad("retry every %v, want 10ms–%v (the renewal period)", c.RetryEvery, c.RenewEvery)
+	case c.ReserveAhead <= c.RenewEvery || c.ReserveAhead > c.TTL:
+		return bad("reserve ahead %v, want more than the renewal period %v and at most the TTL %v", c.ReserveAhead, c.RenewEvery, c.TTL)
+	case c.SafetyMargin < time.Millisecond || c.SafetyMargin > c.TTL/2:
+		return bad("safety margin %v, want 1ms–%v (half the TTL)", c.SafetyMargin, c.TTL/2)
+	case c.TTL-c.SafetyMargin <= c.RenewEvery:
+		return bad("TTL %v − safety margin %v leaves no time for a renewal every %v", c.TTL, c.SafetyMargin, c.RenewEvery)
+	}
+	return nil
+}
+
+type leaser struct {
+	coord Coordinator
+	cfg   Config
+}
+
+// NewLeaser returns a Leaser that takes worker ids from coord and keeps them
+// renewed, as cfg says.
+func NewLeaser(coord Coordinator, cfg Config) (Leaser, error) {
+	if coord == nil {
+		return nil, fmt.Errorf("%w: no coordinator", ErrInvalidConfig)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &leaser{coord: coord, cfg: cfg.withDefaults()}, nil
+}
+
+// Acquire claims a worker id and starts renewing it. With WaitForFree it
+// retries while every id is held or the coordinator is unreachable.
+func (lr *leaser) Acquire(ctx context.Context) (Lease, error) {
+	var token [6]byte
+	_, _ = rand.Read(token[:])
+	owner := lr.cfg.Owner + "/" + hex.EncodeToString(token[:])
+	bo := backoff.Backoff{Min: 50 * time.Millisecond, Max: 2 * time.Second}
+	for attempt := 0; ; attempt++ {
+		start := time.Now()
+		reserve := ceilMilli(lr.cfg.Now().Add(lr.cfg.ReserveAhead))
+		claim, err := lr.coord.Acquire(ctx, Request{
+			Datacenter: lr.cfg.Datacenter, Workers: lr.cfg.Workers, Owner: owner, TTL: lr.cfg.TTL, Reserve: reserve,
+		})
+		if err == nil {
+			return lr.start(claim, start, reserve), nil
+		}
+		if !lr.cfg.WaitForFree || !(errors.Is(err, ErrExhausted) || errors.Is(err, ErrUnavailable)) {
+			return nil, err
+		}
+		lr.cfg.Logger.Warn("worker: no lease yet, retrying", "datacenter", lr.cfg.Datacenter, "attempt", attempt+1, "err", err)
+		if cerr := sleepCtx(ctx, bo.Next(attempt)); cerr != nil {
+			return nil, fmt.Errorf("worker: acquiring a worker id: %w (last attempt: %w)", cerr, err)
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// lease is a renewed claim.
+type lease struct {
+	cfg       Config
+	claim     Claim
+	notBefore time.Time
+	log       *slog.Logger
+
+	mu       sync.Mutex // guards the fields below; never held across I/O
+	until    time.Time
+	deadline time.Time // monotonic: give up if not renewed by then
+	fencer   Fencer
+	err      error
+	fence    *time.Timer
+
+	done     chan struct{} // closed when the lease ends
+	stop     chan struct{} // closed by Close to stop the renewal loop
+	loopDone chan struct{}
+	closed   sync.Once
+	closeErr error
+}
+
+func (lr *leaser) start(c Claim, renewStart time.Time, reserve time.Time) *lease {
+	l := &lease{
+		cfg:       lr.cfg,
+		claim:     c,
+		notBefore: c.Previous(),
+		until:     reserve,
+		deadline:  renewStart.Add(lr.cfg.TTL - lr.cfg.SafetyMargin),
+		done:      make(chan struct{}),
+		stop:      make(chan struct{}),
+		loopDone:  make(chan struct{}),
+	}
+	if l.notBefore.After(l.until) {
+		l.until = l.notBefore
+	}
+	l.log = lr.cfg.Logger.With("datacenter", lr.cfg.Datacenter, "worker", c.WorkerID())
+	l.mu.Lock()
+	l.fence = time.AfterFunc(time.Until(l.deadline), l.expire)
+	l.mu.Unlock()
+	go l.renewLoop()
+	return l
+}
+
+func (l *lease) DatacenterID() int64   { return l.cfg.Datacenter }
+func (l *lease) WorkerID() int64       { return l.claim.WorkerID() }
+func (l *lease) NotBefore() time.Time  { return l.notBefore }
+func (l *lease) Done() <-chan struct{} { return l.done }
+
+func (l *lease) Until() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.until
+}
+
+func (l *lease) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+func (l *lease) Bind(f Fencer) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.fencer = f
+	if l.err != nil {
+		f.Revoke()
+		return
+	}
+	f.SetUntil(l.until)
+}
+
+// clock is where reservations are measured from: the bound generator's
+// clock, or Config.Now.
+func (l *lease) clock() time.Time {
+	l.mu.Lock()
+	f := l.fencer
+	l.mu.Unlock()
+	if f != nil {
+		return f.Now()
+	}
+	return l.cfg.Now()
+}
+
+func (l *lease) renewLoop() {
+	defer close(l.loopDone)
+	wait := l.cfg.RenewEvery
+	for {
+		t := time.NewTimer(wait)
+		select {
+		case <-l.stop:
+			t.Stop()
+			return
+		case <-l.done:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		start := time.Now()
+		reserve := ceilMilli(l.clock().Add(l.cfg.ReserveAhead))
+		l.mu.Lock()
+		deadline := l.deadline
+		l.mu.Unlock()
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		err := l.claim.Renew(ctx, l.cfg.TTL, reserve)
+		cancel()
+		switch {
+		case err == nil:
+			l.renewed(start, reserve)
+			wait = l.cfg.RenewEvery
+		case errors.Is(err, ErrNotHeld):
+			l.lose(fmt.Errorf("%w: worker id %d: %w", ErrLeaseLost, l.claim.WorkerID(), err))
+			return
+		default:
+			l.log.Warn("worker: renewing the lease failed", "err", err, "gives_up_in", time.Until(deadline).Round(time.Millisecond))
+			wait = l.cfg.RetryEvery
+		}
+	}
+}
+
+func (l *lease) renewed(start, reserve time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return
+	}
+	if d := start.Add(l.cfg.TTL - l.cfg.SafetyMargin); d.After(l.deadline) {
+		l.deadline = d
+		l.fence.Reset(time.Until(d))
+	}
+	if reserve.After(l.until) {
+		l.until = reserve
+		if l.fencer != nil {
+			l.fencer.SetUntil(reserve)
+		}
+	}
+}
+
+// expire runs when the fence timer fires: the lease is lost unless a renewal
+// moved the deadline in the meantime.
+func (l *lease) expire() {
+	l.mu.Lock()
+	late := !time.Now().Before(l.deadline)
+	l.mu.Unlock()
+	if late {
+		l.lose(fmt.Errorf("%w: worker id %d not renewed within TTL %v − safety margin %v", ErrLeaseLost,
+			l.claim.WorkerID(), l.cfg.TTL, l.cfg.SafetyMargin))
+	}
+}
+
+// end revokes the fenced generator, records err and closes done, once.
+func (l *lease) end(err error) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return false
+	}
+	l.err = err
+	if l.fencer != nil {
+		l.fencer.Revoke()
+	}
+	l.fence.Stop()
+	close(l.done)
+	return true
+}
+
+func (l *lease) lose(err error) {
+	if l.end(err) {
+		l.log.Error("worker: lease lost; the generator stopped issuing", "err", err)
+	}
+}
+
+// Close releases the lease: the generator is revoked, the renewal loop
+// stops, and the worker id is freed in the coordinator with the final
+// reservation stored (the high-water mark never decreases).
+func (l *lease) Close() error {
+	l.closed.Do(func() {
+		wasHeld := l.end(fmt.Errorf("%w: worker id %d", ErrReleased, l.claim.WorkerID()))
+		close(l.stop)
+		<-l.loopDone
+		if !wasHeld {
+			return // lost: nothing to release
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := l.claim.Release(ctx, l.Until()); err != nil && !errors.Is(err, ErrNotHeld) {
+			l.closeErr = fmt.Errorf("worker: releasing worker id %d: %w", l.claim.WorkerID(), err)
+		}
+	})
+	return l.closeErr
+}
+
+// ceilMilli rounds t up to a whole millisecond, the precision coordinators
+// store high-water marks in: rounding down could let the next holder start in
+// a tick this one used.
+func ceilMilli(t time.Time) time.Time {
+	r := t.Truncate(time.Millisecond)
+	if r.Before(t) {
+		r = r.Add(time.Millisecond)
+	}
+	return r.Round(0)
+}

@@ -1,0 +1,565 @@
+// Package workertest is the conformance suite every worker.Coordinator
+// passes, in the manner of testing/slogtest: a backend's test calls Run with
+// a Harness that connects to the real service, and the same tests run for
+// every backend.
+package workertest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flakeid/flakeid/worker"
+)
+
+// Harness connects the suite to a backend.
+type Harness struct {
+	// Open prepares an empty namespace (key prefix, table rows, file) for
+	// one test and returns its Connector. Clean up with t.Cleanup.
+	Open func(t *testing.T) Connector
+	// TTL is the lease TTL the tests use: at least the backend's minimum.
+	// Default 2s.
+	TTL time.Duration
+}
+
+// Connector makes clients of one namespace, as separate nodes would have.
+type Connector interface {
+	// Connect returns a new client.
+	Connect(t *testing.T) worker.Coordinator
+	// ConnectFaulty returns a new client whose link to the coordinator the
+	// returned Fault can cut (a network partition, a paused server, a held
+	// file lock), while clients from Connect may still reach it or not, as
+	// the fault has it.
+	ConnectFaulty(t *testing.T) (worker.Coordinator, Fault)
+}
+
+// Fault cuts and heals a client's link to the coordinator.
+type Fault interface {
+	Cut()
+	Heal()
+}
+
+// Run runs the conformance suite.
+func Run(t *testing.T, h Harness) {
+	if h.TTL == 0 {
+		h.TTL = 2 * time.Second
+	}
+	s := &suite{h: h}
+	for _, tc := range []struct {
+		name string
+		fn   func(*testing.T)
+	}{
+		{"ExclusiveAcquisition", s.exclusive},
+		{"ExhaustionNamesCount", s.exhaustion},
+		{"RenewExtendsAndRaises", s.renew},
+		{"HighWaterNeverDecreases", s.highWaterMonotone},
+		{"ReleaseFreesKeepingHighWater", s.release},
+		{"ExpiryAndTakeover", s.takeover},
+		{"PrefersPassedHighWater", s.prefersPassed},
+		{"DatacentersAreSeparate", s.datacenters},
+		{"ListReportsSlots", s.list},
+		{"LeaseRenewsBeyondTTL", s.leaseRenews},
+		{"LeaseCloseReleases", s.leaseClose},
+		{"FencingWhenUnreachable", s.fencing},
+		{"AcquireHonoursContext", s.acquireContext},
+	} {
+		t.Run(tc.name, tc.fn)
+	}
+}
+
+type suite struct{ h Harness }
+
+func (s *suite) req(owner string, workers int64, reserve time.Time) worker.Request {
+	return worker.Request{Workers: workers, Owner: owner, TTL: s.h.TTL, Reserve: reserve}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func ms(t time.Time) time.Time { return t.Truncate(time.Millisecond).Round(0) }
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func mustAcquire(t *testing.T, c worker.Coordinator, r worker.Request) worker.Claim {
+	t.Helper()
+	cl, err := c.Acquire(ctxT(t), r)
+	if err != nil {
+		t.Fatalf("Acquire(%+v): %v", r, err)
+	}
+	return cl
+}
+
+func slot(t *testing.T, c worker.Coordinator, dc, id int64) worker.Info {
+	t.Helper()
+	infos, err := c.List(ctxT(t), dc)
+	if err != nil {
+		t.Fatalf("List(%d): %v", dc, err)
+	}
+	for _, i := range infos {
+		if i.Worker == id {
+			return i
+		}
+	}
+	t.Fatalf("List(%d) has no worker %d: %+v", dc, id, infos)
+	return worker.Info{}
+}
+
+// exclusive: many contenders at once for few ids; exactly one holder each.
+func (s *suite) exclusive(t *testing.T) {
+	conn := s.h.Open(t)
+	const contenders, ids = 16, 4
+	clients := make([]worker.Coordinator, contenders)
+	for i := range clients {
+		clients[i] = conn.Connect(t)
+	}
+	reserve := ms(time.Now().Add(time.Second))
+	var mu sync.Mutex
+	held := map[int64]string{}
+	var exhausted int
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i, c := range clients {
+		wg.Go(func() {
+			<-start
+			owner := fmt.Sprintf("contender-%d", i)
+			cl, err := c.Acquire(ctxT(t), s.req(owner, ids, reserve))
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				if prev, dup := held[cl.WorkerID()]; dup {
+					t.Errorf("worker id %d handed to %s and %s", cl.WorkerID(), prev, owner)
+				}
+				if cl.WorkerID() < 0 || cl.WorkerID() >= ids {
+					t.Errorf("worker id %d outside [0, %d)", cl.WorkerID(), ids)
+				}
+				held[cl.WorkerID()] = owner
+			case errors.Is(err, worker.ErrExhausted):
+				exhausted++
+			default:
+				t.Errorf("Acquire: %v", err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if len(held) != ids || exhausted != contenders-ids {
+		t.Fatalf("%d ids held and %d contenders told exhausted; want %d and %d", len(held), exhausted, ids, contenders-ids)
+	}
+	for id, owner := range held {
+		if got := slot(t, clients[0], 0, id); got.Holder != owner || !got.Held(time.Now()) {
+			t.Errorf("List says worker %d is held by %q until %v; Acquire gave it to %q", id, got.Holder, got.Expires, owner)
+		}
+	}
+}
+
+func (s *suite) exhaustion(t *testing.T) {
+	c := s.h.Open(t).Connect(t)
+	reserve := ms(time.Now())
+	for i := range 3 {
+		mustAcquire(t, c, s.req(fmt.Sprintf("o%d", i), 3, reserve))
+	}
+	_, err := c.Acquire(ctxT(t), s.req("late", 3, reserve))
+	if !errors.Is(err, worker.ErrExhausted) {
+		t.Fatalf("fourth Acquire of 3 ids: %v, want ErrExhausted", err)
+	}
+	if !strings.Contains(err.Error(), "3") {
+		t.Fatalf("error %q does not say how many are held", err)
+	}
+}
+
+func (s *suite) renew(t *testing.T) {
+	c := s.h.Open(t).Connect(t)
+	r1 := ms(time.Now().Add(time.Second))
+	cl := mustAcquire(t, c, s.req("renewer", 1, r1))
+	before := slot(t, c, 0, cl.WorkerID())
+	if !before.HighWater.Equal(r1) {
+		t.Fatalf("high-water after Acquire = %v, want the reservation %v", before.HighWater, r1)
+	}
+	time.Sleep(50 * time.Millisecond)
+	r2 := r1.Add(1500 * time.Millisecond)
+	if err := cl.Renew(ctxT(t), s.h.TTL, r2); err != nil {
+		t.Fatalf("Renew: %v", err)
+	}
+	after := slot(t, c, 0, cl.WorkerID())
+	if !after.Expires.After(before.Expires) {
+		t.Fatalf("Renew did not extend the lease: expires %v, before %v", after.Expires, before.Expires)
+	}
+	if !after.HighWater.Equal(r2) {
+		t.Fatalf("high-water after Renew = %v, want %v", after.HighWater, r2)
+	}
+	if after.Holder != "renewer" {
+		t.Fatalf("holder after Renew = %q", after.Holder)
+	}
+}
+
+func (s *suite) highWaterMonotone(t *testing.T) {
+	c := s.h.Open(t).Connect(t)
+	high := ms(time.Now().Add(time.Hour))
+	cl := mustAcquire(t, c, s.req("a", 1, high))
+	if err := cl.Renew(ctxT(t), s.h.TTL, high.Add(-30*time.Minute)); err != nil {
+		t.Fatalf("Renew: %v", err)
+	}
+	if got := slot(t, c, 0, 0).HighWater; !got.Equal(high) {
+		t.Fatalf("a lower reservation lowered the high-water mark to %v (was %v)", got, high)
+	}
+	if err := cl.Release(ctxT(t), ms(time.Now())); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	next := mustAcquire(t, c, s.req("b", 1, ms(time.Now())))
+	if !next.Previous().Equal(high) {
+		t.Fatalf("next holder's Previous = %v, want %v", next.Previous(), high)
+	}
+	if got := slot(t, c, 0, 0).HighWater; !got.Equal(high) {
+		t.Fatalf("Acquire with a lower reservation lowered the high-water mark to %v", got)
+	}
+}
+
+func (s *suite) release(t *testing.T) {
+	conn := s.h.Open(t)
+	a, b := conn.Connect(t), conn.Connect(t)
+	first := mustAcquire(t, a, s.req("first", 1, ms(time.Now())))
+	if !first.Previous().IsZero() {
+		t.Fatalf("a never-used id has Previous %v, want zero", first.Previous())
+	}
+	final := ms(time.Now().Add(2 * time.Second))
+	if err := first.Release(ctxT(t), final); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if got := slot(t, a, 0, first.WorkerID()); got.Held(time.Now()) {
+		t.Fatalf("released slot still held: %+v", got)
+	}
+	second := mustAcquire(t, b, s.req("second", 1, ms(time.Now())))
+	if second.WorkerID() != first.WorkerID() || !second.Previous().Equal(final) {
+		t.Fatalf("after release: worker %d with Previous %v; want worker %d with Previous %v",
+			second.WorkerID(), second.Previous(), first.WorkerID(), final)
+	}
+	if err := first.Release(ctxT(t), final); !errors.Is(err, worker.ErrNotHeld) {
+		t.Fatalf("second Release by the old owner: %v, want ErrNotHeld", err)
+	}
+	if got := slot(t, a, 0, second.WorkerID()); got.Holder != "second" || !got.Held(time.Now()) {
+		t.Fatalf("the old owner's Release freed the new holder's slot: %+v", got)
+	}
+}
+
+func (s *suite) takeover(t *testing.T) {
+	conn := s.h.Open(t)
+	a, b := conn.Connect(t), conn.Connect(t)
+	reserve := ms(time.Now().Add(s.h.TTL))
+	old := mustAcquire(t, a, s.req("old", 1, reserve))
+	if _, err := b.Acquire(ctxT(t), s.req("new", 1, ms(time.Now()))); !errors.Is(err, worker.ErrExhausted) {
+		t.Fatalf("Acquire of a held id: %v, want ErrExhausted", err)
+	}
+	time.Sleep(s.h.TTL + s.h.TTL/2)
+	newReserve := ms(time.Now())
+	cl := mustAcquire(t, b, s.req("new", 1, newReserve))
+	if cl.WorkerID() != old.WorkerID() {
+		t.Fatalf("took over worker %d, want %d", cl.WorkerID(), old.WorkerID())
+	}
+	if !cl.Previous().Equal(reserve) {
+		t.Fatalf("new holder's Previous = %v, want the dead holder's reservation %v", cl.Previous(), reserve)
+	}
+	if err := old.Renew(ctxT(t), s.h.TTL, reserve.Add(time.Hour)); !errors.Is(err, worker.ErrNotHeld) {
+		t.Fatalf("old holder's Renew after takeover: %v, want ErrNotHeld", err)
+	}
+	if got := slot(t, a, 0, cl.WorkerID()); got.Holder != "new" || !got.HighWater.Equal(maxTime(reserve, newReserve)) {
+		t.Fatalf("old holder's failed Renew changed the slot: %+v", got)
+	}
+}
+
+func (s *suite) prefersPassed(t *testing.T) {
+	c := s.h.Open(t).Connect(t)
+	now := ms(time.Now())
+	x := mustAcquire(t, c, s.req("x", 2, now))
+	y := mustAcquire(t, c, s.req("y", 2, now))
+	future := now.Add(time.Hour)
+	if err := x.Release(ctxT(t), future); err != nil {
+		t.Fatal(err)
+	}
+	if err := y.Release(ctxT(t), now); err != nil {
+		t.Fatal(err)
+	}
+	cl := mustAcquire(t, c, s.req("z", 2, ms(time.Now())))
+	if cl.WorkerID() != y.WorkerID() {
+		t.Fatalf("took worker %d (high-water %v) over worker %d (high-water passed)", cl.WorkerID(), future, y.WorkerID())
+	}
+}
+
+func (s *suite) datacenters(t *testing.T) {
+	c := s.h.Open(t).Connect(t)
+	now := ms(time.Now())
+	for dc := range int64(3) {
+		r := s.req(fmt.Sprintf("dc%d", dc), 1, now)
+		r.Datacenter = dc
+		if cl, err := c.Acquire(ctxT(t), r); err != nil || cl.WorkerID() != 0 {
+			t.Fatalf("datacenter %d: %v, %v", dc, cl, err)
+		}
+	}
+	infos, err := c.List(ctxT(t), 1)
+	if err != nil || len(infos) != 1 || infos[0].Datacenter != 1 || infos[0].Holder != "dc1" {
+		t.Fatalf("List(1) = %+v, %v", infos, err)
+	}
+}
+
+func (s *suite) list(t *testing.T) {
+	c := s.h.Open(t).Connect(t)
+	if infos, err := c.List(ctxT(t), 0); err != nil || len(infos) != 0 {
+		t.Fatalf("List of an empty namespace = %+v, %v", infos, err)
+	}
+	now := ms(time.Now())
+	for i := range 3 {
+		mustAcquire(t, c, s.req(fmt.Sprintf("o%d", i), 5, now.Add(time.Duration(i)*time.Second)))
+	}
+	infos, err := c.List(ctxT(t), 0)
+	if err != nil || len(infos) != 3 {
+		t.Fatalf("List = %+v, %v", infos, err)
+	}
+	for i, in := range infos {
+		if i > 0 && in.Worker <= infos[i-1].Worker {
+			t.Fatalf("List not ordered by worker: %+v", infos)
+		}
+		if in.Holder == "" || !in.Held(time.Now()) || in.Expires.After(time.Now().Add(s.h.TTL+time.Second)) {
+			t.Fatalf("slot %+v: want held, expiring within the TTL", in)
+		}
+	}
+}
+
+func (s *suite) config(t *testing.T) worker.Config {
+	return worker.Config{Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Workers: 2, TTL: s.h.TTL, RenewEvery: s.h.TTL / 8, ReserveAhead: s.h.TTL / 4,
+		SafetyMargin: s.h.TTL / 4, RetryEvery: s.h.TTL / 20}
+}
+
+// fencer records what a lease did to its generator.
+type fencer struct {
+	mu      sync.Mutex
+	until   time.Time
+	revoked time.Time
+}
+
+func (f *fencer) SetUntil(t time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.revoked.IsZero() {
+		f.until = t
+	}
+}
+func (f *fencer) Revoke() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.revoked.IsZero() {
+		f.revoked = time.Now()
+	}
+}
+func (f *fencer) Now() time.Time { return time.Now() }
+func (f *fencer) state() (time.Time, time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.until, f.revoked
+}
+
+func (s *suite) leaseRenews(t *testing.T) {
+	c := s.h.Open(t).Connect(t)
+	lr, err := worker.NewLeaser(c, s.config(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := lr.Acquire(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var f fencer
+	l.Bind(&f)
+	first := l.Until()
+	time.Sleep(2 * s.h.TTL)
+	select {
+	case <-l.Done():
+		t.Fatalf("lease ended after 2×TTL despite renewals: %v", l.Err())
+	default:
+	}
+	if until, _ := f.state(); !until.After(first.Add(s.h.TTL)) {
+		t.Fatalf("reservation did not follow the renewals: %v, first %v", until, first)
+	}
+	if got := slot(t, c, 0, l.WorkerID()); got.HighWater.Before(l.Until()) {
+		t.Fatalf("coordinator high-water %v is behind the reservation the generator may use (%v)", got.HighWater, l.Until())
+	}
+}
+
+func (s *suite) leaseClose(t *testing.T) {
+	conn := s.h.Open(t)
+	c := conn.Connect(t)
+	lr, err := worker.NewLeaser(c, s.config(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := lr.Acquire(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f fencer
+	l.Bind(&f)
+	until := l.Until()
+	if err := l.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	select {
+	case <-l.Done():
+	default:
+		t.Fatal("Done not closed after Close")
+	}
+	if !errors.Is(l.Err(), worker.ErrReleased) {
+		t.Fatalf("Err after Close = %v, want ErrReleased", l.Err())
+	}
+	if _, revoked := f.state(); revoked.IsZero() {
+		t.Fatal("Close did not revoke the generator")
+	}
+	if err := l.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	got := slot(t, c, 0, l.WorkerID())
+	if got.Held(time.Now()) || got.HighWater.Before(until) {
+		t.Fatalf("after Close the slot is %+v; want free with high-water ≥ %v", got, until)
+	}
+	// Two more acquire the ids at once: one gets the released one.
+	l2, err := lr.Acquire(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Close()
+	if l2.WorkerID() == l.WorkerID() && l2.NotBefore().Before(until) {
+		t.Fatalf("the next holder starts at %v, before the released reservation %v", l2.NotBefore(), until)
+	}
+}
+
+// fencing: a holder cut off from the coordinator stops issuing before
+// anyone else can hold its worker id, and the id is usable after the fault.
+func (s *suite) fencing(t *testing.T) {
+	conn := s.h.Open(t)
+	faulty, fault := conn.ConnectFaulty(t)
+	healthy := conn.Connect(t)
+	cfg := s.config(t)
+	cfg.Workers = 1
+	lrA, err := worker.NewLeaser(faulty, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := lrA.Acquire(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	var f fencer
+	a.Bind(&f)
+	time.Sleep(cfg.RenewEvery * 2) // a renewal or two
+	cutAt := time.Now()
+	fault.Cut()
+	healed := false
+	defer func() {
+		if !healed {
+			fault.Heal()
+		}
+	}()
+
+	// Another node keeps trying to take the worker id.
+	cfgB := cfg
+	cfgB.Owner = "taker"
+	lrB, err := worker.NewLeaser(healthy, cfgB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b worker.Lease
+	var takenAt time.Time
+	deadline := time.Now().Add(3*s.h.TTL + 10*time.Second)
+	for b == nil && time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(t.Context(), s.h.TTL/2)
+		l, err := lrB.Acquire(ctx)
+		cancel()
+		if err == nil {
+			b, takenAt = l, time.Now()
+			break
+		}
+		select {
+		case <-a.Done():
+			if !healed && time.Since(cutAt) > s.h.TTL {
+				// Heal a full outage (a paused server) once A has given up,
+				// so that B can get through.
+				fault.Heal()
+				healed = true
+			}
+		default:
+		}
+		time.Sleep(s.h.TTL / 20)
+	}
+	if b == nil {
+		t.Fatalf("nobody took the worker id within %v of the cut (A: %v)", 3*s.h.TTL+10*time.Second, a.Err())
+	}
+	defer b.Close()
+	select {
+	case <-a.Done():
+	default:
+		t.Fatalf("B holds worker %d while A still holds it", b.WorkerID())
+	}
+	if !errors.Is(a.Err(), worker.ErrLeaseLost) {
+		t.Fatalf("A's Err = %v, want ErrLeaseLost", a.Err())
+	}
+	until, revoked := f.state()
+	if revoked.IsZero() || !revoked.Before(takenAt) {
+		t.Fatalf("A's generator revoked at %v, B took the id at %v: want revoke first", revoked, takenAt)
+	}
+	if limit := cutAt.Add(s.h.TTL); revoked.After(limit) {
+		t.Fatalf("A revoked %v after the cut, more than the TTL %v", revoked.Sub(cutAt), s.h.TTL)
+	}
+	if b.WorkerID() == a.WorkerID() && b.NotBefore().Before(until) {
+		t.Fatalf("B starts at %v, before A's last reservation %v", b.NotBefore(), until)
+	}
+	if !healed {
+		fault.Heal()
+		healed = true
+	}
+	// A's link is back, but its lease stays lost; B's renewals go on.
+	time.Sleep(cfg.RenewEvery * 3)
+	select {
+	case <-b.Done():
+		t.Fatalf("B's lease ended after the fault healed: %v", b.Err())
+	default:
+	}
+}
+
+func (s *suite) acquireContext(t *testing.T) {
+	c := s.h.Open(t).Connect(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := c.Acquire(ctx, s.req("x", 1, ms(time.Now()))); err == nil {
+		t.Fatal("Acquire with a cancelled context succeeded")
+	}
+	// WaitForFree waits for a held id until the context ends.
+	mustAcquire(t, c, s.req("holder", 1, ms(time.Now())))
+	cfg := s.config(t)
+	cfg.Workers = 1
+	cfg.WaitForFree = true
+	lr, err := worker.NewLeaser(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel = context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	if l, err := lr.Acquire(ctx); err == nil {
+		l.Close()
+		t.Fatal("Acquire of a held id succeeded")
+	} else if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, worker.ErrExhausted) {
+		t.Fatalf("waiting Acquire: %v, want the deadline and ErrExhausted", err)
+	}
+}
