@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, vet, staticcheck and the race-enabled
-# tests of the main module and of the bench module. CI runs exactly this
+# tests of the main module (integration tests against the real etcd, Redis,
+# PostgreSQL and MariaDB that scripts/services.sh starts) and of the bench
+# module. CI runs exactly this
 # (.ci/run). Extra arguments are passed to `go test` (for example -short or
 # -run Pattern).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ./scripts/tools.sh
+./scripts/services.sh   # etcd, PostgreSQL, MariaDB, Redis on loopback for the integration tests
 
 fail=0
 step() { echo "== $*" >&2; }
