@@ -209,6 +209,8 @@ type lease struct {
 
 	done     chan struct{} // closed when the lease ends
 	stop     chan struct{} // closed by Close to stop the renewal loop
+	ctx      context.Context
+	cancel   context.CancelFunc // cancels a renewal in flight, on Close
 	loopDone chan struct{}
 	closed   sync.Once
 	closeErr error
@@ -228,6 +230,7 @@ func (lr *leaser) start(c Claim, renewStart time.Time, reserve time.Time) *lease
 	if l.notBefore.After(l.until) {
 		l.until = l.notBefore
 	}
+	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.log = lr.cfg.Logger.With("datacenter", lr.cfg.Datacenter, "worker", c.WorkerID())
 	l.mu.Lock()
 	l.fence = time.AfterFunc(time.Until(l.deadline), l.expire)
@@ -295,13 +298,15 @@ func (l *lease) renewLoop() {
 		l.mu.Lock()
 		deadline := l.deadline
 		l.mu.Unlock()
-		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		ctx, cancel := context.WithDeadline(l.ctx, deadline)
 		err := l.claim.Renew(ctx, l.cfg.TTL, reserve)
 		cancel()
 		switch {
 		case err == nil:
 			l.renewed(start, reserve)
 			wait = l.cfg.RenewEvery
+		case l.ctx.Err() != nil:
+			return // closing
 		case errors.Is(err, ErrNotHeld):
 			l.lose(fmt.Errorf("%w: worker id %d: %w", ErrLeaseLost, l.claim.WorkerID(), err))
 			return
@@ -371,6 +376,7 @@ func (l *lease) Close() error {
 	l.closed.Do(func() {
 		wasHeld := l.end(fmt.Errorf("%w: worker id %d", ErrReleased, l.claim.WorkerID()))
 		close(l.stop)
+		l.cancel() // a renewal in flight need not finish: the release follows
 		<-l.loopDone
 		if !wasHeld {
 			return // lost: nothing to release

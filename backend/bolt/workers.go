@@ -4,7 +4,11 @@
 //
 // The worker coordinator opens the file for each operation and closes it
 // again, so several processes on one machine share it safely: bbolt's file
-// lock serialises them. The coordinator's clock is this machine's wall
+// lock serialises them. Because every holder is on this machine, a lease
+// whose holder process is gone (its owner token names this host and a
+// process id that no longer exists, as worker.Config's default owner does)
+// is free at once instead of after its TTL, so a node killed with -9
+// restarts without waiting; the high-water mark still protects the IDs. The coordinator's clock is this machine's wall
 // clock; a high-water mark persisted in the file is what makes a single node
 // restarted after its clock went back never reissue an ID.
 package bolt
@@ -17,6 +21,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
@@ -166,7 +173,7 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 			if err := json.Unmarshal(v, &r); err != nil {
 				return fmt.Errorf("worker %d/%d: corrupt record: %w", req.Datacenter, id, err)
 			}
-			if r.Holder != "" && r.ExpiresMs > nowMs {
+			if r.Holder != "" && r.ExpiresMs > nowMs && !holderGone(r.Holder) {
 				held++
 				continue
 			}
@@ -267,4 +274,22 @@ func (c *claim) Release(ctx context.Context, reserve time.Time) error {
 		r.Holder, r.ExpiresMs = "", 0
 		r.HighMs = max(r.HighMs, reserve.UnixMilli())
 	})
+}
+
+// holderGone reports whether owner ("host/pid/…", worker.Config's default
+// form) names a process of this host that no longer exists.
+func holderGone(owner string) bool {
+	parts := strings.SplitN(owner, "/", 3)
+	if len(parts) < 3 {
+		return false
+	}
+	host, err := os.Hostname()
+	if err != nil || parts[0] != host {
+		return false
+	}
+	pid, err := strconv.Atoi(parts[1])
+	if err != nil || pid <= 0 || pid == os.Getpid() {
+		return false
+	}
+	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
 }

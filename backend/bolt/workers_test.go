@@ -2,6 +2,10 @@ package bolt
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -65,5 +69,58 @@ func TestWorkersConformance(t *testing.T) {
 			return connector{path: filepath.Join(t.TempDir(), "workers.db")}
 		},
 		TTL: time.Second,
+	})
+}
+
+// TestGoneHolderIsFree: a lease whose holder process on this host has exited
+// is free at once, keeping its high-water mark; a live or foreign holder's
+// lease is not.
+func TestGoneHolderIsFree(t *testing.T) {
+	host, err := os.Hostname()
+	if err != nil {
+		t.Skip(err)
+	}
+	exited := exec.Command("true")
+	if err := exited.Run(); err != nil {
+		t.Fatal(err)
+	}
+	deadPID := exited.Process.Pid
+	reserve := time.Now().Add(time.Minute).Truncate(time.Millisecond)
+	for _, tc := range []struct {
+		owner string
+		free  bool
+	}{
+		{fmt.Sprintf("%s/%d/abc", host, deadPID), true},
+		{fmt.Sprintf("%s/%d/abc", host, os.Getppid()), false}, // alive
+		{fmt.Sprintf("elsewhere/%d/abc", deadPID), false},     // another host: cannot tell
+		{"custom-owner", false},
+	} {
+		t.Run(tc.owner, func(t *testing.T) {
+			w, err := OpenWorkers(t.Context(), filepath.Join(t.TempDir(), "workers.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.Acquire(t.Context(), worker.Request{Workers: 1, Owner: tc.owner, TTL: time.Minute, Reserve: reserve}); err != nil {
+				t.Fatal(err)
+			}
+			c, err := w.Acquire(t.Context(), worker.Request{Workers: 1, Owner: "next", TTL: time.Minute, Reserve: time.Now()})
+			if tc.free {
+				if err != nil || !c.Previous().Equal(reserve) {
+					t.Fatalf("Acquire after the holder exited: %v, %v; want the id with Previous %v", c, err, reserve)
+				}
+			} else if !errors.Is(err, worker.ErrExhausted) {
+				t.Fatalf("Acquire of %q's id: %v, want ErrExhausted", tc.owner, err)
+			}
+		})
+	}
+}
+
+func BenchmarkWorkers(b *testing.B) {
+	workertest.Benchmark(b, func(b *testing.B) worker.Coordinator {
+		w, err := OpenWorkers(context.Background(), filepath.Join(b.TempDir(), "workers.db"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		return w
 	})
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -105,6 +106,16 @@ func (c *nextCmd) print(ctx context.Context, g *node.Node, out *streams) error {
 			}
 		}
 		b, err := g.NextN(want)
+		if err != nil && c.WaitLease && errors.Is(err, node.ErrNoLease) {
+			// The lease was lost; the node is taking another. Wait for it.
+			w.Flush()
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+			continue
+		}
 		if err != nil {
 			w.Flush()
 			return err

@@ -34,7 +34,9 @@ type Connector interface {
 	// ConnectFaulty returns a new client whose link to the coordinator the
 	// returned Fault can cut (a network partition, a paused server, a held
 	// file lock), while clients from Connect may still reach it or not, as
-	// the fault has it.
+	// the fault has it. Clients from Connect and ConnectFaulty of one
+	// Connector reach the same coordinator; the suite calls ConnectFaulty
+	// before Connect, so a harness may start a private server there.
 	ConnectFaulty(t *testing.T) (worker.Coordinator, Fault)
 }
 
@@ -433,7 +435,8 @@ func (s *suite) leaseClose(t *testing.T) {
 	if got.Held(time.Now()) || got.HighWater.Before(until) {
 		t.Fatalf("after Close the slot is %+v; want free with high-water ≥ %v", got, until)
 	}
-	// Two more acquire the ids at once: one gets the released one.
+	// The next acquirer gets an id; if it is the released one, it starts
+	// after the released reservation.
 	l2, err := lr.Acquire(ctxT(t))
 	if err != nil {
 		t.Fatal(err)
@@ -562,4 +565,35 @@ func (s *suite) acquireContext(t *testing.T) {
 	} else if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, worker.ErrExhausted) {
 		t.Fatalf("waiting Acquire: %v, want the deadline and ErrExhausted", err)
 	}
+}
+
+// Benchmark measures what a backend costs: Acquire followed by Release of a
+// worker id, and Renew of a held one, each against the real service. A
+// backend's test file calls it from a Benchmark function.
+func Benchmark(b *testing.B, connect func(b *testing.B) worker.Coordinator) {
+	c := connect(b)
+	ctx := context.Background()
+	b.Run("AcquireRelease", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			cl, err := c.Acquire(ctx, worker.Request{Workers: 1024, Owner: fmt.Sprintf("bench-%d", i), TTL: 10 * time.Second, Reserve: ms(time.Now())})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := cl.Release(ctx, ms(time.Now())); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Renew", func(b *testing.B) {
+		cl, err := c.Acquire(ctx, worker.Request{Workers: 1024, Owner: "bench-renew", TTL: 10 * time.Second, Reserve: ms(time.Now())})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer cl.Release(ctx, ms(time.Now()))
+		for b.Loop() {
+			if err := cl.Renew(ctx, 10*time.Second, ms(time.Now().Add(3*time.Second))); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

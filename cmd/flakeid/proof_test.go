@@ -1,0 +1,431 @@
+package main
+
+// The proof of issue 3, with the real binary: processes contending for worker
+// ids on each coordinator, kill -9, a newcomer whose clock is 10 s behind, a
+// restart with the clock moved back, and a coordinator that becomes
+// unreachable. Every backend runs against the real service (see
+// internal/testenv); under CI=true a missing service fails the test.
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/flakeid/flakeid/internal/faultnet"
+	"github.com/flakeid/flakeid/internal/testenv"
+	"github.com/flakeid/flakeid/snowflake"
+)
+
+// buildOnce builds the binary once per test run.
+type builtBinary struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+func (b *builtBinary) get(t *testing.T) string {
+	t.Helper()
+	b.once.Do(func() {
+		dir, err := os.MkdirTemp("", "flakeid-bin-")
+		if err != nil {
+			b.err = err
+			return
+		}
+		b.path = filepath.Join(dir, "flakeid")
+		out, err := exec.Command("go", "build", "-o", b.path, ".").CombinedOutput()
+		if err != nil {
+			b.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
+}
+
+// proofLayout: 2 worker bits (4 worker ids), no datacenter bits.
+var proofLayoutArgs = []string{"--datacenter-bits", "0", "--worker-bits", "2"}
+
+func proofLayout() snowflake.Layout {
+	return snowflake.Layout{TimeBits: 41, WorkerBits: 2, SequenceBits: 12}
+}
+
+// issued is one ID a process printed, with the time the test read it.
+type issued struct {
+	id   snowflake.ID
+	read time.Time
+}
+
+// proc is a running `flakeid next` process.
+type proc struct {
+	name   string
+	cmd    *exec.Cmd
+	mu     sync.Mutex
+	ids    []issued
+	stderr bytes.Buffer
+	done   chan struct{}
+}
+
+func startProc(t *testing.T, bin, name string, args ...string) *proc {
+	t.Helper()
+	p := &proc{name: name, done: make(chan struct{})}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Env = append(os.Environ(), "FLAKEID_DATA_DIR="+t.TempDir())
+	p.cmd.Stderr = &syncWriter{mu: &p.mu, w: &p.stderr}
+	out, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(p.done)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			id, err := snowflake.Parse(strings.TrimSpace(sc.Text()))
+			if err != nil {
+				continue
+			}
+			p.mu.Lock()
+			p.ids = append(p.ids, issued{id, time.Now()})
+			p.mu.Unlock()
+		}
+		p.cmd.Wait()
+	}()
+	t.Cleanup(func() { p.kill() })
+	return p
+}
+
+type syncWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (s *syncWriter) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(b)
+}
+
+func (p *proc) kill() {
+	if p.cmd.Process != nil {
+		p.cmd.Process.Signal(syscall.SIGKILL)
+	}
+	<-p.done
+}
+
+func (p *proc) snapshot() ([]issued, string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.ids), p.stderr.String()
+}
+
+// worker is the worker id of the process's newest ID, or -1.
+func (p *proc) worker() int64 {
+	ids, _ := p.snapshot()
+	if len(ids) == 0 {
+		return -1
+	}
+	parts, _ := proofLayout().Decode(ids[len(ids)-1].id)
+	return parts.Worker
+}
+
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func randomName(prefix string) string {
+	var b [4]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// proofBackend is a coordinator URL for one backend, fresh for one test.
+type proofBackend struct {
+	name string
+	url  func(t *testing.T) string
+}
+
+func proofBackends() []proofBackend {
+	return []proofBackend{
+		{"file", func(t *testing.T) string { return "file://" + filepath.Join(t.TempDir(), "workers.db") }},
+		{"redis", func(t *testing.T) string {
+			return "redis://" + testenv.Redis().Require(t) + "/0?prefix=" + randomName("flakeid-proof-")
+		}},
+	}
+}
+
+// heldCount asks `flakeid workers ls --json` how many ids are held.
+func heldCount(t *testing.T, bin, url string) int {
+	t.Helper()
+	out, err := exec.Command(bin, "workers", "ls", "--json", "--coordinator", url).Output()
+	if err != nil {
+		t.Fatalf("workers ls: %v", err)
+	}
+	n := 0
+	for line := range strings.Lines(string(out)) {
+		var row struct{ Held bool }
+		if err := json.Unmarshal([]byte(line), &row); err != nil {
+			t.Fatalf("workers ls line %q: %v", line, err)
+		}
+		if row.Held {
+			n++
+		}
+	}
+	return n
+}
+
+// checkUnique fails on an ID printed twice, by one process or two, and on a
+// process whose IDs do not increase.
+func checkUnique(t *testing.T, procs []*proc) int {
+	t.Helper()
+	seen := map[snowflake.ID]string{}
+	total := 0
+	for _, p := range procs {
+		ids, _ := p.snapshot()
+		for i, x := range ids {
+			if other, dup := seen[x.id]; dup {
+				t.Errorf("ID %d issued by %s and %s", x.id, other, p.name)
+			}
+			seen[x.id] = p.name
+			if i > 0 && x.id <= ids[i-1].id {
+				t.Errorf("%s: ID %d after %d", p.name, x.id, ids[i-1].id)
+			}
+		}
+		total += len(ids)
+	}
+	return total
+}
+
+var proofBin builtBinary
+
+// TestProofContention: eight processes contend for four worker ids; exactly
+// four hold; kill -9 a holder and a newcomer whose clock is 10 s behind takes
+// its id after the TTL, issuing only IDs above every ID of the dead holder.
+func TestProofContention(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes and waits for lease TTLs")
+	}
+	bin := proofBin.get(t)
+	for _, b := range proofBackends() {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			url := b.url(t)
+			common := append([]string{"next", "--coordinator", url, "-n", "10000000", "--every", "2ms",
+				"--wait-lease", "--lease-ttl", "2s", "--max-wait", "30s"}, proofLayoutArgs...)
+			var procs []*proc
+			for i := range 4 {
+				procs = append(procs, startProc(t, bin, fmt.Sprintf("p%d", i), common...))
+			}
+			waitFor(t, "four holders issuing", 30*time.Second, func() bool {
+				for _, p := range procs {
+					if p.worker() < 0 {
+						return false
+					}
+				}
+				return true
+			})
+			behind := append(slices.Clone(common), "--test-clock-offset=-10s")
+			for i := 4; i < 8; i++ {
+				procs = append(procs, startProc(t, bin, fmt.Sprintf("p%d(-10s)", i), behind...))
+			}
+			time.Sleep(time.Second)
+			if n := heldCount(t, bin, url); n != 4 {
+				t.Fatalf("%d worker ids held with eight contenders, want 4", n)
+			}
+			for _, p := range procs[4:] {
+				if ids, _ := p.snapshot(); len(ids) > 0 {
+					t.Fatalf("%s issued %d IDs while four others hold all worker ids", p.name, len(ids))
+				}
+			}
+
+			victim := procs[1]
+			dead := victim.worker()
+			victim.kill()
+			deadIDs, _ := victim.snapshot()
+			killedAt := time.Now()
+			var newcomer *proc
+			waitFor(t, "a newcomer to take the dead holder's worker id", 60*time.Second, func() bool {
+				for _, p := range procs[4:] {
+					if p.worker() == dead {
+						newcomer = p
+						return true
+					}
+				}
+				return false
+			})
+			t.Logf("%s took worker %d %v after the kill", newcomer.name, dead, time.Since(killedAt).Round(time.Millisecond))
+			waitFor(t, "the newcomer to issue a few IDs", 10*time.Second, func() bool {
+				ids, _ := newcomer.snapshot()
+				return len(ids) >= 20
+			})
+			if n := heldCount(t, bin, url); n != 4 {
+				t.Errorf("%d worker ids held after the takeover, want 4", n)
+			}
+			for _, p := range procs {
+				if p != victim {
+					p.kill()
+				}
+			}
+			newIDs, _ := newcomer.snapshot()
+			maxDead := deadIDs[len(deadIDs)-1].id
+			for _, x := range newIDs {
+				if parts, _ := proofLayout().Decode(x.id); parts.Worker == dead && x.id <= maxDead {
+					t.Fatalf("newcomer issued %d for worker %d, not above the dead holder's last ID %d", x.id, dead, maxDead)
+				}
+			}
+			total := checkUnique(t, procs)
+			t.Logf("%d IDs from %d processes, no duplicates", total, len(procs))
+		})
+	}
+}
+
+// TestProofRestartClockBehind: a single node (one worker id) is killed and
+// restarted with its clock 5 s behind; it reissues nothing.
+func TestProofRestartClockBehind(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for a clock 5 s behind to catch up")
+	}
+	bin := proofBin.get(t)
+	url := "file://" + filepath.Join(t.TempDir(), "workers.db")
+	args := []string{"next", "--coordinator", url, "--datacenter-bits", "0", "--worker-bits", "0", "--max-wait", "30s"}
+	first := startProc(t, bin, "first", append(slices.Clone(args), "-n", "10000000", "--every", "1ms")...)
+	waitFor(t, "the first run to issue", 10*time.Second, func() bool { ids, _ := first.snapshot(); return len(ids) > 200 })
+	first.kill() // kill -9: no release, the reservation stays
+	before, _ := first.snapshot()
+	second := startProc(t, bin, "second(-5s)", append(slices.Clone(args), "-n", "1000", "--test-clock-offset=-5s")...)
+	<-second.done
+	after, stderr := second.snapshot()
+	if len(after) != 1000 {
+		t.Fatalf("restarted run printed %d IDs; stderr:\n%s", len(after), stderr)
+	}
+	last := before[len(before)-1].id
+	if after[0].id <= last {
+		t.Fatalf("restarted with the clock 5 s behind, the node issued %d ≤ %d, the last ID before the kill", after[0].id, last)
+	}
+	checkUnique(t, []*proc{first, second})
+}
+
+// proxiedBackend is a network coordinator that a test can cut one node off.
+type proxiedBackend struct {
+	name string
+	// urls returns the coordinator URL for a node that reaches the service
+	// at addr, and the service's real address, for one fresh namespace.
+	urls func(t *testing.T) (real string, at func(addr string) string)
+}
+
+func proxiedBackends() []proxiedBackend {
+	return []proxiedBackend{
+		{"redis", func(t *testing.T) (string, func(string) string) {
+			addr, prefix := testenv.Redis().Require(t), randomName("flakeid-proof-")
+			return addr, func(a string) string { return "redis://" + a + "/0?prefix=" + prefix }
+		}},
+	}
+}
+
+// logTime finds the first log line of p's stderr containing msg and returns
+// its time= field.
+func logTime(t *testing.T, stderr, msg string) (time.Time, bool) {
+	t.Helper()
+	for line := range strings.Lines(stderr) {
+		if !strings.Contains(line, msg) {
+			continue
+		}
+		f, _, _ := strings.Cut(strings.TrimPrefix(line, "time="), " ")
+		ts, err := time.Parse(time.RFC3339Nano, f)
+		if err != nil {
+			t.Fatalf("log line without a time: %q", line)
+		}
+		return ts, true
+	}
+	return time.Time{}, false
+}
+
+// TestProofUnreachable: a node cut off from its coordinator for longer than
+// the TTL stops issuing before anyone else can take its worker id — shown by
+// the recorded timestamps — and issues again once the coordinator is back.
+func TestProofUnreachable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for lease TTLs")
+	}
+	bin := proofBin.get(t)
+	for _, b := range proxiedBackends() {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			real, at := b.urls(t)
+			proxy, err := faultnet.Listen(real)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer proxy.Close()
+			args := []string{"next", "-n", "10000000", "--every", "2ms", "--wait-lease", "--lease-ttl", "2s",
+				"--max-wait", "30s", "--datacenter-bits", "0", "--worker-bits", "0"} // one worker id
+			a := startProc(t, bin, "A(proxied)", append(slices.Clone(args), "--coordinator", at(proxy.Addr()))...)
+			waitFor(t, "A issuing", 20*time.Second, func() bool { ids, _ := a.snapshot(); return len(ids) > 100 })
+			bProc := startProc(t, bin, "B", append(slices.Clone(args), "--coordinator", at(real))...)
+			time.Sleep(time.Second)
+			if ids, _ := bProc.snapshot(); len(ids) > 0 {
+				t.Fatalf("B issued while A holds the only worker id")
+			}
+
+			proxy.Cut()
+			cutAt := time.Now()
+			waitFor(t, "B to take the worker id", 30*time.Second, func() bool { ids, _ := bProc.snapshot(); return len(ids) > 0 })
+			aIDs, aErr := a.snapshot()
+			bIDs, _ := bProc.snapshot()
+			lost, ok := logTime(t, aErr, "lease lost")
+			if !ok {
+				t.Fatalf("A logged no lease loss; stderr:\n%s", aErr)
+			}
+			aLast, bFirst := aIDs[len(aIDs)-1], bIDs[0]
+			t.Logf("cut at 0; A's last ID read at %v, A gave up its lease at %v, B's first ID read at %v",
+				aLast.read.Sub(cutAt).Round(time.Millisecond), lost.Sub(cutAt).Round(time.Millisecond), bFirst.read.Sub(cutAt).Round(time.Millisecond))
+			if !lost.Before(bFirst.read) || !aLast.read.Before(bFirst.read) {
+				t.Fatalf("ordering violated: A's last ID at %v, A's lease lost at %v, B's first ID at %v", aLast.read, lost, bFirst.read)
+			}
+			if bFirst.id <= aLast.id {
+				t.Fatalf("B's first ID %d is not above A's last %d", bFirst.id, aLast.id)
+			}
+
+			// Recovery: heal, let B go (SIGTERM: it releases), and A issues again.
+			proxy.Heal()
+			bProc.cmd.Process.Signal(syscall.SIGTERM)
+			<-bProc.done
+			nA := len(aIDs)
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				ids, stderr := a.snapshot()
+				if len(ids) > nA+10 {
+					break
+				}
+				if time.Now().After(deadline) {
+					_, bErr := bProc.snapshot()
+					t.Fatalf("A did not issue again within 30 s of recovery; A's stderr:\n%s\nB's stderr:\n%s", stderr, bErr)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			a.kill()
+			checkUnique(t, []*proc{a, bProc})
+		})
+	}
+}
