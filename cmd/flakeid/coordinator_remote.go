@@ -9,14 +9,30 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/flakeid/flakeid/backend/redis"
+	"github.com/flakeid/flakeid/backend/sqldb"
 	"github.com/flakeid/flakeid/worker"
 )
 
 // openRemote opens a coordinator on a network service, from its URL:
 //
 //	redis://[:password@]host:port[/db][?prefix=P]   (go-redis URL options pass through)
+//	postgres://user[:password]@host:port/db[?table=T&…]  (pgx options pass through)
+//	mysql://user[:password]@host:port/db[?table=T&…]     (go-sql-driver/mysql options pass through)
+//
+// A SQL coordinator's table (default flakeid_workers) is created when
+// missing; `flakeid workers schema` prints its DDL for a migration tool.
 func openRemote(ctx context.Context, u *url.URL) (worker.Coordinator, func() error, error) {
 	switch strings.ToLower(u.Scheme) {
+	case "postgres", "postgresql", "mysql":
+		w, closeDB, err := openSQL(ctx, u)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := w.CreateSchema(ctx); err != nil {
+			closeDB()
+			return nil, nil, err
+		}
+		return w, closeDB, nil
 	case "redis", "rediss":
 		q := u.Query()
 		prefix := q.Get("prefix")
@@ -32,4 +48,61 @@ func openRemote(ctx context.Context, u *url.URL) (worker.Coordinator, func() err
 		return redis.NewWorkers(client, prefix), client.Close, nil
 	}
 	return nil, nil, fmt.Errorf("--coordinator %q: unknown scheme %q (want file, etcd, redis, postgres or mysql)", u.Redacted(), u.Scheme)
+}
+
+// sqlDSN turns a postgres:// or mysql:// coordinator URL into the driver's
+// DSN and the table name it names (?table=, default "").
+func sqlDSN(u *url.URL) (dsn, table string, err error) {
+	if strings.TrimPrefix(u.Path, "/") == "" {
+		return "", "", fmt.Errorf("--coordinator %q: no database name in the path", u.Redacted())
+	}
+	q := u.Query()
+	table = q.Get("table")
+	q.Del("table")
+	v := *u
+	v.RawQuery = q.Encode()
+	if !strings.EqualFold(u.Scheme, "mysql") {
+		return v.String(), table, nil
+	}
+	// go-sql-driver/mysql: user:password@tcp(host:port)/db?params
+	var userinfo string
+	if u.User != nil {
+		userinfo = u.User.Username()
+		if p, ok := u.User.Password(); ok {
+			userinfo += ":" + p
+		}
+		userinfo += "@"
+	}
+	host := u.Host
+	if u.Port() == "" {
+		host += ":3306"
+	}
+	dsn = userinfo + "tcp(" + host + ")/" + strings.TrimPrefix(u.Path, "/")
+	if v.RawQuery != "" {
+		dsn += "?" + v.RawQuery
+	}
+	return dsn, table, nil
+}
+
+// openSQL opens the SQL coordinator a URL names, and a function that closes
+// its database.
+func openSQL(ctx context.Context, u *url.URL) (*sqldb.Workers, func() error, error) {
+	dsn, table, err := sqlDSN(u)
+	if err != nil {
+		return nil, nil, err
+	}
+	db, d, err := sqldb.OpenDB(dsn)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--coordinator %q: %w", u.Redacted(), err)
+	}
+	w, err := sqldb.NewWorkers(db, d, table)
+	if err != nil {
+		db.Close()
+		return nil, nil, fmt.Errorf("--coordinator %q: %w", u.Redacted(), err)
+	}
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, nil, fmt.Errorf("%w: --coordinator %q: %w", worker.ErrUnavailable, u.Redacted(), err)
+	}
+	return w, db.Close, nil
 }

@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flakeid/flakeid/backend/sqldb"
 	"github.com/flakeid/flakeid/internal/faultnet"
 	"github.com/flakeid/flakeid/internal/testenv"
 	"github.com/flakeid/flakeid/snowflake"
@@ -172,7 +173,55 @@ func proofBackends() []proofBackend {
 		{"redis", func(t *testing.T) string {
 			return "redis://" + testenv.Redis().Require(t) + "/0?prefix=" + randomName("flakeid-proof-")
 		}},
+		{"postgres", func(t *testing.T) string {
+			return sqlURL(t, "postgres", testenv.Postgres().Require(t), "")
+		}},
+		{"mysql", func(t *testing.T) string {
+			return sqlURL(t, "mysql", testenv.MySQL().Require(t), "")
+		}},
 	}
+}
+
+// sqlURL is a coordinator URL on a fresh table of the test database (dsn),
+// reached at addr ("" for the database's own address); the table is dropped
+// when the test ends.
+func sqlURL(t *testing.T, scheme, dsn, addr string) string {
+	t.Helper()
+	host := testenv.HostPort(dsn)
+	if addr == "" {
+		addr = host
+	}
+	table := randomName("flakeid_proof_")
+	var u string
+	if scheme == "postgres" {
+		u = strings.Replace(dsn, host, addr, 1)
+		if strings.Contains(u, "?") {
+			u += "&table=" + table
+		} else {
+			u += "?table=" + table
+		}
+	} else {
+		// root@tcp(127.0.0.1:3306)/test → mysql://root@addr/test
+		user, rest, _ := strings.Cut(dsn, "@tcp(")
+		_, db, _ := strings.Cut(rest, ")/")
+		u = "mysql://" + user + "@" + addr + "/" + db + "?table=" + table
+	}
+	t.Cleanup(func() { dropTable(dsn, scheme, table) })
+	return u
+}
+
+// dropTable removes a proof test's table.
+func dropTable(dsn, scheme, table string) {
+	db, _, err := sqldb.OpenDB(dsn)
+	if err != nil {
+		return
+	}
+	defer db.Close()
+	q := `DROP TABLE IF EXISTS "` + table + `"`
+	if scheme == "mysql" {
+		q = "DROP TABLE IF EXISTS `" + table + "`"
+	}
+	db.Exec(q)
 }
 
 // heldCount asks `flakeid workers ls --json` how many ids are held.
@@ -340,6 +389,19 @@ func proxiedBackends() []proxiedBackend {
 			addr, prefix := testenv.Redis().Require(t), randomName("flakeid-proof-")
 			return addr, func(a string) string { return "redis://" + a + "/0?prefix=" + prefix }
 		}},
+		{"postgres", sqlProxied("postgres", testenv.Postgres())},
+		{"mysql", sqlProxied("mysql", testenv.MySQL())},
+	}
+}
+
+// sqlProxied is a SQL backend whose URL can name another address (a proxy)
+// for the same table.
+func sqlProxied(scheme string, svc testenv.Service) func(t *testing.T) (string, func(string) string) {
+	return func(t *testing.T) (string, func(string) string) {
+		dsn := svc.Require(t)
+		real := testenv.HostPort(dsn)
+		direct := sqlURL(t, scheme, dsn, "")
+		return real, func(a string) string { return strings.Replace(direct, real, a, 1) }
 	}
 }
 

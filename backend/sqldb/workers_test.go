@@ -1,0 +1,639 @@
+package sqldb
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/flakeid/flakeid/internal/faultnet"
+	"github.com/flakeid/flakeid/internal/testenv"
+	"github.com/flakeid/flakeid/worker"
+	"github.com/flakeid/flakeid/worker/workertest"
+)
+
+// service is one database the tests run against.
+type service struct {
+	name string
+	env  testenv.Service
+}
+
+func services() []service {
+	return []service{{"postgres", testenv.Postgres()}, {"mysql", testenv.MySQL()}}
+}
+
+// forEach runs fn as parallel subtests "postgres" and "mysql", each with the
+// service's DSN (a missing service skips, or fails under CI=true).
+func forEach(t *testing.T, fn func(t *testing.T, dsn string)) {
+	for _, s := range services() {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			fn(t, s.env.Require(t))
+		})
+	}
+}
+
+// testDB opens dsn as a client node would, closed at the end of the test.
+func testDB(t testing.TB, dsn string) (*sql.DB, Dialect) {
+	t.Helper()
+	db, d, err := OpenDB(dsn)
+	if err != nil {
+		t.Fatalf("OpenDB(%q): %v", dsn, err)
+	}
+	db.SetMaxOpenConns(4)
+	db.SetMaxIdleConns(4)
+	db.SetConnMaxLifetime(time.Minute)
+	t.Cleanup(func() { db.Close() })
+	return db, d
+}
+
+func tableName(t testing.TB) string {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	return "flakeid_workers_" + hex.EncodeToString(b[:])
+}
+
+// newTable creates a uniquely named table and drops it after the test, once
+// the clients' own cleanups (registered later, so run earlier) are done.
+func newTable(t testing.TB, dsn string) (*Workers, *sql.DB) {
+	t.Helper()
+	admin, d := testDB(t, dsn)
+	w, err := NewWorkers(admin, d, tableName(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := w.CreateSchema(ctx); err != nil {
+		t.Fatalf("CreateSchema: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := admin.ExecContext(ctx, "DROP TABLE IF EXISTS "+d.quote(w.table)); err != nil {
+			t.Errorf("dropping %s: %v", w.table, err)
+		}
+	})
+	return w, admin
+}
+
+type connector struct {
+	dsn   string
+	table string
+}
+
+func (c connector) Connect(t *testing.T) worker.Coordinator {
+	db, d := testDB(t, c.dsn)
+	w, err := NewWorkers(db, d, c.table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// ConnectFaulty connects through a faultnet proxy: Cut holds every byte
+// between this client and the database, as a network partition would.
+func (c connector) ConnectFaulty(t *testing.T) (worker.Coordinator, workertest.Fault) {
+	hostport := testenv.HostPort(c.dsn)
+	p, err := faultnet.Listen(hostport)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() }) // after the db's Close, registered below
+	dsn := strings.Replace(c.dsn, hostport, p.Addr(), 1)
+	db, d := testDB(t, dsn)
+	w, err := NewWorkers(db, d, c.table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w, p
+}
+
+func TestWorkersConformance(t *testing.T) {
+	forEach(t, func(t *testing.T, dsn string) {
+		workertest.Run(t, workertest.Harness{
+			Open: func(t *testing.T) workertest.Connector {
+				w, _ := newTable(t, dsn)
+				return connector{dsn: dsn, table: w.table}
+			},
+			TTL: time.Second,
+		})
+	})
+}
+
+func BenchmarkWorkers(b *testing.B) {
+	for _, s := range services() {
+		b.Run(s.name, func(b *testing.B) {
+			dsn := s.env.Require(b)
+			workertest.Benchmark(b, func(b *testing.B) worker.Coordinator {
+				w, _ := newTable(b, dsn)
+				return w
+			})
+		})
+	}
+}
+
+func ctx10(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func req(owner string, workers int64) worker.Request {
+	return worker.Request{Workers: workers, Owner: owner, TTL: 2 * time.Second, Reserve: time.Now().Truncate(time.Millisecond)}
+}
+
+func TestCreateSchemaIsIdempotent(t *testing.T) {
+	forEach(t, func(t *testing.T, dsn string) {
+		w, _ := newTable(t, dsn)
+		ctx := ctx10(t)
+		if err := w.CreateSchema(ctx); err != nil {
+			t.Fatalf("second CreateSchema: %v", err)
+		}
+		cl, err := w.Acquire(ctx, req("a", 4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.CreateSchema(ctx); err != nil {
+			t.Fatalf("CreateSchema on a used table: %v", err)
+		}
+		infos, err := w.List(ctx, 0)
+		if err != nil || len(infos) != 1 || infos[0].Holder != "a" || infos[0].Worker != cl.WorkerID() {
+			t.Fatalf("after CreateSchema again: List = %+v, %v; want the slot held by a", infos, err)
+		}
+		// Several nodes creating it at once.
+		errs := make(chan error, 4)
+		for range 4 {
+			go func() { errs <- w.CreateSchema(ctx) }()
+		}
+		for range 4 {
+			if err := <-errs; err != nil {
+				t.Errorf("concurrent CreateSchema: %v", err)
+			}
+		}
+	})
+}
+
+func TestTableNameValidation(t *testing.T) {
+	db, err := sql.Open("pgx", "postgres://nobody@127.0.0.1:1/none") // never connects
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	good := []string{"flakeid_workers", "_x", "A", "t1", "Workers_2026", strings.Repeat("a", 63)}
+	bad := []string{"1t", "a-b", "a.b", "a b", `x"; DROP TABLE y; --`, "x`y", "é", strings.Repeat("a", 64), "a\x00"}
+	for _, d := range []Dialect{Postgres, MySQL} {
+		for _, name := range good {
+			if _, err := NewWorkers(db, d, name); err != nil {
+				t.Errorf("%v: NewWorkers(%q): %v", d, name, err)
+			}
+		}
+		for _, name := range bad {
+			_, err := NewWorkers(db, d, name)
+			if !errors.Is(err, worker.ErrInvalidConfig) {
+				t.Errorf("%v: NewWorkers(%q) = %v, want ErrInvalidConfig", d, name, err)
+			}
+			if _, err := SchemaSQL(d, name); !errors.Is(err, worker.ErrInvalidConfig) {
+				t.Errorf("%v: SchemaSQL(%q) = %v, want ErrInvalidConfig", d, name, err)
+			}
+		}
+		w, err := NewWorkers(db, d, "")
+		if err != nil || w.Table() != DefaultTable {
+			t.Errorf("%v: NewWorkers with no table: %v, %v", d, w, err)
+		}
+		if !strings.Contains(w.SchemaSQL(), d.quote(DefaultTable)) {
+			t.Errorf("%v: schema %q does not create %s", d, w.SchemaSQL(), DefaultTable)
+		}
+	}
+	if _, err := NewWorkers(db, Dialect(0), "t"); !errors.Is(err, worker.ErrInvalidConfig) {
+		t.Errorf("NewWorkers with no dialect: %v", err)
+	}
+	if _, err := NewWorkers(nil, Postgres, "t"); !errors.Is(err, worker.ErrInvalidConfig) {
+		t.Errorf("NewWorkers with no db: %v", err)
+	}
+}
+
+func TestDialectOf(t *testing.T) {
+	for dsn, want := range map[string]Dialect{
+		"postgres://postgres@127.0.0.1:5432/test?sslmode=disable": Postgres,
+		"postgresql://u:p@db/x":                                   Postgres,
+		"POSTGRES://u@db/x":                                       Postgres,
+		"root@tcp(127.0.0.1:3306)/test":                           MySQL,
+		"u:p@tcp(db:3306)/x?parseTime=true":                       MySQL,
+		"/test":                                                   MySQL,
+	} {
+		if got, err := DialectOf(dsn); err != nil || got != want {
+			t.Errorf("DialectOf(%q) = %v, %v; want %v", dsn, got, err, want)
+		}
+	}
+	for _, dsn := range []string{"host=db user=u", "mysql://root@db/x", "nonsense"} {
+		if got, err := DialectOf(dsn); !errors.Is(err, worker.ErrInvalidConfig) {
+			t.Errorf("DialectOf(%q) = %v, %v; want ErrInvalidConfig", dsn, got, err)
+		}
+	}
+	if _, err := Open(t.Context(), "nonsense"); !errors.Is(err, worker.ErrInvalidConfig) {
+		t.Errorf("Open of a bad DSN: %v", err)
+	}
+	// Nothing listens on port 1.
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	for _, dsn := range []string{"postgres://u@127.0.0.1:1/x?sslmode=disable", "u@tcp(127.0.0.1:1)/x"} {
+		if _, err := Open(ctx, dsn); !errors.Is(err, worker.ErrUnavailable) {
+			t.Errorf("Open(%q) with no server: %v, want ErrUnavailable", dsn, err)
+		}
+	}
+}
+
+func TestOpen(t *testing.T) {
+	forEach(t, func(t *testing.T, dsn string) {
+		w, err := Open(ctx10(t), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		if w.Table() != DefaultTable {
+			t.Fatalf("table %q", w.Table())
+		}
+		if want, _ := DialectOf(dsn); w.Dialect() != want {
+			t.Fatalf("dialect %v, want %v", w.Dialect(), want)
+		}
+		if err := w.db.PingContext(ctx10(t)); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// The database's clock, not the process's, decides expiry. MySQL lets a
+// session set its clock (SET timestamp), which shows it.
+func TestExpiryUsesDatabaseClock(t *testing.T) {
+	forEach(t, func(t *testing.T, dsn string) {
+		w, _ := newTable(t, dsn)
+		ctx := ctx10(t)
+		before := time.Now()
+		if _, err := w.Acquire(ctx, req("a", 1)); err != nil {
+			t.Fatal(err)
+		}
+		infos, err := w.List(ctx, 0)
+		if err != nil || len(infos) != 1 {
+			t.Fatalf("List = %+v, %v", infos, err)
+		}
+		if exp := infos[0].Expires; exp.Before(before.Add(2*time.Second-500*time.Millisecond)) || exp.After(time.Now().Add(2*time.Second+500*time.Millisecond)) {
+			t.Fatalf("expires %v, want about now + 2s (now %v)", exp, time.Now())
+		}
+		if w.d != MySQL {
+			return
+		}
+		// A session whose clock runs an hour ahead sees the lease expired
+		// and takes it over; its lease lasts until its own now + TTL.
+		db, _ := testDB(t, dsn)
+		db.SetMaxOpenConns(1)
+		ahead := time.Now().Add(time.Hour)
+		if _, err := db.ExecContext(ctx, fmt.Sprintf("SET timestamp = %d", ahead.Unix())); err != nil {
+			t.Fatal(err)
+		}
+		fw, err := NewWorkers(db, MySQL, w.table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fw.Acquire(ctx, req("from-the-future", 1)); err != nil {
+			t.Fatalf("Acquire with the database clock an hour ahead: %v", err)
+		}
+		infos, err = w.List(ctx, 0)
+		if err != nil || len(infos) != 1 || infos[0].Holder != "from-the-future" || infos[0].Expires.Before(ahead) {
+			t.Fatalf("List = %+v, %v; want held by from-the-future until about %v", infos, err, ahead)
+		}
+	})
+}
+
+// Without clientFoundRows, MySQL reports 0 rows for an UPDATE that matched
+// but changed nothing: renewals in the same millisecond must still succeed.
+func TestRenewWithoutFoundRows(t *testing.T) {
+	dsn := testenv.MySQL().Require(t)
+	w, _ := newTable(t, dsn)
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ClientFoundRows = false
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sql.OpenDB(conn)
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	pw, err := NewWorkers(db, MySQL, w.table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctx10(t)
+	r := req("a", 1)
+	cl, err := pw.Acquire(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 300 {
+		if err := cl.Renew(ctx, r.TTL, r.Reserve); err != nil {
+			t.Fatalf("renewal %d: %v", i, err)
+		}
+	}
+	if err := cl.Release(ctx, r.Reserve); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Renew(ctx, r.TTL, r.Reserve); !errors.Is(err, worker.ErrNotHeld) {
+		t.Fatalf("Renew after Release: %v, want ErrNotHeld", err)
+	}
+}
+
+func TestCorruptRow(t *testing.T) {
+	forEach(t, func(t *testing.T, dsn string) {
+		w, admin := newTable(t, dsn)
+		ctx := ctx10(t)
+		if _, err := w.Acquire(ctx, req("a", 4)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := admin.ExecContext(ctx, "INSERT INTO "+w.d.quote(w.table)+
+			" (datacenter, worker, holder, expires_at_ms, high_water_ms) VALUES (0, 2, '', 0, -7)"); err != nil {
+			t.Fatal(err)
+		}
+		_, err := w.List(ctx, 0)
+		if !errors.Is(err, worker.ErrUnavailable) || !strings.Contains(err.Error(), "corrupt row (datacenter 0, worker 2): high_water_ms -7") {
+			t.Fatalf("List with a corrupt row: %v", err)
+		}
+		_, err = w.Acquire(ctx, req("b", 4))
+		if !errors.Is(err, worker.ErrUnavailable) || !strings.Contains(err.Error(), "corrupt row") {
+			t.Fatalf("Acquire with a corrupt row: %v", err)
+		}
+		t.Logf("corrupt row: %v", err)
+	})
+}
+
+// A table of the same name but another shape is reported, not mistaken.
+func TestForeignTable(t *testing.T) {
+	forEach(t, func(t *testing.T, dsn string) {
+		admin, d := testDB(t, dsn)
+		name := tableName(t)
+		ctx := ctx10(t)
+		if _, err := admin.ExecContext(ctx, "CREATE TABLE "+d.quote(name)+" (datacenter BIGINT, worker BIGINT, note VARCHAR(10))"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { admin.ExecContext(context.Background(), "DROP TABLE "+d.quote(name)) })
+		w, err := NewWorkers(admin, d, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.CreateSchema(ctx); err != nil {
+			t.Fatal(err) // IF NOT EXISTS: the foreign table stays
+		}
+		if _, err := w.List(ctx, 0); !errors.Is(err, worker.ErrUnavailable) || !strings.Contains(err.Error(), "holder") {
+			t.Fatalf("List on a foreign table: %v", err)
+		}
+		_, err = w.Acquire(ctx, req("a", 1))
+		if !errors.Is(err, worker.ErrUnavailable) {
+			t.Fatalf("Acquire on a foreign table: %v", err)
+		}
+		t.Logf("foreign table: %v", err)
+	})
+}
+
+func TestClosedDB(t *testing.T) {
+	forEach(t, func(t *testing.T, dsn string) {
+		w, _ := newTable(t, dsn)
+		db, d := testDB(t, dsn)
+		c, err := NewWorkers(db, d, w.table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := ctx10(t)
+		cl, err := c.Acquire(ctx, req("a", 2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		db.Close()
+		for name, err := range map[string]error{
+			"Acquire": func() error { _, err := c.Acquire(ctx, req("b", 2)); return err }(),
+			"List":    func() error { _, err := c.List(ctx, 0); return err }(),
+			"Renew":   cl.Renew(ctx, time.Second, time.Now()),
+			"Release": cl.Release(ctx, time.Now()),
+		} {
+			if !errors.Is(err, worker.ErrUnavailable) || !errors.Is(err, sql.ErrConnDone) && !strings.Contains(err.Error(), "closed") {
+				t.Errorf("%s on a closed database: %v, want ErrUnavailable saying it is closed", name, err)
+			}
+		}
+	})
+}
+
+func TestBadRequests(t *testing.T) {
+	db, err := sql.Open("pgx", "postgres://nobody@127.0.0.1:1/none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	w, err := NewWorkers(db, Postgres, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, r := range map[string]worker.Request{
+		"no workers":          {Workers: 0, Owner: "a", TTL: time.Second},
+		"negative dc":         {Datacenter: -1, Workers: 1, Owner: "a", TTL: time.Second},
+		"no owner":            {Workers: 1, TTL: time.Second},
+		"long owner":          {Workers: 1, Owner: strings.Repeat("o", 256), TTL: time.Second},
+		"trailing space":      {Workers: 1, Owner: "a ", TTL: time.Second},
+		"invalid UTF-8":       {Workers: 1, Owner: "a\xff", TTL: time.Second},
+		"sub-millisecond TTL": {Workers: 1, Owner: "a", TTL: time.Microsecond},
+	} {
+		if _, err := w.Acquire(t.Context(), r); !errors.Is(err, worker.ErrInvalidConfig) {
+			t.Errorf("%s: Acquire(%+v) = %v, want ErrInvalidConfig", name, r, err)
+		}
+	}
+}
+
+func TestCeilMs(t *testing.T) {
+	base := time.UnixMilli(1_700_000_000_123)
+	for in, want := range map[time.Time]int64{
+		base:                       1_700_000_000_123,
+		base.Add(time.Nanosecond):  1_700_000_000_124,
+		base.Add(-time.Nanosecond): 1_700_000_000_123,
+		{}:                         0,
+		time.UnixMilli(-5):         0,
+	} {
+		if got := ceilMs(in); got != want {
+			t.Errorf("ceilMs(%v) = %d, want %d", in, got, want)
+		}
+	}
+}
+
+// A client partitioned away in the middle of Acquire, holding its
+// datacenter's lock row, blocks no renewal; on PostgreSQL the server ends its
+// transaction after the lock-hold limit, so other nodes acquire again; on
+// MySQL they wait until the link heals or the server drops the connection.
+func TestPartitionedAcquirer(t *testing.T) {
+	forEach(t, func(t *testing.T, dsn string) {
+		w, _ := newTable(t, dsn)
+		conn := connector{dsn: dsn, table: w.table}
+		healthy := conn.Connect(t).(*Workers)
+		fc, fault := conn.ConnectFaulty(t)
+		faulty := fc.(*Workers)
+		faulty.lockHold = time.Second
+		faulty.testHookLocked = fault.Cut
+		defer fault.Heal()
+
+		ctx := ctx10(t)
+		held, err := healthy.Acquire(ctx, req("holder", 4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		actx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+		defer cancel()
+		if _, err := faulty.Acquire(actx, req("partitioned", 4)); !errors.Is(err, worker.ErrUnavailable) {
+			t.Fatalf("Acquire cut off mid-transaction: %v, want ErrUnavailable", err)
+		}
+		// The lock row is held by the partitioned session; renewals go on.
+		for range 3 {
+			rctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+			err := held.Renew(rctx, 2*time.Second, time.Now())
+			cancel()
+			if err != nil {
+				t.Fatalf("Renew while another client holds the lock row: %v", err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		start := time.Now()
+		if healthy.d == MySQL {
+			bctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+			_, err := healthy.Acquire(bctx, req("blocked", 4))
+			cancel()
+			if !errors.Is(err, worker.ErrUnavailable) {
+				t.Fatalf("Acquire while a partitioned client holds the lock row: %v, want ErrUnavailable", err)
+			}
+			fault.Heal()
+		}
+		cl, err := healthy.Acquire(ctx, req("next", 4))
+		if err != nil {
+			t.Fatalf("Acquire after the partitioned client: %v", err)
+		}
+		t.Logf("%v: the next Acquire got worker %d after %v", healthy.d, cl.WorkerID(), time.Since(start).Round(time.Millisecond))
+		if cl.WorkerID() == held.WorkerID() {
+			t.Fatalf("worker %d handed out twice", cl.WorkerID())
+		}
+	})
+}
+
+// Many nodes acquiring and releasing the same few ids at once: never two
+// holders of one id, and every holder starts at or after its predecessor's
+// final reservation.
+func TestAcquireChurn(t *testing.T) {
+	forEach(t, func(t *testing.T, dsn string) {
+		w, _ := newTable(t, dsn)
+		conn := connector{dsn: dsn, table: w.table}
+		const nodes, ids = 24, 4
+		type key struct{ dc, id int64 }
+		var (
+			mu       sync.Mutex
+			holders  = map[key]string{}
+			released = map[key]int64{} // the final reservation, Unix ms
+			acquired int
+		)
+		clients := make([]worker.Coordinator, nodes)
+		for i := range clients {
+			clients[i] = conn.Connect(t)
+		}
+		stop := time.Now().Add(1500 * time.Millisecond)
+		var wg sync.WaitGroup
+		for i, c := range clients {
+			wg.Go(func() {
+				for n := 0; time.Now().Before(stop); n++ {
+					dc := int64(n % 2)
+					r := req(fmt.Sprintf("node-%d-%d", i, n), ids)
+					r.Datacenter = dc
+					cl, err := c.Acquire(ctx10(t), r)
+					if errors.Is(err, worker.ErrExhausted) {
+						time.Sleep(time.Millisecond)
+						continue
+					}
+					if err != nil {
+						t.Errorf("Acquire: %v", err)
+						return
+					}
+					k := key{dc, cl.WorkerID()}
+					mu.Lock()
+					if h, dup := holders[k]; dup {
+						t.Errorf("worker %v handed to %s while %s holds it", k, r.Owner, h)
+					}
+					if prev := ceilMs(cl.Previous()); prev < released[k] {
+						t.Errorf("worker %v: Previous %d before the last release's %d", k, prev, released[k])
+					}
+					holders[k] = r.Owner
+					acquired++
+					final := time.Now().Add(time.Duration(n%5) * time.Second).Truncate(time.Millisecond)
+					released[k] = max(released[k], final.UnixMilli())
+					mu.Unlock()
+					time.Sleep(time.Millisecond)
+					mu.Lock()
+					delete(holders, k)
+					mu.Unlock()
+					if err := cl.Release(ctx10(t), final); err != nil {
+						t.Errorf("Release: %v", err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		t.Logf("%d acquisitions", acquired)
+		if acquired < 2*ids {
+			t.Fatalf("only %d acquisitions", acquired)
+		}
+	})
+}
+
+// A client whose link was cut works again once it heals: the pooled
+// connections whose bytes were held are discarded, not reused stuck.
+func TestRecoversAfterHeal(t *testing.T) {
+	forEach(t, func(t *testing.T, dsn string) {
+		w, _ := newTable(t, dsn)
+		c, fault := connector{dsn: dsn, table: w.table}.ConnectFaulty(t)
+		ctx := ctx10(t)
+		cl, err := c.Acquire(ctx, req("a", 2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fault.Cut()
+		for range 3 { // fail the pooled connection and a fresh one
+			sctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+			err := cl.Renew(sctx, 5*time.Second, time.Now())
+			cancel()
+			if !errors.Is(err, worker.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Renew while cut: %v, want ErrUnavailable and the deadline", err)
+			}
+		}
+		fault.Heal()
+		start := time.Now()
+		for name, op := range map[string]func(context.Context) error{
+			"Renew": func(ctx context.Context) error { return cl.Renew(ctx, 5*time.Second, time.Now()) },
+			"List":  func(ctx context.Context) error { _, err := c.List(ctx, 0); return err },
+			"Acquire": func(ctx context.Context) error {
+				_, err := c.Acquire(ctx, req("b", 2))
+				return err
+			},
+		} {
+			octx, cancel := context.WithTimeout(t.Context(), time.Second)
+			err := op(octx)
+			cancel()
+			if err != nil {
+				t.Errorf("%s after the link healed: %v", name, err)
+			}
+		}
+		t.Logf("recovered in %v", time.Since(start).Round(time.Millisecond))
+	})
+}
