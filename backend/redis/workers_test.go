@@ -701,3 +701,17 @@ func TestParseSlot(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkWorkers(b *testing.B) {
+	workertest.Benchmark(b, func(b *testing.B) worker.Coordinator {
+		client := newClient(b, testenv.Redis().Require(b))
+		prefix := "flakeid-bench:" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		b.Cleanup(func() {
+			keys, _ := client.Keys(context.Background(), prefix+":*").Result()
+			if len(keys) > 0 {
+				client.Del(context.Background(), keys...)
+			}
+		})
+		return NewWorkers(client, prefix)
+	})
+}
