@@ -163,6 +163,7 @@ func (lr *leaser) Acquire(ctx context.Context) (Lease, error) {
 	_, _ = rand.Read(token[:])
 	owner := lr.cfg.Owner + "/" + hex.EncodeToString(token[:])
 	bo := backoff.Backoff{Min: 50 * time.Millisecond, Max: 2 * time.Second}
+	var reason error // the last failure not caused by ctx ending
 	for attempt := 0; ; attempt++ {
 		start := time.Now()
 		reserve := ceilMilli(lr.cfg.Now().Add(lr.cfg.ReserveAhead))
@@ -172,12 +173,18 @@ func (lr *leaser) Acquire(ctx context.Context) (Lease, error) {
 		if err == nil {
 			return lr.start(claim, start, reserve), nil
 		}
+		if ctx.Err() == nil || reason == nil {
+			reason = err
+		}
+		if ctx.Err() != nil && lr.cfg.WaitForFree {
+			return nil, fmt.Errorf("worker: acquiring a worker id: %w (last attempt: %w)", ctx.Err(), reason)
+		}
 		if !lr.cfg.WaitForFree || !(errors.Is(err, ErrExhausted) || errors.Is(err, ErrUnavailable)) {
 			return nil, err
 		}
 		lr.cfg.Logger.Warn("worker: no lease yet, retrying", "datacenter", lr.cfg.Datacenter, "attempt", attempt+1, "err", err)
 		if cerr := sleepCtx(ctx, bo.Next(attempt)); cerr != nil {
-			return nil, fmt.Errorf("worker: acquiring a worker id: %w (last attempt: %w)", cerr, err)
+			return nil, fmt.Errorf("worker: acquiring a worker id: %w (last attempt: %w)", cerr, reason)
 		}
 	}
 }

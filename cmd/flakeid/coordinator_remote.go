@@ -8,6 +8,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/flakeid/flakeid/backend/etcd"
 	"github.com/flakeid/flakeid/backend/redis"
 	"github.com/flakeid/flakeid/backend/sqldb"
 	"github.com/flakeid/flakeid/worker"
@@ -15,6 +16,7 @@ import (
 
 // openRemote opens a coordinator on a network service, from its URL:
 //
+//	etcd://host:port[,host:port…][/prefix]           (default prefix /flakeid/workers)
 //	redis://[:password@]host:port[/db][?prefix=P]   (go-redis URL options pass through)
 //	postgres://user[:password]@host:port/db[?table=T&…]  (pgx options pass through)
 //	mysql://user[:password]@host:port/db[?table=T&…]     (go-sql-driver/mysql options pass through)
@@ -23,6 +25,19 @@ import (
 // missing; `flakeid workers schema` prints its DDL for a migration tool.
 func openRemote(ctx context.Context, u *url.URL) (worker.Coordinator, func() error, error) {
 	switch strings.ToLower(u.Scheme) {
+	case "etcd":
+		if u.Host == "" {
+			return nil, nil, fmt.Errorf("--coordinator %q: no etcd endpoint", u.Redacted())
+		}
+		var endpoints []string
+		for _, h := range strings.Split(u.Host, ",") {
+			endpoints = append(endpoints, "http://"+h)
+		}
+		w, err := etcd.Dial(ctx, endpoints, u.Path)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--coordinator %q: %w", u.Redacted(), err)
+		}
+		return w, w.Close, nil
 	case "postgres", "postgresql", "mysql":
 		w, closeDB, err := openSQL(ctx, u)
 		if err != nil {

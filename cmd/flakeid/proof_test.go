@@ -170,6 +170,9 @@ type proofBackend struct {
 func proofBackends() []proofBackend {
 	return []proofBackend{
 		{"file", func(t *testing.T) string { return "file://" + filepath.Join(t.TempDir(), "workers.db") }},
+		{"etcd", func(t *testing.T) string {
+			return "etcd://" + testenv.Etcd().Require(t) + "/" + randomName("flakeid-proof-")
+		}},
 		{"redis", func(t *testing.T) string {
 			return "redis://" + testenv.Redis().Require(t) + "/0?prefix=" + randomName("flakeid-proof-")
 		}},
@@ -388,6 +391,10 @@ func proxiedBackends() []proxiedBackend {
 		{"redis", func(t *testing.T) (string, func(string) string) {
 			addr, prefix := testenv.Redis().Require(t), randomName("flakeid-proof-")
 			return addr, func(a string) string { return "redis://" + a + "/0?prefix=" + prefix }
+		}},
+		{"etcd", func(t *testing.T) (string, func(string) string) {
+			addr, prefix := testenv.Etcd().Require(t), randomName("flakeid-proof-")
+			return addr, func(a string) string { return "etcd://" + a + "/" + prefix }
 		}},
 		{"postgres", sqlProxied("postgres", testenv.Postgres())},
 		{"mysql", sqlProxied("mysql", testenv.MySQL())},

@@ -1,0 +1,53 @@
+package etcd_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/flakeid/flakeid/backend/etcd"
+	"github.com/flakeid/flakeid/worker"
+)
+
+// Every node of a cluster dials the same etcd endpoints with the same key
+// prefix, and leases its worker id through them.
+func ExampleDial() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	coord, err := etcd.Dial(ctx, []string{"10.0.0.1:2379", "10.0.0.2:2379", "10.0.0.3:2379"}, "/flakeid/workers")
+	if err != nil {
+		log.Fatal(err) // wraps worker.ErrUnavailable when etcd does not answer
+	}
+	defer coord.Close()
+
+	leaser, err := worker.NewLeaser(coord, worker.Config{Datacenter: 1, Workers: 32, TTL: 10 * time.Second})
+	if err != nil {
+		log.Fatal(err)
+	}
+	lease, err := leaser.Acquire(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lease.Close()
+	fmt.Println("worker id", lease.WorkerID(), "issue from", lease.NotBefore())
+}
+
+// An application that already has an etcd client (TLS, authentication)
+// wraps it; the client stays the application's to close.
+func ExampleNew() {
+	client, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{"https://etcd.example.com:2379"},
+		DialTimeout: 5 * time.Second,
+		Username:    "flakeid",
+		Password:    "secret",
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	var coord worker.Coordinator = etcd.New(client, "/flakeid/workers")
+	_ = coord
+}
