@@ -1,0 +1,153 @@
+package segmenttest
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/flakeid/flakeid/segment"
+)
+
+// Memory is an in-memory segment.Store: the reference the suite checks
+// itself against, and a store for unit tests of allocator logic. It can be
+// cut off (every call fails with segment.ErrUnavailable) to model an outage.
+type Memory struct {
+	mu   sync.Mutex
+	tags map[string]segment.Tag
+	cut  atomic.Bool
+	// Fetches counts successful fetches.
+	Fetches atomic.Int64
+}
+
+// NewMemory returns an empty Memory store.
+func NewMemory() *Memory { return &Memory{tags: map[string]segment.Tag{}} }
+
+// Cut makes every call fail with segment.ErrUnavailable until Heal.
+func (m *Memory) Cut() { m.cut.Store(true) }
+
+// Heal ends a Cut.
+func (m *Memory) Heal() { m.cut.Store(false) }
+
+// Reset does nothing: a memory store has no connections to drop.
+func (m *Memory) Reset() {}
+
+func (m *Memory) check(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %w", segment.ErrUnavailable, err)
+	}
+	if m.cut.Load() {
+		return fmt.Errorf("%w: memory store cut off", segment.ErrUnavailable)
+	}
+	return nil
+}
+
+// Fetch implements segment.Store.
+func (m *Memory) Fetch(ctx context.Context, tag string, n int64) (segment.Range, error) {
+	if err := m.check(ctx); err != nil {
+		return segment.Range{}, err
+	}
+	if n < 1 {
+		return segment.Range{}, fmt.Errorf("%w: fetch of %d IDs", segment.ErrInvalidTag, n)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.tags[tag]
+	if !ok {
+		return segment.Range{}, fmt.Errorf("%w: %q", segment.ErrUnknownTag, tag)
+	}
+	if t.MaxID > math.MaxInt64-n {
+		return segment.Range{}, fmt.Errorf("%w: tag %q at %d cannot take %d more", segment.ErrExhausted, tag, t.MaxID, n)
+	}
+	r := segment.Range{Start: t.MaxID, End: t.MaxID + n}
+	t.MaxID, t.Updated = r.End, time.Now()
+	m.tags[tag] = t
+	m.Fetches.Add(1)
+	return r, nil
+}
+
+// Get implements segment.Store.
+func (m *Memory) Get(ctx context.Context, tag string) (segment.Tag, error) {
+	if err := m.check(ctx); err != nil {
+		return segment.Tag{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.tags[tag]
+	if !ok {
+		return segment.Tag{}, fmt.Errorf("%w: %q", segment.ErrUnknownTag, tag)
+	}
+	return t, nil
+}
+
+// List implements segment.Store.
+func (m *Memory) List(ctx context.Context) ([]segment.Tag, error) {
+	if err := m.check(ctx); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]segment.Tag, 0, len(m.tags))
+	for _, t := range m.tags {
+		out = append(out, t)
+	}
+	slices.SortFunc(out, func(a, b segment.Tag) int {
+		if a.Name < b.Name {
+			return -1
+		}
+		if a.Name > b.Name {
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
+
+// Create implements segment.Store.
+func (m *Memory) Create(ctx context.Context, t segment.Tag) error {
+	if err := m.check(ctx); err != nil {
+		return err
+	}
+	if err := segment.ValidateTag(t); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.tags[t.Name]; ok {
+		return fmt.Errorf("%w: %q", segment.ErrTagExists, t.Name)
+	}
+	if t.MaxID == 0 {
+		t.MaxID = 1
+	}
+	t.Updated = time.Now()
+	m.tags[t.Name] = t
+	return nil
+}
+
+// Update implements segment.Store.
+func (m *Memory) Update(ctx context.Context, tag string, step *int64, description *string) error {
+	if err := m.check(ctx); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.tags[tag]
+	if !ok {
+		return fmt.Errorf("%w: %q", segment.ErrUnknownTag, tag)
+	}
+	if step != nil {
+		if *step < 1 || *step > segment.MaxStep {
+			return fmt.Errorf("%w: step %d", segment.ErrInvalidTag, *step)
+		}
+		t.Step = *step
+	}
+	if description != nil {
+		t.Description = *description
+	}
+	t.Updated = time.Now()
+	m.tags[tag] = t
+	return nil
+}

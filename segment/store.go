@@ -1,0 +1,97 @@
+// Package segment hands out dense, increasing integers per business tag
+// (order numbers per shop, message ids per chat) from ranges ("segments")
+// fetched from a database row, in the manner of Meituan Leaf's segment mode
+// and Didi Tinyid, and compatible with Leaf's leaf_alloc table.
+//
+// An Allocator keeps two buffers per tag: while the current segment is being
+// used, the next is fetched in the background once a fraction of the current
+// one is consumed. The hot path is one atomic add on the current segment; a
+// switch to the next segment never blocks readers of the current one.
+//
+// Guarantees (see docs/GUARANTEES.md):
+//
+//   - An ID is handed out at most once, by any number of allocators in any
+//     number of processes sharing a Store: a fetch is one atomic step on the
+//     tag's row (max_id += step), so fetched ranges never overlap.
+//   - IDs of one tag from one allocator increase; across allocators they
+//     increase roughly (each allocator works in its own ranges).
+//   - Gaps are allowed: a restart, a crash or a graceful shutdown loses the
+//     unused rest of the buffered segments — at most one step per tag
+//     (each of the two buffers holds half a step).
+//   - A database outage is ridden out from the buffers; a request that
+//     cannot be served waits for the next fetch as long as its context
+//     allows and then fails with an error wrapping ErrUnavailable.
+package segment
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Sentinel errors; every error of the package and of its stores wraps one.
+var (
+	// ErrUnknownTag means the tag has no row in the store (and the
+	// allocator does not create tags on first use).
+	ErrUnknownTag = errors.New("segment: unknown tag")
+	// ErrTagExists means Create found the tag already there.
+	ErrTagExists = errors.New("segment: tag already exists")
+	// ErrInvalidTag means a tag name or a tag's settings are out of range.
+	ErrInvalidTag = errors.New("segment: invalid tag")
+	// ErrInvalidCount means Next was asked for fewer than one ID or more
+	// than the allocator's maximum batch.
+	ErrInvalidCount = errors.New("segment: invalid count")
+	// ErrUnavailable means the store could not be reached or failed, and
+	// the buffers could not serve the request.
+	ErrUnavailable = errors.New("segment: store unavailable")
+	// ErrExhausted means the tag's IDs would pass the int64 range.
+	ErrExhausted = errors.New("segment: tag exhausted")
+	// ErrClosed means the allocator was closed.
+	ErrClosed = errors.New("segment: allocator closed")
+)
+
+// Tag is one row of the store: Leaf's leaf_alloc (biz_tag, max_id, step,
+// description, update_time).
+type Tag struct {
+	// Name is the business tag (Leaf's biz_tag): 1–128 bytes of letters,
+	// digits and . _ - : /.
+	Name string `json:"tag"`
+	// MaxID is the first ID not yet handed to any allocator: the end of the
+	// newest fetched range. A new tag starts at 1, as in Leaf.
+	MaxID int64 `json:"max_id"`
+	// Step is the tag's configured step: how many IDs a fetch takes by
+	// default, and the least the dynamic step goes down to. Range 1–2^31−1.
+	Step int64 `json:"step"`
+	// Description is free text, up to 256 bytes.
+	Description string `json:"description,omitempty"`
+	// Updated is when the row last changed, by the store's clock.
+	Updated time.Time `json:"update_time,omitzero"`
+}
+
+// Range is a fetched segment: the IDs Start, Start+1, …, End−1.
+type Range struct {
+	Start, End int64
+}
+
+// Len is the number of IDs in the range.
+func (r Range) Len() int64 { return r.End - r.Start }
+
+// Store is the persistent side: one row per tag. Implementations live in
+// backend/<name>; segment/segmenttest checks them all the same way.
+type Store interface {
+	// Fetch advances the tag's max_id by n in one atomic step and returns
+	// the range [old max_id, new max_id). It fails with ErrUnknownTag for a
+	// tag without a row, ErrExhausted past the int64 range, ErrUnavailable
+	// when the store cannot be reached.
+	Fetch(ctx context.Context, tag string, n int64) (Range, error)
+	// Get returns a tag's row, or ErrUnknownTag.
+	Get(ctx context.Context, tag string) (Tag, error)
+	// List returns every tag, ordered by name.
+	List(ctx context.Context) ([]Tag, error)
+	// Create adds a tag with t's Name, Step, Description and MaxID (0 means
+	// 1), or fails with ErrTagExists.
+	Create(ctx context.Context, t Tag) error
+	// Update changes a tag's step and description (a nil pointer leaves the
+	// field), or fails with ErrUnknownTag.
+	Update(ctx context.Context, tag string, step *int64, description *string) error
+}
