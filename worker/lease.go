@@ -173,7 +173,8 @@ func (lr *leaser) Acquire(ctx context.Context) (Lease, error) {
 		if err == nil {
 			return lr.start(claim, start, reserve), nil
 		}
-		if ctx.Err() == nil || reason == nil {
+		ctxCaused := ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+		if !ctxCaused || reason == nil {
 			reason = err
 		}
 		if ctx.Err() != nil && lr.cfg.WaitForFree {

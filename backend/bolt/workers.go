@@ -1,6 +1,8 @@
-// Package bolt keeps flakeid's state in an embedded bbolt file: the worker-id
-// coordinator for a single machine (the default of `flakeid next` and
-// `flakeid serve`), and later the segment store.
+// Package bolt keeps flakeid's state in embedded bbolt files: the worker-id
+// coordinator for a single machine (Workers, the default of `flakeid next`
+// and `flakeid serve`) and the segment store (Segments; see OpenSegments for
+// the per-operation mode several processes share, and NewSegments for one
+// process holding the file open).
 //
 // The worker coordinator opens the file for each operation and closes it
 // again, so several processes on one machine share it safely: bbolt's file

@@ -1,10 +1,12 @@
-// Package sqldb is the worker-id coordinator (worker.Coordinator) on a SQL
-// database: PostgreSQL, or MySQL/MariaDB with InnoDB. One database/sql
-// implementation serves both; a Dialect holds what differs (placeholders,
-// identifier quoting, the upsert of the lock row, the clock expression, the
-// DDL).
+// Package sqldb keeps flakeid's state in a SQL database — PostgreSQL, or
+// MySQL/MariaDB with InnoDB: the worker-id coordinator (Workers, a
+// worker.Coordinator) and the segment store (Segments, a segment.Store on
+// Meituan Leaf's leaf_alloc table; see SegmentSchemaSQL). One database/sql
+// implementation serves both dialects; a Dialect holds what differs
+// (placeholders, identifier quoting, the upsert of the lock row, the clock
+// expression, the DDL).
 //
-// Design:
+// Design of the worker coordinator:
 //
 //   - One table (default "flakeid_workers", see SchemaSQL for its columns),
 //     one row per (datacenter, worker) slot ever held, created by

@@ -18,7 +18,6 @@ import (
 // them.
 type coordFlags struct {
 	Coordinator string        `placeholder:"URL" env:"FLAKEID_COORDINATOR" help:"Where worker ids are leased: file:///path/workers.db (the default, under --data-dir), etcd://host:port[,host:port…][/prefix], redis://[:password@]host:port[/db][?prefix=P], postgres://user@host:port/db[?table=T], mysql://user[:password]@host:port/db[?table=T]."`
-	DataDir     string        `placeholder:"DIR" env:"FLAKEID_DATA_DIR" help:"Directory for the embedded state (default \\$XDG_STATE_HOME/flakeid, or ~/.local/state/flakeid)."`
 	Datacenter  int64         `default:"0" placeholder:"D" env:"FLAKEID_DATACENTER" help:"Datacenter id, 0 to 2^datacenter-bits − 1; clusters sharing a coordinator never collide when their datacenter ids differ."`
 	LeaseTTL    time.Duration `default:"10s" placeholder:"DURATION" env:"FLAKEID_LEASE_TTL" help:"Worker-id lease TTL, 1s–10m: how long a crashed node's worker id stays taken."`
 
@@ -27,8 +26,14 @@ type coordFlags struct {
 	TestClockOffset time.Duration `hidden:"" env:"FLAKEID_TEST_CLOCK_OFFSET" help:"TEST ONLY: run with the clock shifted by this much."`
 }
 
-// dataDir is --data-dir or the default under the user's state directory.
-func (f *coordFlags) dataDir() (string, error) {
+// dataFlags name the directory of the embedded state (the default file
+// coordinator and segment store).
+type dataFlags struct {
+	DataDir string `placeholder:"DIR" env:"FLAKEID_DATA_DIR" help:"Directory for the embedded state (default \\$XDG_STATE_HOME/flakeid, or ~/.local/state/flakeid)."`
+}
+
+// dir is --data-dir or the default under the user's state directory.
+func (f *dataFlags) dir() (string, error) {
 	if f.DataDir != "" {
 		return f.DataDir, nil
 	}
@@ -52,11 +57,11 @@ func (f *coordFlags) clock() func() time.Time {
 }
 
 // open returns the coordinator the flags name and a function that closes its
-// client.
-func (f *coordFlags) open(ctx context.Context) (worker.Coordinator, func() error, error) {
+// client; the default is a file under the data directory.
+func (f *coordFlags) open(ctx context.Context, data *dataFlags) (worker.Coordinator, func() error, error) {
 	raw := f.Coordinator
 	if raw == "" {
-		dir, err := f.dataDir()
+		dir, err := data.dir()
 		if err != nil {
 			return nil, nil, err
 		}

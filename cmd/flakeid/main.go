@@ -53,6 +53,7 @@ type cli struct {
 	Decode  decodeCmd  `cmd:"" help:"Show the time, datacenter, worker and sequence inside IDs."`
 	Layout  layoutCmd  `cmd:"" help:"Show a layout's bit fields, capacity and lifetime."`
 	Workers workersCmd `cmd:"" help:"Inspect worker-id leases."`
+	Tags    tagsCmd    `cmd:"" help:"Manage segment-mode tags."`
 }
 
 // streams are the output streams the commands write to; run binds them so

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flakeid/flakeid/node"
+	"github.com/flakeid/flakeid/segment"
 	"github.com/flakeid/flakeid/snowflake"
 	"github.com/flakeid/flakeid/worker"
 )
@@ -32,6 +33,11 @@ type nextCmd struct {
 	WaitLease bool          `env:"FLAKEID_WAIT_LEASE" help:"Wait for a worker id while all are held, instead of failing."`
 	MaxWait   time.Duration `default:"10s" placeholder:"DURATION" env:"FLAKEID_MAX_WAIT" help:"How long to wait for the clock to pass the worker id's high-water mark (a previous holder's reservation), 0–1m."`
 
+	Tag       string `placeholder:"TAG" env:"FLAKEID_TAG" help:"Segment mode: print the next IDs of this tag (dense integers from --store, Leaf-style) instead of Snowflake IDs."`
+	CreateTag bool   `env:"FLAKEID_CREATE_TAG" help:"Segment mode: create the tag (step 1000) if it does not exist."`
+
+	Data   dataFlags   `embed:""`
+	Store  storeFlags  `embed:""`
 	Coord  coordFlags  `embed:""`
 	Layout layoutFlags `embed:""`
 }
@@ -43,6 +49,9 @@ func (c *nextCmd) Run(ctx context.Context, out *streams) error {
 	}
 	if c.MaxWait < 0 || c.MaxWait > snowflake.MaxMaxWait {
 		return fmt.Errorf("--max-wait %v is out of range: want 0 to %v", c.MaxWait, snowflake.MaxMaxWait)
+	}
+	if c.Tag != "" {
+		return c.segments(ctx, out)
 	}
 	l, err := c.Layout.layout()
 	if err != nil {
@@ -60,7 +69,7 @@ func (c *nextCmd) Run(ctx context.Context, out *streams) error {
 	if c.Worker != nil {
 		leaser = worker.Static(c.Coord.Datacenter, *c.Worker, log)
 	} else {
-		coord, closeCoord, err := c.Coord.open(ctx)
+		coord, closeCoord, err := c.Coord.open(ctx, &c.Data)
 		if err != nil {
 			return err
 		}
@@ -156,4 +165,73 @@ func (c *nextCmd) print(ctx context.Context, g *node.Node, out *streams) error {
 		w.WriteString("\n]\n")
 	}
 	return w.Flush()
+}
+
+// segments prints c.Count IDs of c.Tag from the segment store.
+func (c *nextCmd) segments(ctx context.Context, out *streams) error {
+	if c.Format == "json" {
+		return fmt.Errorf("--format json is for Snowflake IDs; segment IDs print as decimal, base32 or base58")
+	}
+	store, closeStore, err := c.Store.open(ctx, &c.Data)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	log := slog.New(slog.NewTextHandler(out.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	a, err := segment.New(segment.Config{Store: store, AutoCreate: c.CreateTag, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	h, err := a.Tag(ctx, c.Tag)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(out.stdout, 64<<10)
+	defer w.Flush()
+	var tick *time.Ticker
+	if c.Every > 0 {
+		tick = time.NewTicker(c.Every)
+		defer tick.Stop()
+	}
+	var spans []segment.Span
+	var buf []byte
+	for left := c.Count; left > 0; {
+		want := min(left, 100_000)
+		if tick != nil {
+			want = 1
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-tick.C:
+			}
+		}
+		if spans, err = h.Next(ctx, want, spans[:0]); err != nil {
+			return err
+		}
+		for _, sp := range spans {
+			for id := range sp.All() {
+				buf = buf[:0]
+				switch c.Format {
+				case "base32":
+					buf = append(buf, snowflake.ID(id).Base32()...)
+				case "base58":
+					buf = append(buf, snowflake.ID(id).Base58()...)
+				default:
+					buf = strconv.AppendInt(buf, id, 10)
+				}
+				buf = append(buf, '\n')
+				if _, err := w.Write(buf); err != nil {
+					return err
+				}
+			}
+		}
+		left -= want
+		if tick != nil {
+			if err := w.Flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

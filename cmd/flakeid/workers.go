@@ -16,12 +16,13 @@ type workersCmd struct {
 // workersLsCmd lists leases from any backend.
 type workersLsCmd struct {
 	JSON  bool       `help:"One JSON object per worker id (NDJSON)."`
+	Data  dataFlags  `embed:""`
 	Coord coordFlags `embed:""`
 }
 
 // Run prints the datacenter's worker-id slots.
 func (c *workersLsCmd) Run(ctx context.Context, out *streams) error {
-	coord, closeCoord, err := c.Coord.open(ctx)
+	coord, closeCoord, err := c.Coord.open(ctx, &c.Data)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,470 @@
+package bolt
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/flakeid/flakeid/segment"
+)
+
+// segmentsBucket holds one record per tag, keyed by the tag's name (so a
+// cursor walks the tags in name order).
+const segmentsBucket = "segments"
+
+// lockSlice is how long one attempt to take another process's file lock
+// lasts before the context is looked at again.
+const lockSlice = 100 * time.Millisecond
+
+// Segments is a segment.Store over a bbolt file: the embedded, single-node
+// store. It works in one of two modes.
+//
+// OpenSegments opens the file for each operation and closes it again, as
+// Workers does: several processes on one machine (several `flakeid next`
+// runs, or servers sharing a data directory) share the file safely, bbolt's
+// file lock serialising them, and the file may be the worker coordinator's
+// own. Each operation pays an open, an mmap and, for a change, an fsync;
+// clients of one file in one process queue in memory instead of polling the
+// lock.
+//
+// NewSegments works on a *bbolt.DB the caller has opened and keeps open (a
+// long-running `flakeid serve`): no open per operation, but the open DB holds
+// the file's lock, so no other process — nor an OpenWorkers or OpenSegments
+// client of the same path — can use the file until the caller closes it.
+//
+// The tags are in the bucket "segments": the key is the tag's name, the
+// value a JSON record {"max_id", "step", "description", "update_time_ms"}.
+//
+// In both modes a Fetch is one read-write transaction (read max_id, check
+// it, write max_id+n) committed with an fsync before the range is returned,
+// so a range is never handed out twice, across processes and restarts.
+//
+// The context's deadline bounds the wait for a lock (DefaultLockWait when it
+// has none); a cancelled context fails at once. A lock not had in time, a
+// file that cannot be opened or written, and a corrupt record are errors
+// wrapping segment.ErrUnavailable.
+type Segments struct {
+	path string        // per-operation mode: the file
+	gate chan struct{} // per-operation mode: this process's queue for path
+	db   *bbolt.DB     // open mode
+	now  func() time.Time
+}
+
+// gates holds one in-process queue (a channel of capacity one) per file
+// path, shared by every per-operation client of that path in this process,
+// so that they wait for each other on a channel instead of polling bbolt's
+// file lock (which bbolt retries every 50ms). Clients reaching one file by
+// different paths (links) are still serialised by the file lock, only more
+// slowly.
+var gates sync.Map // absolute path → chan struct{}
+
+// OpenSegments returns a store that keeps its tags in the bbolt file at path
+// and opens the file for each operation (see Segments). It creates the file
+// and its directory when missing; afterwards a missing file is an error
+// rather than a new, empty store, so that losing the file never starts the
+// tags over.
+func OpenSegments(ctx context.Context, path string) (*Segments, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", segment.ErrUnavailable, path, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+		return nil, fmt.Errorf("%w: creating the directory of %s: %w", segment.ErrUnavailable, path, err)
+	}
+	g, _ := gates.LoadOrStore(abs, make(chan struct{}, 1))
+	s := &Segments{path: abs, gate: g.(chan struct{}), now: time.Now}
+	err = s.run(ctx, true, true, func(tx *bbolt.Tx) error {
+		_, err := tx.CreateBucketIfNotExists([]byte(segmentsBucket))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// NewSegments returns a store over db, which the caller opened and closes
+// (see Segments). It creates the bucket unless db is read-only.
+func NewSegments(db *bbolt.DB) (*Segments, error) {
+	if db == nil {
+		return nil, fmt.Errorf("%w: nil *bbolt.DB", segment.ErrUnavailable)
+	}
+	s := &Segments{db: db, now: time.Now}
+	if !db.IsReadOnly() {
+		if err := db.Update(func(tx *bbolt.Tx) error {
+			_, err := tx.CreateBucketIfNotExists([]byte(segmentsBucket))
+			return err
+		}); err != nil {
+			return nil, fmt.Errorf("%w: creating bucket %q in %s: %w", segment.ErrUnavailable, segmentsBucket, db.Path(), err)
+		}
+	}
+	return s, nil
+}
+
+// Path is the file's path.
+func (s *Segments) Path() string {
+	if s.db != nil {
+		return s.db.Path()
+	}
+	return s.path
+}
+
+// Close releases nothing: a per-operation store holds nothing between
+// operations, and an open DB given to NewSegments is the caller's to close.
+func (s *Segments) Close() error { return nil }
+
+// segRecord is a tag's value in the bucket; the name is the key.
+type segRecord struct {
+	MaxID       int64  `json:"max_id"`
+	Step        int64  `json:"step"`
+	Description string `json:"description,omitempty"`
+	UpdatedMs   int64  `json:"update_time_ms,omitempty"`
+}
+
+// rawRecord tells a missing field from a zero one.
+type rawRecord struct {
+	MaxID       *int64 `json:"max_id"`
+	Step        *int64 `json:"step"`
+	Description string `json:"description"`
+	UpdatedMs   int64  `json:"update_time_ms"`
+}
+
+func (s *Segments) corrupt(name string, v []byte, why string) error {
+	return fmt.Errorf("%w: %s: corrupt record of tag %q in bucket %q: %s: %.200q",
+		segment.ErrUnavailable, s.Path(), name, segmentsBucket, why, v)
+}
+
+// decode reads a tag's record, checking it is one this store could have
+// written.
+func (s *Segments) decode(name string, v []byte) (segment.Tag, error) {
+	if v == nil {
+		return segment.Tag{}, s.corrupt(name, v, "a nested bucket, not a record")
+	}
+	if err := segment.ValidName(name); err != nil {
+		return segment.Tag{}, s.corrupt(name, v, err.Error())
+	}
+	var r rawRecord
+	if err := json.Unmarshal(v, &r); err != nil {
+		return segment.Tag{}, s.corrupt(name, v, err.Error())
+	}
+	switch {
+	case r.MaxID == nil || r.Step == nil:
+		return segment.Tag{}, s.corrupt(name, v, "max_id or step missing")
+	case *r.MaxID < 0:
+		return segment.Tag{}, s.corrupt(name, v, fmt.Sprintf("max_id %d < 0", *r.MaxID))
+	case *r.Step < 1 || *r.Step > segment.MaxStep:
+		return segment.Tag{}, s.corrupt(name, v, fmt.Sprintf("step %d out of 1–%d", *r.Step, segment.MaxStep))
+	}
+	t := segment.Tag{Name: name, MaxID: *r.MaxID, Step: *r.Step, Description: r.Description}
+	if r.UpdatedMs != 0 {
+		t.Updated = time.UnixMilli(r.UpdatedMs).UTC()
+	}
+	return t, nil
+}
+
+func putTag(b *bbolt.Bucket, t segment.Tag) error {
+	v, err := json.Marshal(segRecord{MaxID: t.MaxID, Step: t.Step, Description: t.Description, UpdatedMs: t.Updated.UnixMilli()})
+	if err != nil {
+		return err
+	}
+	return b.Put([]byte(t.Name), v)
+}
+
+// load returns the tag's row from b (which may be nil: no bucket, no tags).
+func (s *Segments) load(b *bbolt.Bucket, name string) (segment.Tag, error) {
+	var v []byte
+	if b != nil {
+		v = b.Get([]byte(name))
+	}
+	if v == nil {
+		if b != nil && b.Bucket([]byte(name)) != nil {
+			return segment.Tag{}, s.corrupt(name, nil, "a nested bucket, not a record")
+		}
+		return segment.Tag{}, fmt.Errorf("%w: %q", segment.ErrUnknownTag, name)
+	}
+	return s.decode(name, v)
+}
+
+// Fetch implements segment.Store: one read-write transaction advances the
+// tag's max_id by n.
+func (s *Segments) Fetch(ctx context.Context, tag string, n int64) (segment.Range, error) {
+	if err := segment.ValidName(tag); err != nil {
+		return segment.Range{}, err
+	}
+	if n < 1 {
+		return segment.Range{}, fmt.Errorf("%w: fetch of %d IDs of tag %q, want at least 1", segment.ErrInvalidCount, n, tag)
+	}
+	var r segment.Range
+	err := s.update(ctx, func(tx *bbolt.Tx) error {
+		b := tx.Bucket([]byte(segmentsBucket))
+		t, err := s.load(b, tag)
+		if err != nil {
+			return err
+		}
+		if t.MaxID > math.MaxInt64-n {
+			return fmt.Errorf("%w: tag %q at %d cannot take %d more IDs", segment.ErrExhausted, tag, t.MaxID, n)
+		}
+		r = segment.Range{Start: t.MaxID, End: t.MaxID + n}
+		t.MaxID, t.Updated = r.End, s.now()
+		return putTag(b, t)
+	})
+	if err != nil {
+		return segment.Range{}, err
+	}
+	return r, nil
+}
+
+// Get implements segment.Store.
+func (s *Segments) Get(ctx context.Context, tag string) (segment.Tag, error) {
+	if err := segment.ValidName(tag); err != nil {
+		return segment.Tag{}, err
+	}
+	var t segment.Tag
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		var err error
+		t, err = s.load(tx.Bucket([]byte(segmentsBucket)), tag)
+		return err
+	})
+	return t, err
+}
+
+// List implements segment.Store: bbolt keeps the keys in byte order, which
+// is the order of the names.
+func (s *Segments) List(ctx context.Context) ([]segment.Tag, error) {
+	tags := []segment.Tag{}
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		b := tx.Bucket([]byte(segmentsBucket))
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(k, v []byte) error {
+			t, err := s.decode(string(k), v)
+			if err != nil {
+				return err
+			}
+			tags = append(tags, t)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return tags, nil
+}
+
+// Create implements segment.Store.
+func (s *Segments) Create(ctx context.Context, t segment.Tag) error {
+	if err := segment.ValidateTag(t); err != nil {
+		return err
+	}
+	if t.MaxID == 0 {
+		t.MaxID = 1
+	}
+	return s.update(ctx, func(tx *bbolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists([]byte(segmentsBucket))
+		if err != nil {
+			return err
+		}
+		if b.Get([]byte(t.Name)) != nil || b.Bucket([]byte(t.Name)) != nil {
+			return fmt.Errorf("%w: %q", segment.ErrTagExists, t.Name)
+		}
+		t.Updated = s.now()
+		return putTag(b, t)
+	})
+}
+
+// Update implements segment.Store. With both pointers nil it only checks
+// that the tag exists.
+func (s *Segments) Update(ctx context.Context, tag string, step *int64, description *string) error {
+	if err := segment.ValidName(tag); err != nil {
+		return err
+	}
+	if step != nil && (*step < 1 || *step > segment.MaxStep) {
+		return fmt.Errorf("%w: tag %q: step %d, want 1–%d", segment.ErrInvalidTag, tag, *step, segment.MaxStep)
+	}
+	if description != nil && len(*description) > 256 {
+		return fmt.Errorf("%w: tag %q: description of %d bytes, want at most 256", segment.ErrInvalidTag, tag, len(*description))
+	}
+	return s.update(ctx, func(tx *bbolt.Tx) error {
+		b := tx.Bucket([]byte(segmentsBucket))
+		t, err := s.load(b, tag)
+		if err != nil || (step == nil && description == nil) {
+			return err
+		}
+		if step != nil {
+			t.Step = *step
+		}
+		if description != nil {
+			t.Description = *description
+		}
+		t.Updated = s.now()
+		return putTag(b, t)
+	})
+}
+
+func (s *Segments) update(ctx context.Context, fn func(*bbolt.Tx) error) error {
+	return s.run(ctx, true, false, fn)
+}
+
+func (s *Segments) view(ctx context.Context, fn func(*bbolt.Tx) error) error {
+	return s.run(ctx, false, false, fn)
+}
+
+// run runs fn in a transaction, writable or not. create lets a
+// per-operation open create the file.
+func (s *Segments) run(ctx context.Context, writable, create bool, fn func(*bbolt.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %s: %w", segment.ErrUnavailable, s.Path(), err)
+	}
+	var err error
+	switch {
+	case s.db != nil && !writable:
+		// Readers never wait for a writer in bbolt.
+		err = s.db.View(fn)
+	case s.db != nil:
+		err = s.openUpdate(ctx, fn)
+	default:
+		err = s.perOperation(ctx, writable, create, fn)
+	}
+	if err == nil || isStoreError(err) {
+		return err
+	}
+	return fmt.Errorf("%w: %s: %w", segment.ErrUnavailable, s.Path(), err)
+}
+
+// isStoreError reports whether err already carries one of segment's
+// sentinels (a refusal or an ErrUnavailable made here).
+func isStoreError(err error) bool {
+	for _, e := range []error{segment.ErrUnknownTag, segment.ErrTagExists, segment.ErrInvalidTag,
+		segment.ErrInvalidCount, segment.ErrUnavailable, segment.ErrExhausted} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// lockCtx bounds ctx by DefaultLockWait when it has no deadline.
+func lockCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, DefaultLockWait)
+}
+
+func (s *Segments) lockErr(ctx context.Context, what string, waited time.Duration) error {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return fmt.Errorf("%w: %s: waiting for %s: %w", segment.ErrUnavailable, s.Path(), what, ctx.Err())
+	}
+	return fmt.Errorf("%w: %s: %s not had within %v: %w", segment.ErrUnavailable, s.Path(), what,
+		waited.Round(time.Millisecond), context.DeadlineExceeded)
+}
+
+// openUpdate runs fn in a write transaction of the open DB. bbolt's writer
+// lock cannot be waited for with a context, so the transaction is begun on a
+// goroutine; when ctx ends first, that goroutine rolls back the transaction
+// it eventually gets.
+func (s *Segments) openUpdate(ctx context.Context, fn func(*bbolt.Tx) error) error {
+	ctx, cancel := lockCtx(ctx)
+	defer cancel()
+	start := time.Now()
+	type begun struct {
+		tx  *bbolt.Tx
+		err error
+	}
+	ch := make(chan begun, 1)
+	go func() {
+		tx, err := s.db.Begin(true)
+		ch <- begun{tx, err}
+	}()
+	var tx *bbolt.Tx
+	select {
+	case b := <-ch:
+		if b.err != nil {
+			return b.err
+		}
+		tx = b.tx
+	case <-ctx.Done():
+		go func() {
+			if b := <-ch; b.tx != nil {
+				_ = b.tx.Rollback()
+			}
+		}()
+		return s.lockErr(ctx, "the database's write lock", time.Since(start))
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// perOperation opens the file, runs fn in a transaction and closes the file.
+func (s *Segments) perOperation(ctx context.Context, writable, create bool, fn func(*bbolt.Tx) error) error {
+	ctx, cancel := lockCtx(ctx)
+	defer cancel()
+	start := time.Now()
+	select {
+	case s.gate <- struct{}{}:
+	case <-ctx.Done():
+		return s.lockErr(ctx, "this process's turn at the file", time.Since(start))
+	}
+	defer func() { <-s.gate }()
+	db, err := s.open(ctx, writable, create, start)
+	if err != nil {
+		return err
+	}
+	// A failed close after a commit loses nothing: the data is on disk.
+	defer db.Close()
+	if writable {
+		return db.Update(fn)
+	}
+	return db.View(fn)
+}
+
+// open opens the file, waiting for other processes' locks in slices so that
+// a cancelled context is noticed.
+func (s *Segments) open(ctx context.Context, writable, create bool, start time.Time) (*bbolt.DB, error) {
+	deadline, _ := ctx.Deadline()
+	openFile := func(name string, flag int, perm os.FileMode) (*os.File, error) {
+		if !create {
+			flag &^= os.O_CREATE
+		}
+		return os.OpenFile(name, flag, perm)
+	}
+	for {
+		if ctx.Err() != nil {
+			return nil, s.lockErr(ctx, "the file lock", time.Since(start))
+		}
+		slice := min(time.Until(deadline), lockSlice)
+		if slice <= 0 {
+			return nil, s.lockErr(ctx, "the file lock", time.Since(start))
+		}
+		db, err := bbolt.Open(s.path, 0o600, &bbolt.Options{Timeout: slice, ReadOnly: !writable, OpenFile: openFile})
+		if err == nil {
+			return db, nil
+		}
+		if !errors.Is(err, bolterrors.ErrTimeout) {
+			return nil, fmt.Errorf("%w: opening %s: %w", segment.ErrUnavailable, s.path, err)
+		}
+		if slice < lockSlice {
+			// bbolt gives up at once on a timeout under its poll interval;
+			// wait out the rest here rather than spin.
+			t := time.NewTimer(min(time.Until(deadline), 10*time.Millisecond))
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+		}
+	}
+}

@@ -1,0 +1,563 @@
+package sqldb
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/flakeid/flakeid/internal/backoff"
+	"github.com/flakeid/flakeid/segment"
+	"github.com/flakeid/flakeid/worker"
+)
+
+// DefaultSegmentTable is the table NewSegments and OpenSegments use when
+// none is given: Meituan Leaf's leaf_alloc, so that flakeid and Leaf servers
+// can share one table.
+const DefaultSegmentTable = "leaf_alloc"
+
+// maxFetchAttempts bounds how often Fetch runs its statements again after a
+// transient conflict (deadlock, serialisation failure, lock wait timeout).
+const maxFetchAttempts = 5
+
+// maxDescription is the length of Leaf's description column, VARCHAR(256).
+const maxDescription = 256
+
+// SegmentSchemaSQL returns the DDL of the segment table for dialect d: a
+// CREATE TABLE IF NOT EXISTS statement that CreateSegmentSchema runs and that
+// a migration tool can print or apply itself. table must match
+// ^[A-Za-z_][A-Za-z0-9_]{0,62}$ ("" means DefaultSegmentTable); it is
+// quoted, so it is case-sensitive. A bad dialect or table name is an error
+// wrapping worker.ErrInvalidConfig, as everywhere in this package.
+//
+// The table is Leaf's leaf_alloc, column for column, so that a table Leaf
+// created serves flakeid and the other way round:
+//
+//	biz_tag      VARCHAR(128)  the tag; the primary key
+//	max_id       BIGINT        the first ID not yet handed out (default 1)
+//	step         INT           the tag's configured step
+//	description  VARCHAR(256)  free text, NULL allowed
+//	update_time  TIMESTAMP     when the row last changed, by the database's clock
+//
+// Two deliberate differences from Leaf's script, neither of which Leaf
+// notices:
+//
+//   - MySQL/MariaDB: the table's character set is utf8mb4 and biz_tag uses
+//     the utf8mb4_bin collation, so tags compare exactly (case-sensitively)
+//     as on PostgreSQL. Leaf's own DDL takes the server's default collation,
+//     usually case-insensitive; on such a table tags that differ only in
+//     letter case share one row (still safe: every fetch is one atomic step
+//     on that row).
+//   - PostgreSQL has no ON UPDATE CURRENT_TIMESTAMP: every statement of this
+//     package sets update_time itself, and the column is TIMESTAMPTZ (an
+//     instant, as MySQL's TIMESTAMP is). A hand-ported table with a
+//     TIMESTAMP (without time zone) column works as well.
+func SegmentSchemaSQL(d Dialect, table string) (string, error) {
+	if table == "" {
+		table = DefaultSegmentTable
+	}
+	if !d.valid() {
+		return "", fmt.Errorf("%w: sqldb: unknown dialect %v", worker.ErrInvalidConfig, d)
+	}
+	if !validTableName(table) {
+		return "", fmt.Errorf("%w: sqldb: table name %q does not match ^[A-Za-z_][A-Za-z0-9_]{0,62}$", worker.ErrInvalidConfig, table)
+	}
+	if d == MySQL {
+		return "CREATE TABLE IF NOT EXISTS " + d.quote(table) + " (\n" +
+			"  biz_tag VARCHAR(128) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL DEFAULT '',\n" +
+			"  max_id BIGINT NOT NULL DEFAULT 1,\n" +
+			"  step INT NOT NULL,\n" +
+			"  description VARCHAR(256) DEFAULT NULL,\n" +
+			"  update_time TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,\n" +
+			"  PRIMARY KEY (biz_tag)\n" +
+			") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4", nil
+	}
+	return "CREATE TABLE IF NOT EXISTS " + d.quote(table) + " (\n" +
+		"  biz_tag VARCHAR(128) NOT NULL DEFAULT '',\n" +
+		"  max_id BIGINT NOT NULL DEFAULT 1,\n" +
+		"  step INT NOT NULL,\n" +
+		"  description VARCHAR(256) DEFAULT NULL,\n" +
+		"  update_time TIMESTAMPTZ NOT NULL DEFAULT CURRENT_TIMESTAMP,\n" +
+		"  PRIMARY KEY (biz_tag)\n" +
+		")", nil
+}
+
+// segmentStatements are the SQL texts of one Segments, built once by
+// NewSegments for its dialect and table.
+type segmentStatements struct {
+	schema  string
+	fetch   string // PostgreSQL: UPDATE … RETURNING; MySQL: the UPDATE of Leaf's transaction
+	readMax string // MySQL: the SELECT of Leaf's transaction; both: why a fetch matched no row
+	get     string
+	list    string
+	insert  string
+	setStep string
+	setDesc string
+	setBoth string
+}
+
+func newSegmentStatements(d Dialect, table string) (segmentStatements, error) {
+	schema, err := SegmentSchemaSQL(d, table)
+	if err != nil {
+		return segmentStatements{}, err
+	}
+	t := d.quote(table)
+	// The update time as microseconds since 1970, independent of the
+	// session's time zone: MySQL's UNIX_TIMESTAMP of a TIMESTAMP column is
+	// its stored UTC value; on PostgreSQL the cast is a no-op for
+	// TIMESTAMPTZ and reads a TIMESTAMP in the session's zone, the zone
+	// CURRENT_TIMESTAMP was written in.
+	updated := "COALESCE((EXTRACT(EPOCH FROM update_time::timestamptz) * 1000000)::BIGINT, 0)"
+	if d == MySQL {
+		updated = "COALESCE(CAST(UNIX_TIMESTAMP(update_time) * 1000000 AS SIGNED), 0)"
+	}
+	cols := "biz_tag, max_id, step, COALESCE(description, ''), " + updated
+	// The guard max_id BETWEEN 0 AND MaxInt64 − n refuses a fetch that
+	// would pass the int64 range (or start below zero) without changing
+	// the row; the row is then read to tell why.
+	fetch := "UPDATE " + t + " SET max_id = max_id + ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ? AND max_id BETWEEN 0 AND ?"
+	if d == Postgres {
+		fetch += " RETURNING max_id"
+	}
+	q := segmentStatements{
+		schema:  schema,
+		fetch:   fetch,
+		readMax: "SELECT max_id FROM " + t + " WHERE biz_tag = ?",
+		get:     "SELECT " + cols + " FROM " + t + " WHERE biz_tag = ?",
+		list:    "SELECT " + cols + " FROM " + t + " ORDER BY biz_tag",
+		insert:  "INSERT INTO " + t + " (biz_tag, max_id, step, description, update_time) VALUES (?, ?, ?, ?, CURRENT_TIMESTAMP)",
+		setStep: "UPDATE " + t + " SET step = ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ?",
+		setDesc: "UPDATE " + t + " SET description = ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ?",
+		setBoth: "UPDATE " + t + " SET step = ?, description = ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ?",
+	}
+	if d == Postgres {
+		for _, p := range []*string{&q.fetch, &q.readMax, &q.get, &q.list, &q.insert, &q.setStep, &q.setDesc, &q.setBoth} {
+			*p = dollarParams(*p)
+		}
+	}
+	return q, nil
+}
+
+// Segments is a segment.Store on a SQL database, PostgreSQL or
+// MySQL/MariaDB with InnoDB, over Meituan Leaf's leaf_alloc table (see
+// SegmentSchemaSQL). It is safe for concurrent use, by any number of
+// processes and alongside Leaf servers on the same table.
+//
+// Fetch is one atomic step on the tag's row, serialised with every other
+// fetch (flakeid's or Leaf's) by the row lock its UPDATE takes:
+//
+//   - MySQL/MariaDB: exactly Leaf's transaction, in the session's default
+//     isolation: UPDATE max_id = max_id + n (with update_time and the
+//     overflow guard), then SELECT max_id, then COMMIT; the range is
+//     [max_id − n, max_id).
+//   - PostgreSQL: one autocommitted UPDATE … RETURNING max_id, which is the
+//     same step in one round trip, and holds the row lock for no longer
+//     than the statement (a client cut off from the server cannot keep
+//     it). Under READ COMMITTED an UPDATE that waited for Leaf's lock
+//     re-reads the row it then changes, so the two never overlap.
+//
+// A fetch that would pass the int64 range changes nothing and fails with
+// segment.ErrExhausted. Deadlocks, serialisation failures and lock wait
+// timeouts run the fetch again, at most maxFetchAttempts times; any other
+// database or connection failure, and the context ending, wrap
+// segment.ErrUnavailable with the driver's error kept for errors.Is/As. A
+// fetch whose outcome is unknown (the connection dropped at COMMIT) may
+// have taken its range: that range is then lost, never handed out twice.
+//
+// On MySQL/MariaDB a client partitioned away between Leaf's UPDATE and
+// COMMIT keeps the row locked, for flakeid and Leaf alike, until the
+// server drops its connection (wait_timeout, TCP keepalive, or MariaDB's
+// idle_transaction_timeout if the operator sets it); meanwhile fetches of
+// that tag fail with ErrUnavailable at their deadlines and the allocators
+// serve from their buffers.
+type Segments struct {
+	db      *sql.DB
+	d       Dialect
+	table   string
+	q       segmentStatements
+	ownedDB bool // Close closes db: OpenSegments made it
+}
+
+// NewSegments returns a store that keeps its tags in table ("" means
+// DefaultSegmentTable) of db, a database of dialect d. The table is not
+// created: call CreateSegmentSchema, or apply SegmentSchemaSQL with a
+// migration tool, or point it at Leaf's existing table. table must match
+// ^[A-Za-z_][A-Za-z0-9_]{0,62}$. A missing db, a bad dialect or a bad table
+// name is an error wrapping worker.ErrInvalidConfig.
+func NewSegments(db *sql.DB, d Dialect, table string) (*Segments, error) {
+	if db == nil {
+		return nil, fmt.Errorf("%w: sqldb: no database", worker.ErrInvalidConfig)
+	}
+	if table == "" {
+		table = DefaultSegmentTable
+	}
+	q, err := newSegmentStatements(d, table)
+	if err != nil {
+		return nil, err
+	}
+	return &Segments{db: db, d: d, table: table, q: q}, nil
+}
+
+// OpenSegments opens the database dsn names (see DialectOf and OpenDB),
+// checks that it answers, and returns a store on its DefaultSegmentTable.
+// It does not create the table: call CreateSegmentSchema. Close closes the
+// database. A bad DSN wraps worker.ErrInvalidConfig; a database that does
+// not answer wraps segment.ErrUnavailable.
+func OpenSegments(ctx context.Context, dsn string) (*Segments, error) {
+	db, d, err := OpenDB(dsn)
+	if err != nil {
+		return nil, err
+	}
+	s, err := NewSegments(db, d, "")
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	s.ownedDB = true
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, s.unavailable(ctx, "connecting", err)
+	}
+	return s, nil
+}
+
+// Close closes the database if OpenSegments opened it; a db given to
+// NewSegments is left to its owner.
+func (s *Segments) Close() error {
+	if s.ownedDB {
+		return s.db.Close()
+	}
+	return nil
+}
+
+// Dialect is the store's SQL dialect.
+func (s *Segments) Dialect() Dialect { return s.d }
+
+// Table is the name of the store's table.
+func (s *Segments) Table() string { return s.table }
+
+// SegmentSchemaSQL is the DDL of the store's table (see the function
+// SegmentSchemaSQL).
+func (s *Segments) SegmentSchemaSQL() string { return s.q.schema }
+
+// CreateSegmentSchema creates the table when it does not exist (CREATE
+// TABLE IF NOT EXISTS); it is safe to run at every start, by several nodes
+// at once, and on a table Leaf created, which it leaves as it is.
+func (s *Segments) CreateSegmentSchema(ctx context.Context) error {
+	var err error
+	for attempt := range 3 {
+		// Concurrent CREATE TABLE IF NOT EXISTS can collide in PostgreSQL's
+		// catalog (a duplicate key on pg_type); the retry then finds the
+		// table.
+		if _, err = s.db.ExecContext(ctx, s.q.schema); err == nil || !retryable(err) {
+			break
+		}
+		if serr := sleepCtx(ctx, time.Duration(attempt+1)*20*time.Millisecond); serr != nil {
+			break
+		}
+	}
+	if err != nil {
+		return s.unavailable(ctx, "creating the table", err)
+	}
+	return nil
+}
+
+// where names the store in error messages.
+func (s *Segments) where(op string) string {
+	return fmt.Sprintf("sqldb: %s table %s: %s", s.d, s.table, op)
+}
+
+// unavailable wraps a database error in segment.ErrUnavailable, keeping the
+// driver's error, and the context's error when that is why it failed. An
+// error that already wraps one of segment's sentinels is returned as it is.
+func (s *Segments) unavailable(ctx context.Context, op string, err error) error {
+	for _, sentinel := range []error{segment.ErrUnknownTag, segment.ErrTagExists, segment.ErrInvalidTag,
+		segment.ErrExhausted, segment.ErrUnavailable} {
+		if errors.Is(err, sentinel) {
+			return err
+		}
+	}
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%w: %s: %w (%w)", segment.ErrUnavailable, s.where(op), err, cerr)
+	}
+	return fmt.Errorf("%w: %s: %w", segment.ErrUnavailable, s.where(op), err)
+}
+
+// rejected classifies an error of a statement that writes the caller's
+// values: a duplicate key is segment.ErrTagExists, a value the column
+// refuses (too long, not in its character set, out of range) is
+// segment.ErrInvalidTag, anything else segment.ErrUnavailable.
+func (s *Segments) rejected(ctx context.Context, op, tag string, err error) error {
+	var pe *pgconn.PgError
+	var me *mysql.MySQLError
+	switch {
+	case errors.As(err, &pe) && pe.Code == "23505", errors.As(err, &me) && me.Number == 1062:
+		return fmt.Errorf("%w: %s: tag %q: %w", segment.ErrTagExists, s.where(op), tag, err)
+	case errors.As(err, &pe) && strings.HasPrefix(pe.Code, "22"), // data exception
+		errors.As(err, &me) && (me.Number == 1366 || me.Number == 1406 || me.Number == 1264):
+		return fmt.Errorf("%w: %s: tag %q: %w", segment.ErrInvalidTag, s.where(op), tag, err)
+	}
+	return s.unavailable(ctx, fmt.Sprintf("%s tag %q", op, tag), err)
+}
+
+// validDescription checks a description: at most 256 bytes of UTF-8 text
+// without NUL (which PostgreSQL cannot store).
+func validDescription(tag, d string) error {
+	switch {
+	case len(d) > maxDescription:
+		return fmt.Errorf("%w: tag %q: description of %d bytes, want at most %d", segment.ErrInvalidTag, tag, len(d), maxDescription)
+	case !utf8.ValidString(d) || strings.ContainsRune(d, 0):
+		return fmt.Errorf("%w: tag %q: description is not UTF-8 text without NUL", segment.ErrInvalidTag, tag)
+	}
+	return nil
+}
+
+// errRowMoved is a fetch refused by its guard although the row, read again,
+// would pass it: the row changed in between (an operator lowered max_id).
+// The fetch runs again.
+type errRowMoved struct {
+	tag   string
+	maxID int64
+}
+
+func (e errRowMoved) Error() string {
+	return fmt.Sprintf("tag %q changed under the fetch (max_id now %d)", e.tag, e.maxID)
+}
+
+// Fetch implements segment.Store: it advances the tag's max_id by n and
+// returns [old max_id, new max_id). See Segments for the statements.
+func (s *Segments) Fetch(ctx context.Context, tag string, n int64) (segment.Range, error) {
+	if err := segment.ValidName(tag); err != nil {
+		return segment.Range{}, err
+	}
+	if n < 1 {
+		return segment.Range{}, fmt.Errorf("%w: %s: fetch of %d IDs of tag %q, want at least 1", segment.ErrInvalidTag,
+			s.where("fetching"), n, tag)
+	}
+	bo := backoff.Backoff{Min: 2 * time.Millisecond, Max: 100 * time.Millisecond}
+	var err error
+	for attempt := 0; ; attempt++ {
+		var r segment.Range
+		if s.d == Postgres {
+			r, err = s.fetchReturning(ctx, tag, n)
+		} else {
+			r, err = s.fetchLeaf(ctx, tag, n)
+		}
+		if err == nil {
+			return r, nil
+		}
+		var moved errRowMoved
+		if attempt+1 >= maxFetchAttempts || !errors.As(err, &moved) && !retryable(err) {
+			break
+		}
+		if sleepCtx(ctx, bo.Next(attempt)) != nil {
+			break
+		}
+	}
+	return segment.Range{}, s.unavailable(ctx, fmt.Sprintf("fetching %d IDs of tag %q", n, tag), err)
+}
+
+// fetchReturning is one PostgreSQL fetch: a single UPDATE … RETURNING.
+func (s *Segments) fetchReturning(ctx context.Context, tag string, n int64) (segment.Range, error) {
+	var maxID int64
+	err := s.db.QueryRowContext(ctx, s.q.fetch, n, tag, math.MaxInt64-n).Scan(&maxID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return segment.Range{}, s.refused(ctx, s.db, tag, n)
+	}
+	if err != nil {
+		return segment.Range{}, err
+	}
+	return segment.Range{Start: maxID - n, End: maxID}, nil
+}
+
+// fetchLeaf is one MySQL fetch: Leaf's transaction.
+func (s *Segments) fetchLeaf(ctx context.Context, tag string, n int64) (r segment.Range, err error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return r, err
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	res, err := tx.ExecContext(ctx, s.q.fetch, n, tag, math.MaxInt64-n)
+	if err != nil {
+		return r, err
+	}
+	// max_id changes (n ≥ 1), so the count is right with or without
+	// clientFoundRows.
+	k, err := res.RowsAffected()
+	if err != nil {
+		return r, err
+	}
+	if k == 0 {
+		err = s.refused(ctx, tx, tag, n)
+		return r, err
+	}
+	var maxID int64
+	if err = tx.QueryRowContext(ctx, s.q.readMax, tag).Scan(&maxID); err != nil {
+		return r, err
+	}
+	if err = tx.Commit(); err != nil {
+		return r, err
+	}
+	return segment.Range{Start: maxID - n, End: maxID}, nil
+}
+
+// querier is a *sql.DB or a *sql.Tx.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// refused tells why a fetch's guarded UPDATE matched no row.
+func (s *Segments) refused(ctx context.Context, q querier, tag string, n int64) error {
+	var maxID int64
+	err := q.QueryRowContext(ctx, s.q.readMax, tag).Scan(&maxID)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("%w: %s: tag %q has no row", segment.ErrUnknownTag, s.where("fetching"), tag)
+	case err != nil:
+		return err
+	case maxID < 0:
+		return fmt.Errorf("%w: %s: corrupt row: tag %q has max_id %d", segment.ErrUnavailable, s.where("fetching"), tag, maxID)
+	case maxID > math.MaxInt64-n:
+		return fmt.Errorf("%w: %s: tag %q is at max_id %d; %d more IDs would pass %d", segment.ErrExhausted,
+			s.where("fetching"), tag, maxID, n, int64(math.MaxInt64))
+	}
+	return errRowMoved{tag: tag, maxID: maxID}
+}
+
+// scanner is a *sql.Row or *sql.Rows.
+type scanner interface{ Scan(dest ...any) error }
+
+func scanTag(sc scanner) (segment.Tag, error) {
+	var t segment.Tag
+	var micros int64
+	if err := sc.Scan(&t.Name, &t.MaxID, &t.Step, &t.Description, &micros); err != nil {
+		return segment.Tag{}, err
+	}
+	if micros != 0 {
+		t.Updated = time.UnixMicro(micros).UTC()
+	}
+	return t, nil
+}
+
+// Get implements segment.Store.
+func (s *Segments) Get(ctx context.Context, tag string) (segment.Tag, error) {
+	if err := segment.ValidName(tag); err != nil {
+		return segment.Tag{}, err
+	}
+	t, err := scanTag(s.db.QueryRowContext(ctx, s.q.get, tag))
+	if errors.Is(err, sql.ErrNoRows) {
+		return segment.Tag{}, fmt.Errorf("%w: %s: tag %q has no row", segment.ErrUnknownTag, s.where("reading"), tag)
+	}
+	if err != nil {
+		return segment.Tag{}, s.unavailable(ctx, fmt.Sprintf("reading tag %q", tag), err)
+	}
+	return t, nil
+}
+
+// List implements segment.Store: every row, ordered by name byte by byte
+// (whatever the column's collation), including rows Leaf wrote whose names
+// flakeid would not accept.
+func (s *Segments) List(ctx context.Context) ([]segment.Tag, error) {
+	rows, err := s.db.QueryContext(ctx, s.q.list)
+	if err != nil {
+		return nil, s.unavailable(ctx, "listing", err)
+	}
+	defer rows.Close()
+	tags := []segment.Tag{}
+	for rows.Next() {
+		t, err := scanTag(rows)
+		if err != nil {
+			return nil, s.unavailable(ctx, "listing", err)
+		}
+		tags = append(tags, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.unavailable(ctx, "listing", err)
+	}
+	slices.SortFunc(tags, func(a, b segment.Tag) int { return strings.Compare(a.Name, b.Name) })
+	return tags, nil
+}
+
+// Create implements segment.Store. The tag is checked with
+// segment.ValidateTag, and its description must be UTF-8 text without NUL;
+// a MaxID of 0 is stored as 1, Leaf's default.
+func (s *Segments) Create(ctx context.Context, t segment.Tag) error {
+	if err := segment.ValidateTag(t); err != nil {
+		return err
+	}
+	if err := validDescription(t.Name, t.Description); err != nil {
+		return err
+	}
+	if t.MaxID == 0 {
+		t.MaxID = 1
+	}
+	if _, err := s.db.ExecContext(ctx, s.q.insert, t.Name, t.MaxID, t.Step, t.Description); err != nil {
+		return s.rejected(ctx, "creating", t.Name, err)
+	}
+	return nil
+}
+
+// Update implements segment.Store: it sets the step (1–segment.MaxStep)
+// and the description (as for Create) that are not nil. The tag's max_id is
+// never touched.
+func (s *Segments) Update(ctx context.Context, tag string, step *int64, description *string) error {
+	if err := segment.ValidName(tag); err != nil {
+		return err
+	}
+	if step != nil && (*step < 1 || *step > segment.MaxStep) {
+		return fmt.Errorf("%w: tag %q: step %d, want 1–%d", segment.ErrInvalidTag, tag, *step, segment.MaxStep)
+	}
+	if description != nil {
+		if err := validDescription(tag, *description); err != nil {
+			return err
+		}
+	}
+	var (
+		res sql.Result
+		err error
+	)
+	switch {
+	case step != nil && description != nil:
+		res, err = s.db.ExecContext(ctx, s.q.setBoth, *step, *description, tag)
+	case step != nil:
+		res, err = s.db.ExecContext(ctx, s.q.setStep, *step, tag)
+	case description != nil:
+		res, err = s.db.ExecContext(ctx, s.q.setDesc, *description, tag)
+	}
+	if err != nil {
+		return s.rejected(ctx, "updating", tag, err)
+	}
+	if res != nil {
+		k, err := res.RowsAffected()
+		if err != nil {
+			return s.unavailable(ctx, fmt.Sprintf("updating tag %q", tag), err)
+		}
+		if k > 0 {
+			return nil
+		}
+	}
+	// Nothing to change, or nothing changed: MySQL without clientFoundRows
+	// counts a row that already held these values (in the same second) as
+	// unaffected. Tell that from a missing row.
+	var maxID int64
+	err = s.db.QueryRowContext(ctx, s.q.readMax, tag).Scan(&maxID)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("%w: %s: tag %q has no row", segment.ErrUnknownTag, s.where("updating"), tag)
+	case err != nil:
+		return s.unavailable(ctx, fmt.Sprintf("updating tag %q", tag), err)
+	}
+	return nil
+}

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+
+	"github.com/flakeid/flakeid/backend/bolt"
+	"github.com/flakeid/flakeid/backend/sqldb"
+	"github.com/flakeid/flakeid/segment"
+)
+
+// storeFlags say where segment mode keeps its tags; next --tag, tags and
+// serve embed them.
+type storeFlags struct {
+	Store string `placeholder:"URL" env:"FLAKEID_STORE" help:"Where segment tags live: file:///path/segments.db (the default, under --data-dir), postgres://user@host:port/db[?table=leaf_alloc], mysql://user[:password]@host:port/db[?table=leaf_alloc]. A SQL table is Meituan Leaf's leaf_alloc, created when missing."`
+}
+
+// open returns the segment store the flags name and a function that closes
+// it.
+func (f *storeFlags) open(ctx context.Context, data *dataFlags) (segment.Store, func() error, error) {
+	raw := f.Store
+	if raw == "" {
+		dir, err := data.dir()
+		if err != nil {
+			return nil, nil, err
+		}
+		raw = "file://" + filepath.Join(dir, "segments.db")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--store %q: %w", raw, err)
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "file":
+		path := u.Path
+		if u.Host != "" && u.Host != "localhost" {
+			path = filepath.Join(u.Host, u.Path)
+		}
+		if path == "" {
+			return nil, nil, fmt.Errorf("--store %q: no file path", raw)
+		}
+		s, err := bolt.OpenSegments(ctx, path)
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, func() error { return nil }, nil
+	case "postgres", "postgresql", "mysql":
+		dsn, table, err := sqlDSN(u)
+		if err != nil {
+			return nil, nil, err
+		}
+		if table == "" {
+			table = "leaf_alloc"
+		}
+		db, d, err := sqldb.OpenDB(dsn)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--store %q: %w", u.Redacted(), err)
+		}
+		s, err := sqldb.NewSegments(db, d, table)
+		if err != nil {
+			db.Close()
+			return nil, nil, fmt.Errorf("--store %q: %w", u.Redacted(), err)
+		}
+		if err := s.CreateSegmentSchema(ctx); err != nil {
+			db.Close()
+			return nil, nil, fmt.Errorf("--store %q: %w", u.Redacted(), err)
+		}
+		return s, db.Close, nil
+	}
+	return nil, nil, fmt.Errorf("--store %q: unknown scheme %q (want file, postgres or mysql)", u.Redacted(), u.Scheme)
+}
