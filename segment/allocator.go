@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,10 +37,11 @@ type Config struct {
 	// Leaf; Tinyid uses 0.2).
 	Prefetch float64
 	// SegmentDuration is what the dynamic step aims for: a step should last
-	// about this long. When the last step's worth of IDs lasted less, the
-	// step doubles (up to MaxStep); when it lasted twice as long or more, it
-	// halves (never below the tag's configured step). Default 15m (Leaf's
-	// rule); negative keeps every tag at its configured step.
+	// about this long. At each fetch, the rate measured over the last
+	// segment used up says how long a step lasts now: less than this, the
+	// step doubles (up to MaxStep); twice this or more, it halves (never
+	// below the tag's configured step). Default 15m (Leaf's rule); negative
+	// keeps every tag at its configured step.
 	SegmentDuration time.Duration
 	// MaxStep caps the dynamic step. Range 1–2^31−1. Default 1,000,000.
 	MaxStep int64
@@ -179,6 +181,7 @@ type segment struct {
 	source     int
 	fetched    time.Time
 	step       int64
+	current    time.Time // when it became the current segment
 }
 
 func newSegment(r Range, src Source, source int, prefetch float64, fetched time.Time, step int64) *segment {
@@ -202,9 +205,9 @@ type buffer struct {
 	fetching  bool
 	fetchDone chan struct{} // closed when the fetch in flight ends
 	fetchErr  error
-	step      int64 // the dynamic step
-	minStep   int64 // the tag's configured step
-	lastFetch time.Time
+	step      int64   // the dynamic step
+	minStep   int64   // the tag's configured step
+	rate      float64 // IDs per second over the last segment used up; 0 before one is
 
 	fetches, waits, failures atomic.Int64
 	fetchNanos               atomic.Int64 // total latency of successful fetches
@@ -343,6 +346,7 @@ func (a *Allocator) buffer(ctx context.Context, name string) (*buffer, error) {
 	if err != nil {
 		return nil, err
 	}
+	seg.current = a.cfg.Now()
 	b.cur.Store(seg)
 	a.tags.Store(name, b)
 	return b, nil
@@ -371,22 +375,34 @@ func (a *Allocator) tagRow(ctx context.Context, name string) (Tag, error) {
 	return Tag{}, lastErr
 }
 
-// nextStep applies the dynamic-step rule; b.mu is held.
-func (b *buffer) nextStep(now time.Time) int64 {
+// nextStep applies the dynamic-step rule; b.mu is held. The rate is
+// measured over the last segment used up, from when it became current to
+// when it ran out, so a step just changed does not skew it (Leaf measures
+// the time between fetches instead, which mixes segments of different sizes
+// and makes the step oscillate).
+func (b *buffer) nextStep() int64 {
 	d := b.a.cfg.SegmentDuration
-	if d < 0 || b.lastFetch.IsZero() {
+	if d < 0 || b.rate == 0 {
 		return b.step
 	}
-	// Each fetch takes half a step, so a step lasted twice the time since
-	// the last fetch.
-	lasted := 2 * now.Sub(b.lastFetch)
+	lasts := time.Duration(float64(b.step) / b.rate * float64(time.Second)) // how long a step lasts now
 	switch {
-	case lasted < d && b.step*2 <= b.a.cfg.MaxStep:
+	case lasts < d && b.step*2 <= b.a.cfg.MaxStep:
 		b.step *= 2
-	case lasted >= 2*d:
+	case lasts >= 2*d:
 		b.step = max(b.step/2, b.minStep)
 	}
 	return b.step
+}
+
+// usedUp records the lifetime of segment s, which ran out at now; b.mu is
+// held.
+func (b *buffer) usedUp(s *segment, now time.Time) {
+	if life := now.Sub(s.current); life > 0 {
+		b.rate = float64(s.count) / life.Seconds()
+	} else {
+		b.rate = math.Inf(1)
+	}
 }
 
 // fetch takes the next segment from the sources, trying each in turn
@@ -395,7 +411,7 @@ func (b *buffer) fetch(ctx context.Context) (*segment, error) {
 	a := b.a
 	b.mu.Lock()
 	now := a.cfg.Now()
-	step := b.nextStep(now)
+	step := b.nextStep()
 	b.mu.Unlock()
 	size := max((step+1)/2, 1) // half a step: two buffers hold at most one
 	var errs []error
@@ -418,9 +434,6 @@ func (b *buffer) fetch(ctx context.Context) (*segment, error) {
 		b.fetches.Add(1)
 		b.fetchNanos.Add(int64(lat))
 		b.lastLatency.Store(int64(lat))
-		b.mu.Lock()
-		b.lastFetch = now
-		b.mu.Unlock()
 		seg := newSegment(r, src, si, a.cfg.Prefetch, now, step)
 		if seg.count == 0 {
 			errs = append(errs, fmt.Errorf("range %v of tag %q holds no ID ≡ %d (mod %d)", r, b.name, src.Remainder, src.Delta))
@@ -501,6 +514,9 @@ func (b *buffer) advance(ctx context.Context, s *segment) error {
 			return nil // another caller switched
 		}
 		if b.next != nil {
+			now := b.a.cfg.Now()
+			b.usedUp(s, now)
+			b.next.current = now
 			b.cur.Store(b.next)
 			b.next = nil
 			b.mu.Unlock()
