@@ -138,8 +138,10 @@ func (c Config) withDefaults() Config {
 // Allocator hands out IDs per tag from double-buffered segments. It is safe
 // for concurrent use; create it with New and Close it when done.
 type Allocator struct {
-	cfg  Config
-	tags sync.Map // tag name → *buffer
+	cfg Config
+	// tags maps a tag name to its buffer. It is copied on write (under mu),
+	// so the hot path reads it with one atomic load and no lock.
+	tags atomic.Pointer[map[string]*buffer]
 	mu   sync.Mutex
 	rr   atomic.Uint64 // round robin over sources
 
@@ -154,6 +156,7 @@ func New(cfg Config) (*Allocator, error) {
 		return nil, err
 	}
 	a := &Allocator{cfg: cfg.withDefaults()}
+	a.tags.Store(&map[string]*buffer{})
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	return a, nil
 }
@@ -250,8 +253,10 @@ func (a *Allocator) Tag(ctx context.Context, name string) (*Handle, error) {
 }
 
 // NextID returns one ID of the handle's tag.
-func (h *Handle) NextID(ctx context.Context) (int64, error) {
-	b := h.b
+func (h *Handle) NextID(ctx context.Context) (int64, error) { return h.b.nextID(ctx) }
+
+// nextID is the hot path: one atomic add on the current segment.
+func (b *buffer) nextID(ctx context.Context) (int64, error) {
 	for {
 		s := b.cur.Load()
 		i := s.pos.Add(1) - 1
@@ -269,11 +274,14 @@ func (h *Handle) NextID(ctx context.Context) (int64, error) {
 
 // NextID returns one ID of tag.
 func (a *Allocator) NextID(ctx context.Context, tag string) (int64, error) {
+	if b, ok := (*a.tags.Load())[tag]; ok {
+		return b.nextID(ctx)
+	}
 	b, err := a.buffer(ctx, tag)
 	if err != nil {
 		return 0, err
 	}
-	return (&Handle{b: b}).NextID(ctx)
+	return b.nextID(ctx)
 }
 
 // Next returns n IDs of tag as spans, in increasing order. A burst larger
@@ -322,8 +330,8 @@ func (h *Handle) Next(ctx context.Context, n int, dst []Span) ([]Span, error) {
 // buffer returns the tag's buffer, creating it and fetching its first
 // segment on first use.
 func (a *Allocator) buffer(ctx context.Context, name string) (*buffer, error) {
-	if v, ok := a.tags.Load(name); ok {
-		return v.(*buffer), nil
+	if b, ok := (*a.tags.Load())[name]; ok {
+		return b, nil
 	}
 	if err := ValidName(name); err != nil {
 		return nil, err
@@ -333,8 +341,8 @@ func (a *Allocator) buffer(ctx context.Context, name string) (*buffer, error) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if v, ok := a.tags.Load(name); ok {
-		return v.(*buffer), nil
+	if b, ok := (*a.tags.Load())[name]; ok {
+		return b, nil
 	}
 	b := &buffer{a: a, name: name}
 	t, err := a.tagRow(ctx, name)
@@ -348,7 +356,13 @@ func (a *Allocator) buffer(ctx context.Context, name string) (*buffer, error) {
 	}
 	seg.current = a.cfg.Now()
 	b.cur.Store(seg)
-	a.tags.Store(name, b)
+	old := *a.tags.Load()
+	next := make(map[string]*buffer, len(old)+1)
+	for k, v := range old {
+		next[k] = v
+	}
+	next[name] = b
+	a.tags.Store(&next)
 	return b, nil
 }
 
@@ -591,8 +605,7 @@ func (a *Allocator) Update(ctx context.Context, tag string, step *int64, descrip
 			return err
 		}
 	}
-	if v, ok := a.tags.Load(tag); ok && step != nil {
-		b := v.(*buffer)
+	if b, ok := (*a.tags.Load())[tag]; ok && step != nil {
 		b.mu.Lock()
 		b.minStep, b.step = *step, *step
 		b.mu.Unlock()
@@ -628,10 +641,9 @@ type TagStats struct {
 // Stats returns a snapshot of every loaded tag, in no particular order.
 func (a *Allocator) Stats() []TagStats {
 	var out []TagStats
-	a.tags.Range(func(_, v any) bool {
-		out = append(out, v.(*buffer).stats())
-		return true
-	})
+	for _, b := range *a.tags.Load() {
+		out = append(out, b.stats())
+	}
 	return out
 }
 
