@@ -129,4 +129,16 @@ func TestTagsCommands(t *testing.T) {
 	}
 	mustFail(t, runCLI(t, "next", "--tag", "auto", "-f", "json", store), exitError, "json")
 	mustFail(t, runCLI(t, "tags", "ls", "--store", "ftp://x", store), exitError, "unknown scheme")
+
+	r = runCLI(t, "tags", "schema", "--store", "mysql://root@db:3306/app")
+	mustSucceed(t, r)
+	if !strings.Contains(r.stdout, "CREATE TABLE IF NOT EXISTS `leaf_alloc`") || !strings.Contains(r.stdout, "max_id BIGINT") {
+		t.Errorf("tags schema printed:\n%s", r.stdout)
+	}
+	r = runCLI(t, "workers", "schema", "--coordinator", "postgres://u@db/app?table=ids")
+	mustSucceed(t, r)
+	if !strings.Contains(r.stdout, `CREATE TABLE IF NOT EXISTS "ids"`) {
+		t.Errorf("workers schema printed:\n%s", r.stdout)
+	}
+	mustFail(t, runCLI(t, "tags", "schema", store), exitError, "postgres:// or mysql://")
 }

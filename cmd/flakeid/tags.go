@@ -14,6 +14,7 @@ type tagsCmd struct {
 	Ls      tagsLsCmd      `cmd:"" help:"List segment tags: max id, step, description."`
 	Create  tagsCreateCmd  `cmd:"" help:"Create a segment tag."`
 	SetStep tagsSetStepCmd `cmd:"" name:"set-step" help:"Change a tag's step (and description)."`
+	Schema  tagsSchemaCmd  `cmd:"" help:"Print the DDL of a SQL store's table (Leaf's leaf_alloc) for a migration tool."`
 }
 
 type tagsLsCmd struct {

@@ -10,7 +10,8 @@ import (
 
 // workersCmd groups the worker-id lease commands.
 type workersCmd struct {
-	Ls workersLsCmd `cmd:"" help:"List the worker ids a coordinator has records of: holder, expiry, high-water mark."`
+	Ls     workersLsCmd     `cmd:"" help:"List the worker ids a coordinator has records of: holder, expiry, high-water mark."`
+	Schema workersSchemaCmd `cmd:"" help:"Print the DDL of a SQL coordinator's table for a migration tool."`
 }
 
 // workersLsCmd lists leases from any backend.
