@@ -140,5 +140,5 @@ func TestTagsCommands(t *testing.T) {
 	if !strings.Contains(r.stdout, `CREATE TABLE IF NOT EXISTS "ids"`) {
 		t.Errorf("workers schema printed:\n%s", r.stdout)
 	}
-	mustFail(t, runCLI(t, "tags", "schema", store), exitError, "postgres:// or mysql://")
+	mustFail(t, runCLI(t, "tags", "schema"), exitError, "postgres:// or mysql://")
 }
