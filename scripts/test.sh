@@ -29,6 +29,8 @@ for mod in . bench; do
   step "staticcheck ($mod)"
   (cd "$mod" && "$OLDPWD/bin/staticcheck" ./...) || fail=1
 done
+step "generated code is fresh (scripts/gen.sh --check)"
+./scripts/gen.sh --check || fail=1
 [ "$fail" = 0 ] || { echo "FAIL: static checks" >&2; exit 1; }
 
 step "go test -race (main module)"

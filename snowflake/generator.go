@@ -450,34 +450,34 @@ func (g *Generator) exhaustedErr() error {
 type Stats struct {
 	// Issued is the number of IDs issued. While other goroutines are issuing
 	// it may lag by the IDs of the ticks being closed; it never decreases.
-	Issued uint64
+	Issued uint64 `json:"issued"`
 	// Waits counts the times a call slept or yielded for the clock: a used-up
 	// tick under Wait, a lead past MaxBorrow under Borrow, or a clock behind
 	// NotBefore.
-	Waits uint64
+	Waits uint64 `json:"waits"`
 	// BorrowedTicks counts the ticks the Borrow policy entered ahead of the
 	// clock.
-	BorrowedTicks uint64
+	BorrowedTicks uint64 `json:"borrowed_ticks"`
 	// Lead is how far the newest issued tick is ahead of the clock now: the
 	// borrowed drift (or the distance to NotBefore). Zero when not ahead.
-	Lead time.Duration
+	Lead time.Duration `json:"lead_ns"`
 	// LastTick is the tick of the newest ID issued (or just below NotBefore
 	// before the first ID).
-	LastTick int64
+	LastTick int64 `json:"last_tick"`
 	// HighWater is the end of tick LastTick: a successor generator with the
 	// same node ids that starts at or after it (Settings.NotBefore) cannot
 	// reissue an ID of this one.
-	HighWater time.Time
+	HighWater time.Time `json:"high_water"`
 	// ClockBackwards counts the times the wall clock was seen to have
 	// stepped back by a tick or more since the previous check (checks run at
 	// most once per millisecond, when a new tick starts). IDs do not follow it.
-	ClockBackwards uint64
+	ClockBackwards uint64 `json:"clock_backwards"`
 	// ClockForwards counts the forward wall-clock steps of a tick or more
 	// that the generator followed.
-	ClockForwards uint64
+	ClockForwards uint64 `json:"clock_forwards"`
 	// ClockOffset is the wall clock minus the generator's clock at the last
 	// check: negative after the wall clock stepped back.
-	ClockOffset time.Duration
+	ClockOffset time.Duration `json:"clock_offset_ns"`
 }
 
 // Stats returns a snapshot of the generator's counters.

@@ -49,6 +49,7 @@ func main() {
 
 // cli is the command line: one field per subcommand.
 type cli struct {
+	Serve   serveCmd   `cmd:"" help:"Run the ID service: HTTP/JSON (and Leaf's paths), Connect, gRPC, metrics."`
 	Next    nextCmd    `cmd:"" help:"Generate IDs and print them, one per line."`
 	Decode  decodeCmd  `cmd:"" help:"Show the time, datacenter, worker and sequence inside IDs."`
 	Layout  layoutCmd  `cmd:"" help:"Show a layout's bit fields, capacity and lifetime."`

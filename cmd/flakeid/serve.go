@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"time"
+
+	"github.com/flakeid/flakeid/node"
+	"github.com/flakeid/flakeid/segment"
+	"github.com/flakeid/flakeid/server"
+	"github.com/flakeid/flakeid/snowflake"
+	"github.com/flakeid/flakeid/worker"
+)
+
+// serveCmd runs the ID service. With no flags it is a complete single node:
+// a worker id leased from a file and segments in a bbolt file, both under
+// the data directory, on 127.0.0.1:8080.
+type serveCmd struct {
+	Listen          string        `default:"127.0.0.1:8080" env:"FLAKEID_LISTEN" help:"Address to serve HTTP, Connect, gRPC and gRPC-Web on."`
+	MaxCount        int           `default:"100000" env:"FLAKEID_MAX_COUNT" help:"Most IDs one request may ask for, 1–10,000,000."`
+	StreamBatch     int           `default:"4096" env:"FLAKEID_STREAM_BATCH" help:"Most IDs per streamed message, 1–max-count."`
+	TokensFile      string        `type:"path" placeholder:"FILE" env:"FLAKEID_TOKENS_FILE" help:"JSON list of bearer tokens, [{\"name\":…,\"token\":…(≥16 chars),\"tags\":[\"orders\" or \"*\"],\"snowflake\":true,\"admin\":false}]; enables auth (health, readiness and metrics stay open)."`
+	TLSCert         string        `type:"path" placeholder:"FILE" env:"FLAKEID_TLS_CERT" help:"PEM certificate: serve HTTPS (with --tls-key)."`
+	TLSKey          string        `type:"path" placeholder:"FILE" env:"FLAKEID_TLS_KEY" help:"PEM private key of --tls-cert."`
+	ShutdownTimeout time.Duration `default:"10s" env:"FLAKEID_SHUTDOWN_TIMEOUT" help:"How long a graceful shutdown waits for in-flight requests, 0–5m."`
+	Policy          string        `default:"wait" enum:"wait,borrow" env:"FLAKEID_POLICY" help:"When a tick's sequence is used up: wait for the next tick, or borrow up to ${max_borrow} from the future (${enum})."`
+	AutoCreateTags  bool          `env:"FLAKEID_AUTO_CREATE_TAGS" help:"Create an unknown segment tag on first use (step 1000) instead of answering 404."`
+	SegmentDuration time.Duration `default:"15m" env:"FLAKEID_SEGMENT_DURATION" help:"Dynamic step target: a step of a tag should last about this long (Leaf's 15m); longer rides out longer database outages (see docs/GUARANTEES.md)."`
+	LogFormat       string        `default:"text" enum:"text,json" env:"FLAKEID_LOG_FORMAT" help:"Log format (${enum})."`
+	LogLevel        string        `default:"info" enum:"debug,info,warn,error" env:"FLAKEID_LOG_LEVEL" help:"Log level (${enum})."`
+
+	Data   dataFlags   `embed:""`
+	Coord  coordFlags  `embed:""`
+	Store  storeFlags  `embed:""`
+	Layout layoutFlags `embed:""`
+}
+
+// config maps the flags onto server.Config and checks it.
+func (c *serveCmd) config() (server.Config, error) {
+	cfg := server.DefaultConfig()
+	cfg.Listen, cfg.MaxCount, cfg.StreamBatch = c.Listen, c.MaxCount, c.StreamBatch
+	cfg.TLSCert, cfg.TLSKey, cfg.ShutdownTimeout = c.TLSCert, c.TLSKey, c.ShutdownTimeout
+	if c.TokensFile != "" {
+		b, err := os.ReadFile(c.TokensFile)
+		if err != nil {
+			return cfg, fmt.Errorf("--tokens-file: %w", err)
+		}
+		if err := json.Unmarshal(b, &cfg.Tokens); err != nil {
+			return cfg, fmt.Errorf("--tokens-file %s: %w", c.TokensFile, err)
+		}
+		if len(cfg.Tokens) == 0 {
+			return cfg, fmt.Errorf("--tokens-file %s lists no tokens", c.TokensFile)
+		}
+	}
+	return cfg, cfg.Validate()
+}
+
+func (c *serveCmd) logger(out *streams) *slog.Logger {
+	var lvl slog.Level
+	lvl.UnmarshalText([]byte(c.LogLevel))
+	opts := &slog.HandlerOptions{Level: lvl}
+	if c.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(out.stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(out.stderr, opts))
+}
+
+// Run serves until the process is told to stop (SIGINT, SIGTERM), then
+// drains requests and releases the worker-id lease.
+func (c *serveCmd) Run(ctx context.Context, out *streams) error {
+	cfg, err := c.config()
+	if err != nil {
+		return err
+	}
+	l, err := c.Layout.layout()
+	if err != nil {
+		return err
+	}
+	log := c.logger(out)
+
+	coord, closeCoord, err := c.Coord.open(ctx, &c.Data)
+	if err != nil {
+		return err
+	}
+	defer closeCoord()
+	leaser, err := worker.NewLeaser(coord, c.Coord.leaseConfig(int64(1)<<l.WorkerBits, log, true))
+	if err != nil {
+		return err
+	}
+	settings := snowflake.Settings{Layout: l, Now: c.Coord.clock()}
+	if c.Policy == "borrow" {
+		settings.Policy = snowflake.Borrow
+	}
+	n, err := node.Start(ctx, node.Config{Leaser: leaser, Settings: settings, Logger: log})
+	if err != nil {
+		return fmt.Errorf("acquiring a worker id: %w", err)
+	}
+	defer n.Close()
+
+	store, closeStore, err := c.Store.open(ctx, &c.Data)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	segs, err := segment.New(segment.Config{Store: store, AutoCreate: c.AutoCreateTags,
+		SegmentDuration: c.SegmentDuration, MaxBatch: cfg.MaxCount, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer segs.Close()
+
+	srv, err := server.New(server.Options{Config: cfg, Node: n, Segments: segs, Logger: log})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return err
+	}
+	st := n.Status()
+	log.Info("flakeid: serving", "addr", ln.Addr().String(), "datacenter", st.DatacenterID, "worker", st.WorkerID, "layout", l.String())
+	return srv.Serve(ctx, ln)
+}

@@ -1,0 +1,303 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"connectrpc.com/connect"
+
+	flakeidv1 "github.com/flakeid/flakeid/gen/flakeid/v1"
+	"github.com/flakeid/flakeid/gen/flakeid/v1/flakeidv1connect"
+	"github.com/flakeid/flakeid/segment"
+	"github.com/flakeid/flakeid/snowflake"
+)
+
+// maxRPCRequest bounds a Connect/gRPC request message; every request of the
+// service is a few bytes.
+const maxRPCRequest = 64 << 10
+
+// connectRoutes mounts the Connect handlers on mux: flakeid.v1.IDService
+// (Connect, gRPC and gRPC-Web, with auth and request metrics) and
+// grpc.health.v1.Health (open, like /healthz).
+func (s *Server) connectRoutes(mux *http.ServeMux) {
+	path, h := flakeidv1connect.NewIDServiceHandler(idService{s},
+		connect.WithInterceptors(rpcInterceptor{s}),
+		connect.WithReadMaxBytes(maxRPCRequest))
+	mux.Handle(path, h)
+	s.healthRoutes(mux)
+}
+
+// idService implements flakeidv1connect.IDServiceHandler. It is a type of
+// its own so that the RPC methods stay off Server's exported API.
+type idService struct{ s *Server }
+
+var _ flakeidv1connect.IDServiceHandler = idService{}
+
+// NextSnowflake implements flakeidv1connect.IDServiceHandler.
+func (x idService) NextSnowflake(_ context.Context, req *connect.Request[flakeidv1.NextSnowflakeRequest]) (*connect.Response[flakeidv1.NextSnowflakeResponse], error) {
+	n := req.Msg.GetCount()
+	if n == 0 {
+		n = 1
+	}
+	batches, err := x.s.nextSnowflake(n, nil)
+	if err != nil {
+		return nil, connectError(err)
+	}
+	res := &flakeidv1.NextSnowflakeResponse{}
+	x.s.fillSnowflake(res, batches)
+	return connect.NewResponse(res), nil
+}
+
+// StreamSnowflake implements flakeidv1connect.IDServiceHandler.
+func (x idService) StreamSnowflake(ctx context.Context, req *connect.Request[flakeidv1.StreamSnowflakeRequest], stream *connect.ServerStream[flakeidv1.NextSnowflakeResponse]) error {
+	s := x.s
+	total, batch := req.Msg.GetCount(), req.Msg.GetBatch()
+	switch {
+	case total < 0:
+		return connectError(apiErrorf(http.StatusBadRequest, codeInvalid, "count %d is negative: want 0 (until cancelled) or more", total))
+	case batch < 0:
+		return connectError(apiErrorf(http.StatusBadRequest, codeInvalid, "batch %d is negative: want 0 (the server's default, %d) or more", batch, s.cfg.StreamBatch))
+	case batch == 0:
+		batch = int64(s.cfg.StreamBatch)
+	}
+	batch = min(batch, int64(s.cfg.MaxCount))
+	var (
+		batches []snowflake.Batch
+		res     flakeidv1.NextSnowflakeResponse // reused: Send marshals at once
+		err     error
+	)
+	for sent := int64(0); total == 0 || sent < total; {
+		// A stream ends when the client cancels (ctx), or when the server
+		// drains: an endless stream would otherwise hold Shutdown to its
+		// timeout.
+		select {
+		case <-ctx.Done():
+			return connect.NewError(connect.CodeCanceled, ctx.Err())
+		case <-s.draining:
+			return connectError(apiErrorf(http.StatusServiceUnavailable, codeUnavailable, "server is shutting down after %d IDs", sent))
+		default:
+		}
+		n := batch
+		if total > 0 {
+			n = min(n, total-sent)
+		}
+		if batches, err = s.nextSnowflake(n, batches[:0]); err != nil {
+			return connectError(err)
+		}
+		s.fillSnowflake(&res, batches)
+		if err := stream.Send(&res); err != nil {
+			return err
+		}
+		sent += n
+	}
+	return nil
+}
+
+// fillSnowflake sets res to batches, reusing res's ranges. The datacenter
+// and worker ids are those the IDs were issued under (decoded from the last
+// batch), which may differ from the node's status if its lease changed since.
+func (s *Server) fillSnowflake(res *flakeidv1.NextSnowflakeResponse, batches []snowflake.Batch) {
+	res.Ranges = fillRanges(res.Ranges, len(batches), func(i int) (int64, int64, int64) {
+		return int64(batches[i].First), int64(batches[i].Count), 1
+	})
+	res.DatacenterId, res.WorkerId = 0, 0
+	if len(batches) == 0 {
+		return
+	}
+	if p, err := s.node.Decode(batches[len(batches)-1].First); err == nil {
+		res.DatacenterId, res.WorkerId = p.Datacenter, p.Worker
+	} else {
+		st := s.node.Status()
+		res.DatacenterId, res.WorkerId = st.DatacenterID, st.WorkerID
+	}
+}
+
+// fillRanges sets rs to n ranges from at, reusing rs's messages. A stride
+// of 1 is sent as 0 (omitted on the wire; the proto says 0 means 1).
+func fillRanges(rs []*flakeidv1.IDRange, n int, at func(i int) (first, count, stride int64)) []*flakeidv1.IDRange {
+	for len(rs) < n {
+		rs = append(rs, &flakeidv1.IDRange{})
+	}
+	rs = rs[:n]
+	for i, r := range rs {
+		r.First, r.Count, r.Stride = at(i)
+		if r.Stride == 1 {
+			r.Stride = 0
+		}
+	}
+	return rs
+}
+
+// NextSegment implements flakeidv1connect.IDServiceHandler.
+func (x idService) NextSegment(ctx context.Context, req *connect.Request[flakeidv1.NextSegmentRequest]) (*connect.Response[flakeidv1.NextSegmentResponse], error) {
+	tag, n := req.Msg.GetTag(), req.Msg.GetCount()
+	if n == 0 {
+		n = 1
+	}
+	if err := segment.ValidName(tag); err != nil {
+		return nil, connectError(err)
+	}
+	spans, err := x.s.nextSegment(ctx, tag, n)
+	if err != nil {
+		return nil, connectError(err)
+	}
+	res := &flakeidv1.NextSegmentResponse{Tag: tag}
+	res.Ranges = fillRanges(nil, len(spans), func(i int) (int64, int64, int64) {
+		return spans[i].First, spans[i].Count, spans[i].Stride
+	})
+	return connect.NewResponse(res), nil
+}
+
+// Decode implements flakeidv1connect.IDServiceHandler.
+func (x idService) Decode(_ context.Context, req *connect.Request[flakeidv1.DecodeRequest]) (*connect.Response[flakeidv1.DecodeResponse], error) {
+	id, p, err := x.s.decode(req.Msg.GetId())
+	if err != nil {
+		return nil, connectError(err)
+	}
+	return connect.NewResponse(&flakeidv1.DecodeResponse{
+		Id:         int64(id),
+		Time:       p.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00"),
+		UnixMs:     p.Time.UnixMilli(),
+		Tick:       p.Tick,
+		Datacenter: p.Datacenter,
+		Worker:     p.Worker,
+		Sequence:   p.Sequence,
+	}), nil
+}
+
+// connectCode maps an API error code to Connect's.
+func connectCode(code string) connect.Code {
+	switch code {
+	case codeInvalid:
+		return connect.CodeInvalidArgument
+	case codeNotFound:
+		return connect.CodeNotFound
+	case codeExists:
+		return connect.CodeAlreadyExists
+	case codeUnavailable:
+		return connect.CodeUnavailable
+	case codeUnauth:
+		return connect.CodeUnauthenticated
+	case codeForbidden:
+		return connect.CodePermissionDenied
+	case codeTooLarge:
+		return connect.CodeResourceExhausted
+	case codeUnsupported:
+		return connect.CodeUnimplemented
+	case "canceled":
+		return connect.CodeCanceled
+	}
+	return connect.CodeInternal
+}
+
+// connectError turns err into a *connect.Error with the code classify gives
+// it and its message. The *apiError stays wrapped inside, so the metrics
+// see its HTTP status.
+func connectError(err error) error {
+	var ce *connect.Error
+	if err == nil || errors.As(err, &ce) {
+		return err
+	}
+	ae := classify(err)
+	code := connectCode(ae.Code)
+	ce = connect.NewError(code, ae)
+	if code == connect.CodeUnavailable {
+		ce.Meta().Set("Retry-After", "1")
+	}
+	return ce
+}
+
+// httpStatus is the status an RPC's outcome is counted under in the
+// request metrics: the JSON API's status for the same error.
+func httpStatus(err error) int {
+	if err == nil {
+		return http.StatusOK
+	}
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae.Status
+	}
+	switch connect.CodeOf(err) {
+	case connect.CodeCanceled:
+		return 499
+	case connect.CodeDeadlineExceeded:
+		return http.StatusGatewayTimeout
+	case connect.CodeInvalidArgument:
+		return http.StatusBadRequest
+	case connect.CodeResourceExhausted:
+		return http.StatusTooManyRequests // e.g. a message over the read limit
+	case connect.CodeUnavailable:
+		return http.StatusServiceUnavailable
+	case connect.CodeUnimplemented:
+		return http.StatusNotImplemented
+	}
+	return http.StatusInternalServerError
+}
+
+// rpcInterceptor authorizes each IDService call (as the JSON API does: the
+// Snowflake RPCs need Snowflake permission, NextSegment its tag, Decode is
+// open) and counts and times it in the request metrics, by procedure.
+type rpcInterceptor struct{ s *Server }
+
+var _ connect.Interceptor = rpcInterceptor{}
+
+// authorize checks the token of a call to procedure; msg is its request
+// (nil for a stream, whose message is not read yet).
+func (i rpcInterceptor) authorize(procedure string, h http.Header, msg any) error {
+	switch procedure {
+	case flakeidv1connect.IDServiceNextSnowflakeProcedure, flakeidv1connect.IDServiceStreamSnowflakeProcedure:
+		return i.s.authorize(h, "", true, false)
+	case flakeidv1connect.IDServiceNextSegmentProcedure:
+		req, _ := msg.(*flakeidv1.NextSegmentRequest)
+		tag := req.GetTag()
+		if err := segment.ValidName(tag); err != nil {
+			return err
+		}
+		return i.s.authorize(h, tag, false, false)
+	case flakeidv1connect.IDServiceDecodeProcedure:
+		return nil
+	}
+	// A procedure added later is closed until listed here.
+	return i.s.authorize(h, "", true, true)
+}
+
+func (i rpcInterceptor) done(procedure string, start time.Time, err error) {
+	status := httpStatus(err)
+	if status >= 500 && status != http.StatusServiceUnavailable {
+		i.s.log.Warn("server: RPC failed", "procedure", procedure, "status", status, "err", err)
+	}
+	i.s.metrics.requests.WithLabelValues(procedure, strconv.Itoa(status)).Inc()
+	i.s.metrics.latency.WithLabelValues(procedure).Observe(time.Since(start).Seconds())
+}
+
+// WrapUnary implements connect.Interceptor.
+func (i rpcInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (res connect.AnyResponse, err error) {
+		start, procedure := time.Now(), req.Spec().Procedure
+		defer func() { i.done(procedure, start, err) }()
+		if err := i.authorize(procedure, req.Header(), req.Any()); err != nil {
+			return nil, connectError(err)
+		}
+		return next(ctx, req)
+	}
+}
+
+// WrapStreamingClient implements connect.Interceptor; it is for handlers only.
+func (rpcInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+// WrapStreamingHandler implements connect.Interceptor.
+func (i rpcInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) (err error) {
+		start, procedure := time.Now(), conn.Spec().Procedure
+		defer func() { i.done(procedure, start, err) }()
+		if err := i.authorize(procedure, conn.RequestHeader(), nil); err != nil {
+			return connectError(err)
+		}
+		return next(ctx, conn)
+	}
+}

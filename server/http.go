@@ -1,0 +1,562 @@
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/flakeid/flakeid/segment"
+	"github.com/flakeid/flakeid/snowflake"
+)
+
+// maxBody bounds a JSON request body.
+const maxBody = 64 << 10
+
+// routes builds the handler: the JSON API, Leaf's paths, Connect, health and
+// metrics, wrapped in panic recovery and request metrics.
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	api := func(pattern, route string, h func(http.ResponseWriter, *http.Request) error) {
+		mux.Handle(pattern, s.instrument(route, h))
+	}
+	api("GET /v1/snowflake/next", "/v1/snowflake/next", s.handleSnowflakeNext)
+	api("GET /v1/segment/{tag}/next", "/v1/segment/next", s.handleSegmentNext)
+	api("GET /v1/decode/{id}", "/v1/decode", s.handleDecode)
+	api("GET /v1/segment/tags", "/v1/segment/tags", s.handleTagsList)
+	api("POST /v1/segment/tags", "/v1/segment/tags", s.handleTagsCreate)
+	api("PATCH /v1/segment/tags/{tag}", "/v1/segment/tags/update", s.handleTagsUpdate)
+	api("GET /v1/status", "/v1/status", s.handleStatus)
+	// Meituan Leaf's paths: a Leaf client switches by changing a host name.
+	api("GET /api/snowflake/get/{key}", "/api/snowflake/get", s.handleLeafSnowflake)
+	api("GET /api/segment/get/{key}", "/api/segment/get", s.handleLeafSegment)
+	api("GET /decodeSnowflakeId", "/decodeSnowflakeId", s.handleLeafDecode)
+
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if err := s.Ready(); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "not ready: %v\n", err)
+			return
+		}
+		io.WriteString(w, "ready\n")
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
+	s.connectRoutes(mux)
+	// Anything else is a JSON 405 for a known path, or a JSON 404.
+	mux.Handle("/", s.instrument("other", func(w http.ResponseWriter, r *http.Request) error {
+		var allowed []string
+		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPatch} {
+			probe := r.Clone(r.Context())
+			probe.Method = m
+			if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/" {
+				allowed = append(allowed, m)
+			}
+		}
+		if len(allowed) > 0 {
+			w.Header().Set("Allow", strings.Join(allowed, ", "))
+			return apiErrorf(http.StatusMethodNotAllowed, codeMethod, "method %s is not allowed on %s; use %s",
+				clip(r.Method), clip(r.URL.Path), strings.Join(allowed, " or "))
+		}
+		return apiErrorf(http.StatusNotFound, codeNotFound, "no such endpoint: %s %s", clip(r.Method), clip(r.URL.Path))
+	}))
+	return s.recoverer(mux)
+}
+
+// errorBody is the JSON body of every error answer.
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.Encode(v)
+}
+
+func (s *Server) writeError(w http.ResponseWriter, err error) *apiError {
+	ae := classify(err)
+	var body errorBody
+	body.Error.Code, body.Error.Message = ae.Code, ae.Message
+	if ae.Status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, ae.Status, body)
+	return ae
+}
+
+// instrument runs an API handler: auth happens inside the handlers, errors
+// become JSON bodies, and every request is counted and timed.
+func (s *Server) instrument(route string, h func(http.ResponseWriter, *http.Request) error) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		status := http.StatusOK
+		if err := h(w, r); err != nil {
+			ae := s.writeError(w, err)
+			status = ae.Status
+			if status >= 500 {
+				s.log.Warn("server: request failed", "route", route, "status", status, "err", err)
+			}
+		}
+		s.metrics.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
+		s.metrics.latency.WithLabelValues(route).Observe(time.Since(start).Seconds())
+	})
+}
+
+// recoverer turns a panic into a 500 instead of a dropped connection, and
+// logs it; it should never run.
+func (s *Server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("server: panic in a handler", "panic", v, "path", r.URL.Path)
+				s.writeError(w, apiErrorf(http.StatusInternalServerError, codeInternal, "internal error"))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// authorize checks the bearer token for a request: snowflake asks for
+// Snowflake IDs, tag (when not "") for that segment tag, admin for tag
+// changes. Without configured tokens everything is allowed.
+func (s *Server) authorize(h http.Header, tag string, snowflake, admin bool) error {
+	if s.tokens == nil {
+		return nil
+	}
+	auth := h.Get("Authorization")
+	secret, ok := strings.CutPrefix(auth, "Bearer ")
+	if !ok || secret == "" {
+		return apiErrorf(http.StatusUnauthorized, codeUnauth, "missing bearer token (Authorization: Bearer <token>)")
+	}
+	var tok *Token
+	for k, t := range s.tokens { // constant-time compare against each
+		if subtle.ConstantTimeCompare([]byte(k), []byte(secret)) == 1 {
+			tok = t
+		}
+	}
+	if tok == nil {
+		return apiErrorf(http.StatusUnauthorized, codeUnauth, "unknown bearer token")
+	}
+	switch {
+	case snowflake && !tok.Snowflake:
+		return apiErrorf(http.StatusForbidden, codeForbidden, "token %q may not take Snowflake IDs", tok.Name)
+	case admin && !tok.Admin:
+		return apiErrorf(http.StatusForbidden, codeForbidden, "token %q may not change tags", tok.Name)
+	case tag != "" && !tokenHasTag(tok, tag):
+		return apiErrorf(http.StatusForbidden, codeForbidden, "token %q may not use tag %q", tok.Name, tag)
+	}
+	return nil
+}
+
+func tokenHasTag(t *Token, tag string) bool {
+	for _, x := range t.Tags {
+		if x == "*" || x == tag {
+			return true
+		}
+	}
+	return false
+}
+
+// count reads ?count=, default 1.
+func (s *Server) count(r *http.Request) (int64, error) {
+	v := r.URL.Query().Get("count")
+	if v == "" {
+		return 1, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, apiErrorf(http.StatusBadRequest, codeInvalid, "count %q is not a whole number", clip(v))
+	}
+	if n < 1 || n > int64(s.cfg.MaxCount) {
+		return 0, apiErrorf(http.StatusBadRequest, codeInvalid, "count %d is out of range: want 1 to %d", n, s.cfg.MaxCount)
+	}
+	return n, nil
+}
+
+func clip(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
+
+// rangeJSON is a run of IDs in a JSON answer.
+type rangeJSON struct {
+	First  snowflake.ID `json:"first"`
+	Count  int64        `json:"count"`
+	Stride int64        `json:"stride"`
+}
+
+// wantsText reports whether the client asked for text/plain.
+func wantsText(r *http.Request) bool {
+	a := r.Header.Get("Accept")
+	return strings.Contains(a, "text/plain") && !strings.Contains(a, "application/json")
+}
+
+// writeIDs answers runs of IDs: JSON strings by default, ranges with
+// ?format=ranges, one per line for Accept: text/plain.
+func writeIDs(w http.ResponseWriter, r *http.Request, extra map[string]any, runs func(yield func(first, count, stride int64) bool)) error {
+	format := r.URL.Query().Get("format")
+	switch {
+	case wantsText(r):
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		buf := make([]byte, 0, 32<<10)
+		runs(func(first, count, stride int64) bool {
+			for i := range count {
+				buf = strconv.AppendInt(buf, first+i*stride, 10)
+				buf = append(buf, '\n')
+				if len(buf) > 30<<10 {
+					w.Write(buf)
+					buf = buf[:0]
+				}
+			}
+			return true
+		})
+		_, err := w.Write(buf)
+		return err
+	case format == "ranges":
+		body := map[string]any{}
+		for k, v := range extra {
+			body[k] = v
+		}
+		var rs []rangeJSON
+		var total int64
+		runs(func(first, count, stride int64) bool {
+			rs = append(rs, rangeJSON{snowflake.ID(first), count, stride})
+			total += count
+			return true
+		})
+		body["ranges"], body["count"] = rs, total
+		writeJSON(w, http.StatusOK, body)
+		return nil
+	case format == "" || format == "ids":
+		// {"ids":["…",…]} written by hand: one allocation-free pass.
+		w.Header().Set("Content-Type", "application/json")
+		buf := make([]byte, 0, 32<<10)
+		buf = append(buf, '{')
+		for k, v := range extra {
+			kb, _ := json.Marshal(k)
+			vb, _ := json.Marshal(v)
+			buf = append(append(append(append(buf, kb...), ':'), vb...), ',')
+		}
+		buf = append(buf, `"ids":[`...)
+		first := true
+		runs(func(f, count, stride int64) bool {
+			for i := range count {
+				if !first {
+					buf = append(buf, ',')
+				}
+				first = false
+				buf = append(buf, '"')
+				buf = strconv.AppendInt(buf, f+i*stride, 10)
+				buf = append(buf, '"')
+				if len(buf) > 30<<10 {
+					w.Write(buf)
+					buf = buf[:0]
+				}
+			}
+			return true
+		})
+		buf = append(buf, "]}\n"...)
+		_, err := w.Write(buf)
+		return err
+	}
+	return apiErrorf(http.StatusBadRequest, codeInvalid, "format %q: want ids or ranges", clip(format))
+}
+
+func (s *Server) handleSnowflakeNext(w http.ResponseWriter, r *http.Request) error {
+	if err := s.authorize(r.Header, "", true, false); err != nil {
+		return err
+	}
+	n, err := s.count(r)
+	if err != nil {
+		return err
+	}
+	batches, err := s.nextSnowflake(n, nil)
+	if err != nil {
+		return err
+	}
+	return writeIDs(w, r, nil, func(yield func(int64, int64, int64) bool) {
+		for _, b := range batches {
+			if !yield(int64(b.First), int64(b.Count), 1) {
+				return
+			}
+		}
+	})
+}
+
+func (s *Server) handleSegmentNext(w http.ResponseWriter, r *http.Request) error {
+	tag := r.PathValue("tag")
+	if err := segment.ValidName(tag); err != nil {
+		return err
+	}
+	if err := s.authorize(r.Header, tag, false, false); err != nil {
+		return err
+	}
+	n, err := s.count(r)
+	if err != nil {
+		return err
+	}
+	spans, err := s.nextSegment(r.Context(), tag, n)
+	if err != nil {
+		return err
+	}
+	return writeIDs(w, r, map[string]any{"tag": tag}, func(yield func(int64, int64, int64) bool) {
+		for _, sp := range spans {
+			if !yield(sp.First, sp.Count, sp.Stride) {
+				return
+			}
+		}
+	})
+}
+
+// decodeJSON is the answer of /v1/decode/{id}.
+type decodeJSON struct {
+	ID         snowflake.ID `json:"id"`
+	Time       string       `json:"time"`
+	UnixMs     int64        `json:"unix_ms"`
+	Tick       int64        `json:"tick"`
+	Datacenter int64        `json:"datacenter"`
+	Worker     int64        `json:"worker"`
+	Sequence   int64        `json:"sequence"`
+}
+
+func (s *Server) handleDecode(w http.ResponseWriter, r *http.Request) error {
+	id, p, err := s.decode(r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, decodeJSON{ID: id, Time: p.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00"),
+		UnixMs: p.Time.UnixMilli(), Tick: p.Tick, Datacenter: p.Datacenter, Worker: p.Worker, Sequence: p.Sequence})
+	return nil
+}
+
+func (s *Server) segments() (*segment.Allocator, error) {
+	if s.segs == nil {
+		return nil, apiErrorf(http.StatusNotFound, codeNotFound, "segment mode is not enabled on this server")
+	}
+	return s.segs, nil
+}
+
+func (s *Server) handleTagsList(w http.ResponseWriter, r *http.Request) error {
+	a, err := s.segments()
+	if err != nil {
+		return err
+	}
+	if err := s.authorize(r.Header, "", false, false); err != nil {
+		return err
+	}
+	tags, err := a.Tags(r.Context())
+	if err != nil {
+		return err
+	}
+	if tags == nil {
+		tags = []segment.Tag{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tags": tags})
+	return nil
+}
+
+// tagBody is the JSON body of tag creation and changes.
+type tagBody struct {
+	Tag         string  `json:"tag"`
+	Step        *int64  `json:"step"`
+	Description *string `json:"description"`
+	MaxID       int64   `json:"max_id"`
+}
+
+func readBody(r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return apiErrorf(http.StatusRequestEntityTooLarge, codeInvalid, "body larger than %d bytes", maxBody)
+		}
+		return apiErrorf(http.StatusBadRequest, codeInvalid, "bad JSON body: %v", err)
+	}
+	if dec.More() {
+		return apiErrorf(http.StatusBadRequest, codeInvalid, "bad JSON body: more than one value")
+	}
+	return nil
+}
+
+func (s *Server) handleTagsCreate(w http.ResponseWriter, r *http.Request) error {
+	a, err := s.segments()
+	if err != nil {
+		return err
+	}
+	if err := s.authorize(r.Header, "", false, true); err != nil {
+		return err
+	}
+	var b tagBody
+	if err := readBody(r, &b); err != nil {
+		return err
+	}
+	t := segment.Tag{Name: b.Tag, MaxID: b.MaxID}
+	if b.Step != nil {
+		t.Step = *b.Step
+	}
+	if b.Description != nil {
+		t.Description = *b.Description
+	}
+	if err := a.Create(r.Context(), t); err != nil {
+		return err
+	}
+	row, err := s.tagRow(r.Context(), a, t.Name)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, row)
+	return nil
+}
+
+func (s *Server) tagRow(ctx context.Context, a *segment.Allocator, name string) (segment.Tag, error) {
+	tags, err := a.Tags(ctx)
+	if err != nil {
+		return segment.Tag{}, err
+	}
+	for _, t := range tags {
+		if t.Name == name {
+			return t, nil
+		}
+	}
+	return segment.Tag{}, fmt.Errorf("%w: %q", segment.ErrUnknownTag, name)
+}
+
+func (s *Server) handleTagsUpdate(w http.ResponseWriter, r *http.Request) error {
+	a, err := s.segments()
+	if err != nil {
+		return err
+	}
+	if err := s.authorize(r.Header, "", false, true); err != nil {
+		return err
+	}
+	tag := r.PathValue("tag")
+	if err := segment.ValidName(tag); err != nil {
+		return err
+	}
+	var b tagBody
+	if err := readBody(r, &b); err != nil {
+		return err
+	}
+	if b.Step == nil && b.Description == nil {
+		return apiErrorf(http.StatusBadRequest, codeInvalid, "nothing to change: give step or description")
+	}
+	if err := a.Update(r.Context(), tag, b.Step, b.Description); err != nil {
+		return err
+	}
+	row, err := s.tagRow(r.Context(), a, tag)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, row)
+	return nil
+}
+
+// statusJSON is the answer of /v1/status.
+type statusJSON struct {
+	Ready        bool               `json:"ready"`
+	Reason       string             `json:"reason,omitempty"`
+	Held         bool               `json:"lease_held"`
+	DatacenterID int64              `json:"datacenter_id"`
+	WorkerID     int64              `json:"worker_id"`
+	ReservedTo   time.Time          `json:"reserved_until,omitzero"`
+	Leases       int64              `json:"leases"`
+	Layout       string             `json:"layout"`
+	Snowflake    snowflake.Stats    `json:"snowflake"`
+	Segments     []segment.TagStats `json:"segments"`
+	Uptime       string             `json:"uptime"`
+}
+
+func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) error {
+	if err := s.authorize(r.Header, "", false, false); err != nil {
+		return err
+	}
+	st := s.node.Status()
+	out := statusJSON{Held: st.Held, DatacenterID: st.DatacenterID, WorkerID: st.WorkerID, ReservedTo: st.Until,
+		Leases: st.Leases, Layout: s.node.Layout().String(), Snowflake: st.Stats, Segments: []segment.TagStats{},
+		Uptime: time.Since(s.started).Round(time.Second).String()}
+	if err := s.Ready(); err != nil {
+		out.Reason = err.Error()
+	} else {
+		out.Ready = true
+	}
+	if s.segs != nil {
+		out.Segments = s.segs.Stats()
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// Leaf's snowflake path answers one decimal ID as text; the key is ignored
+// (Leaf ignores it too).
+func (s *Server) handleLeafSnowflake(w http.ResponseWriter, r *http.Request) error {
+	if err := s.authorize(r.Header, "", true, false); err != nil {
+		return err
+	}
+	b, err := s.nextSnowflake(1, nil)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, err = io.WriteString(w, b[0].First.String())
+	return err
+}
+
+// Leaf's segment path answers the next ID of tag key as text.
+func (s *Server) handleLeafSegment(w http.ResponseWriter, r *http.Request) error {
+	tag := r.PathValue("key")
+	if err := segment.ValidName(tag); err != nil {
+		return err
+	}
+	if err := s.authorize(r.Header, tag, false, false); err != nil {
+		return err
+	}
+	spans, err := s.nextSegment(r.Context(), tag, 1)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, err = io.WriteString(w, strconv.FormatInt(spans[0].First, 10))
+	return err
+}
+
+// Leaf's decode answers {"timestamp","workerId","sequenceId"} as Leaf's
+// LeafMonitorController does (timestamp in ms, as a string), plus the
+// datacenter and an RFC 3339 time.
+func (s *Server) handleLeafDecode(w http.ResponseWriter, r *http.Request) error {
+	id, p, err := s.decode(r.URL.Query().Get("snowflakeId"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"snowflakeId":  id.String(),
+		"timestamp":    strconv.FormatInt(p.Time.UnixMilli(), 10),
+		"workerId":     strconv.FormatInt(p.Worker, 10),
+		"datacenterId": strconv.FormatInt(p.Datacenter, 10),
+		"sequenceId":   strconv.FormatInt(p.Sequence, 10),
+		"time":         p.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00"),
+	})
+	return nil
+}

@@ -1,0 +1,339 @@
+// Package server is flakeid's ID service: HTTP/JSON (with Meituan Leaf's
+// paths), Connect, gRPC and gRPC-Web on one port, Prometheus metrics, health
+// and readiness, bearer-token auth scoped to tags, TLS, graceful shutdown.
+//
+// The server hands out Snowflake IDs from a node.Node (a generator under a
+// leased worker id) and segment IDs from a segment.Allocator; cmd/flakeid
+// builds both from flags and runs the server (`flakeid serve`).
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/flakeid/flakeid/node"
+	"github.com/flakeid/flakeid/segment"
+	"github.com/flakeid/flakeid/snowflake"
+	"github.com/flakeid/flakeid/worker"
+)
+
+// Config is the server's own configuration (the node, the segment store and
+// the coordinator are configured by their packages). DefaultConfig gives
+// every default; Validate checks a Config.
+type Config struct {
+	// Listen is the address to serve on. Default 127.0.0.1:8080.
+	Listen string `json:"listen"`
+	// MaxCount is the most IDs one request may ask for. Range 1–10,000,000.
+	// Default 100,000.
+	MaxCount int `json:"max_count"`
+	// StreamBatch is the most IDs per message of a stream. Range
+	// 1–MaxCount. Default 4096.
+	StreamBatch int `json:"stream_batch"`
+	// Tokens enable bearer-token auth when not empty: every ID and admin
+	// request needs "Authorization: Bearer <token>" of a listed token, and
+	// the token's Tags say which segment tags it may use. Health, readiness
+	// and metrics stay open. Default none (no auth).
+	Tokens []Token `json:"tokens"`
+	// TLSCert and TLSKey are PEM files; both set serves HTTPS (HTTP/2 with
+	// ALPN), neither serves plain HTTP with h2c. Default neither.
+	TLSCert string `json:"tls_cert"`
+	TLSKey  string `json:"tls_key"`
+	// ShutdownTimeout bounds the graceful drain of in-flight requests.
+	// Range 0–5m. Default 10s.
+	ShutdownTimeout time.Duration `json:"shutdown_timeout"`
+	// ReadHeaderTimeout bounds reading a request's headers. Range 1s–5m.
+	// Default 10s.
+	ReadHeaderTimeout time.Duration `json:"read_header_timeout"`
+}
+
+// Token is one bearer token and what it may do.
+type Token struct {
+	// Token is the secret, at least 16 characters.
+	Token string `json:"token"`
+	// Name identifies the token in logs and metrics (never the secret).
+	Name string `json:"name"`
+	// Tags are the segment tags the token may use; "*" means all. Empty
+	// means none.
+	Tags []string `json:"tags"`
+	// Snowflake allows Snowflake IDs.
+	Snowflake bool `json:"snowflake"`
+	// Admin allows creating and changing tags.
+	Admin bool `json:"admin"`
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{
+		Listen:            "127.0.0.1:8080",
+		MaxCount:          100_000,
+		StreamBatch:       4096,
+		ShutdownTimeout:   10 * time.Second,
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+}
+
+// ErrInvalidConfig is wrapped by every error of Validate.
+var ErrInvalidConfig = errors.New("server: invalid config")
+
+// Validate checks every field and their relations.
+func (c Config) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return bad("listen address %q: %v", c.Listen, err)
+	}
+	switch {
+	case c.MaxCount < 1 || c.MaxCount > 10_000_000:
+		return bad("max count %d, want 1–10,000,000", c.MaxCount)
+	case c.StreamBatch < 1 || c.StreamBatch > c.MaxCount:
+		return bad("stream batch %d, want 1–%d (max count)", c.StreamBatch, c.MaxCount)
+	case (c.TLSCert == "") != (c.TLSKey == ""):
+		return bad("TLS needs both a certificate and a key (cert %q, key %q)", c.TLSCert, c.TLSKey)
+	case c.ShutdownTimeout < 0 || c.ShutdownTimeout > 5*time.Minute:
+		return bad("shutdown timeout %v, want 0–5m", c.ShutdownTimeout)
+	case c.ReadHeaderTimeout < time.Second || c.ReadHeaderTimeout > 5*time.Minute:
+		return bad("read header timeout %v, want 1s–5m", c.ReadHeaderTimeout)
+	}
+	seen := map[string]bool{}
+	for i, t := range c.Tokens {
+		switch {
+		case len(t.Token) < 16:
+			return bad("token %d (%q) is shorter than 16 characters", i, t.Name)
+		case seen[t.Token]:
+			return bad("token %d (%q) is listed twice", i, t.Name)
+		}
+		seen[t.Token] = true
+		for _, tag := range t.Tags {
+			if tag != "*" {
+				if err := segment.ValidName(tag); err != nil {
+					return bad("token %d (%q): %v", i, t.Name, err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// Options are what a Server serves from.
+type Options struct {
+	Config Config
+	// Node issues Snowflake IDs. Required.
+	Node *node.Node
+	// Segments issues segment IDs; nil answers segment requests with 404.
+	Segments *segment.Allocator
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Registry receives the metrics; nil makes a new one (served at
+	// /metrics either way, with the Go and process collectors).
+	Registry *prometheus.Registry
+}
+
+// Server is a running ID service; create it with New.
+type Server struct {
+	cfg      Config
+	node     *node.Node
+	segs     *segment.Allocator
+	log      *slog.Logger
+	reg      *prometheus.Registry
+	metrics  *metrics
+	tokens   map[string]*Token
+	handler  http.Handler
+	started  time.Time
+	draining chan struct{}
+}
+
+// New checks o and builds the server's handlers.
+func New(o Options) (*Server, error) {
+	if err := o.Config.Validate(); err != nil {
+		return nil, err
+	}
+	if o.Node == nil {
+		return nil, fmt.Errorf("%w: no node", ErrInvalidConfig)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Registry == nil {
+		o.Registry = prometheus.NewRegistry()
+	}
+	s := &Server{cfg: o.Config, node: o.Node, segs: o.Segments, log: o.Logger, reg: o.Registry,
+		started: time.Now(), draining: make(chan struct{})}
+	if len(o.Config.Tokens) > 0 {
+		s.tokens = map[string]*Token{}
+		for i := range o.Config.Tokens {
+			s.tokens[o.Config.Tokens[i].Token] = &o.Config.Tokens[i]
+		}
+	}
+	m, err := newMetrics(s)
+	if err != nil {
+		return nil, err
+	}
+	s.metrics = m
+	s.handler = s.routes()
+	return s, nil
+}
+
+// Handler is the server's whole HTTP handler: the JSON API, the Leaf paths,
+// the Connect/gRPC services, health, readiness and metrics.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Serve serves on ln until ctx ends, then drains in-flight requests (up to
+// ShutdownTimeout). The caller closes the node afterwards, which releases
+// the lease.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		Protocols:         new(http.Protocols),
+	}
+	hs.Protocols.SetHTTP1(true)
+	if s.cfg.TLSCert != "" {
+		hs.Protocols.SetHTTP2(true)
+	} else {
+		hs.Protocols.SetUnencryptedHTTP2(true) // h2c, for gRPC without TLS
+	}
+	errc := make(chan error, 1)
+	go func() {
+		var err error
+		if s.cfg.TLSCert != "" {
+			err = hs.ServeTLS(ln, s.cfg.TLSCert, s.cfg.TLSKey)
+		} else {
+			err = hs.Serve(ln)
+		}
+		errc <- err
+	}()
+	s.log.Info("server: serving", "addr", ln.Addr().String(), "tls", s.cfg.TLSCert != "")
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	close(s.draining) // readiness turns 503 so balancers stop sending
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	err := hs.Shutdown(sctx)
+	<-errc
+	s.log.Info("server: drained", "err", err)
+	return err
+}
+
+// Ready reports why the server cannot serve, or nil: it is draining, or the
+// node holds no worker-id lease.
+func (s *Server) Ready() error {
+	select {
+	case <-s.draining:
+		return errors.New("shutting down")
+	default:
+	}
+	if st := s.node.Status(); !st.Held {
+		return fmt.Errorf("no worker-id lease: %v", st.Err)
+	}
+	return nil
+}
+
+// nextSnowflake returns n Snowflake IDs as batches.
+func (s *Server) nextSnowflake(n int64, dst []snowflake.Batch) ([]snowflake.Batch, error) {
+	if n < 1 || n > int64(s.cfg.MaxCount) {
+		return dst, apiErrorf(http.StatusBadRequest, codeInvalid, "count %d is out of range: want 1 to %d", n, s.cfg.MaxCount)
+	}
+	for left := n; left > 0; {
+		b, err := s.node.NextN(int(left))
+		if err != nil {
+			return dst, err
+		}
+		dst = append(dst, b)
+		left -= int64(b.Count)
+	}
+	s.metrics.issued.WithLabelValues("snowflake", "").Add(float64(n))
+	return dst, nil
+}
+
+// nextSegment returns n IDs of tag as spans.
+func (s *Server) nextSegment(ctx context.Context, tag string, n int64) ([]segment.Span, error) {
+	if s.segs == nil {
+		return nil, apiErrorf(http.StatusNotFound, codeNotFound, "segment mode is not enabled on this server")
+	}
+	if n < 1 || n > int64(s.cfg.MaxCount) {
+		return nil, apiErrorf(http.StatusBadRequest, codeInvalid, "count %d is out of range: want 1 to %d", n, s.cfg.MaxCount)
+	}
+	spans, err := s.segs.Next(ctx, tag, int(n))
+	if err != nil {
+		return nil, err
+	}
+	s.metrics.issued.WithLabelValues("segment", tag).Add(float64(n))
+	return spans, nil
+}
+
+// decode parses an ID in any text form and splits it with the node's layout.
+func (s *Server) decode(text string) (snowflake.ID, snowflake.Parts, error) {
+	id, err := snowflake.ParseAny(strings.TrimSpace(text))
+	if err != nil {
+		return 0, snowflake.Parts{}, err
+	}
+	p, err := s.node.Decode(id)
+	return id, p, err
+}
+
+// API error codes, shared by the JSON API and (mapped) Connect.
+const (
+	codeInvalid     = "invalid_argument"
+	codeNotFound    = "not_found"
+	codeExists      = "already_exists"
+	codeUnavailable = "unavailable"
+	codeUnauth      = "unauthenticated"
+	codeForbidden   = "permission_denied"
+	codeInternal    = "internal"
+	codeUnsupported = "unimplemented"
+	codeMethod      = "method_not_allowed"
+	codeTooLarge    = "resource_exhausted"
+)
+
+// apiError is an error with the HTTP status and code it is answered with.
+type apiError struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *apiError) Error() string { return e.Message }
+
+func apiErrorf(status int, code, format string, args ...any) *apiError {
+	return &apiError{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// classify maps an error of the libraries to the status and code it is
+// answered with; its message is kept.
+func classify(err error) *apiError {
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.Is(err, snowflake.ErrInvalidID), errors.Is(err, snowflake.ErrInvalidCount),
+		errors.Is(err, segment.ErrInvalidCount), errors.Is(err, segment.ErrInvalidTag),
+		errors.Is(err, snowflake.ErrInvalidLayout):
+		return &apiError{http.StatusBadRequest, codeInvalid, err.Error()}
+	case errors.Is(err, segment.ErrUnknownTag):
+		return &apiError{http.StatusNotFound, codeNotFound, err.Error()}
+	case errors.Is(err, segment.ErrTagExists):
+		return &apiError{http.StatusConflict, codeExists, err.Error()}
+	case errors.Is(err, node.ErrNoLease), errors.Is(err, worker.ErrLeaseLost), errors.Is(err, snowflake.ErrFenced),
+		errors.Is(err, snowflake.ErrClockBehind), errors.Is(err, segment.ErrUnavailable), errors.Is(err, segment.ErrClosed),
+		errors.Is(err, context.DeadlineExceeded):
+		return &apiError{http.StatusServiceUnavailable, codeUnavailable, err.Error()}
+	case errors.Is(err, segment.ErrExhausted), errors.Is(err, snowflake.ErrTimeExhausted):
+		return &apiError{http.StatusInsufficientStorage, codeTooLarge, err.Error()}
+	case errors.Is(err, context.Canceled):
+		return &apiError{499, "canceled", err.Error()}
+	}
+	return &apiError{http.StatusInternalServerError, codeInternal, err.Error()}
+}
