@@ -1,0 +1,286 @@
+// Package client is the Go SDK of flakeid's ID service: it asks one of
+// several servers for Snowflake IDs, segment IDs and ID decoding over the
+// HTTP/JSON API, fails over between them, and can keep local buffers of
+// prefetched IDs so that most calls never touch the network.
+//
+// # Failover
+//
+// A call goes to the endpoint that answered last. A network error, a
+// timeout (Config.Timeout per attempt), or an answer of 408, 429 or 5xx
+// marks that endpoint down for a jittered exponential backoff and the call
+// moves on to the next endpoint (endpoints marked down come last, so a call
+// still tries them when all are down); after a full round it pauses for a
+// backoff. After Config.MaxAttempts requests the call fails with an error
+// wrapping ErrUnavailable and the last failure. Any other 4xx answer is the
+// caller's fault and is returned at once as an *APIError. The caller's
+// context bounds the whole call.
+//
+// # Buffers
+//
+// With Config.Buffer.Snowflake (or .Segment) set, the client keeps prefetched
+// ranges of IDs in-process. NextID then costs one atomic add (tens of
+// millions of IDs per second from one goroutine); when the buffer falls below
+// LowWater×batch, one background goroutine fetches the next batch. A call
+// that finds the buffer empty waits for that refill, bounded by its context.
+// Buffered Snowflake IDs keep the time they were issued at (they may be
+// seconds old when used, and are still unique); buffered segment IDs not used
+// before the process exits are lost (gaps, never duplicates). See
+// BufferConfig.
+//
+// A Client is safe for concurrent use. Close it to stop the background
+// refills.
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Client asks flakeid servers for IDs; create it with New.
+type Client struct {
+	closed atomic.Bool
+	t      *transport
+	flake  *buffer // nil when the Snowflake buffer is disabled
+	cfg    Config  // with defaults applied
+	tags   sync.Map
+
+	bg     context.Context // the refills' context: ends at Close
+	cancel context.CancelFunc
+	mu     sync.Mutex // guards shut and wg.Add
+	shut   bool
+	wg     sync.WaitGroup
+}
+
+// New checks cfg and returns a Client. It makes no request: buffers fill on
+// first use.
+func New(cfg Config) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	c := &Client{t: newTransport(cfg), cfg: cfg}
+	c.bg, c.cancel = context.WithCancel(context.Background())
+	if cfg.Buffer.Snowflake > 0 {
+		c.flake = newBuffer(c, "", cfg.Buffer.Snowflake, cfg.Buffer.LowWater, c.fetchSnowflake)
+	}
+	return c, nil
+}
+
+// NextID returns one Snowflake ID. From the buffer it neither blocks nor
+// looks at ctx unless the buffer is empty; then it waits for the refill as
+// long as ctx allows. Without a buffer it is one request.
+func (c *Client) NextID(ctx context.Context) (int64, error) {
+	if c.closed.Load() {
+		return 0, ErrClosed
+	}
+	if b := c.flake; b != nil {
+		return b.next(ctx)
+	}
+	spans, err := c.fetchSnowflake(ctx, 1)
+	if err != nil {
+		return 0, err
+	}
+	return spans[0].first, nil
+}
+
+// NextIDs returns n Snowflake IDs, 1 ≤ n ≤ MaxCount (and at most the
+// server's max count, 100,000 by default). When the buffer is enabled and n
+// is at most half a batch, they come from the buffer; a larger n is one
+// request of its own, which leaves the buffer for NextID.
+func (c *Client) NextIDs(ctx context.Context, n int) ([]int64, error) {
+	if err := c.check(n); err != nil {
+		return nil, err
+	}
+	if b := c.flake; b != nil && int64(n) <= b.batch/2 {
+		return b.take(ctx, int64(n))
+	}
+	spans, err := c.fetchSnowflake(ctx, int64(n))
+	if err != nil {
+		return nil, err
+	}
+	return expand(make([]int64, 0, n), spans), nil
+}
+
+// NextSegment returns the next ID of a segment tag. With Buffer.Segment set
+// it comes from the tag's buffer (created on first use), as NextID's do;
+// otherwise it is one request. An unknown tag fails with an *APIError
+// matching ErrNotFound.
+func (c *Client) NextSegment(ctx context.Context, tag string) (int64, error) {
+	b, err := c.segment(tag)
+	if err != nil {
+		return 0, err
+	}
+	if b != nil {
+		return b.next(ctx)
+	}
+	spans, err := c.fetchSegment(ctx, tag, 1)
+	if err != nil {
+		return 0, err
+	}
+	return spans[0].first, nil
+}
+
+// NextSegmentIDs returns n IDs of a segment tag, 1 ≤ n ≤ MaxCount (and at
+// most the server's max count). As with NextIDs, n up to half a batch comes
+// from the tag's buffer when segment buffering is on, a larger n is a
+// request of its own.
+func (c *Client) NextSegmentIDs(ctx context.Context, tag string, n int) ([]int64, error) {
+	if err := c.check(n); err != nil {
+		return nil, err
+	}
+	b, err := c.segment(tag)
+	if err != nil {
+		return nil, err
+	}
+	if b != nil && int64(n) <= b.batch/2 {
+		return b.take(ctx, int64(n))
+	}
+	spans, err := c.fetchSegment(ctx, tag, int64(n))
+	if err != nil {
+		return nil, err
+	}
+	return expand(make([]int64, 0, n), spans), nil
+}
+
+// Parts are the fields of a decoded Snowflake ID.
+type Parts struct {
+	// ID is the ID itself.
+	ID int64
+	// Time is when the ID was issued, to the layout's time unit.
+	Time time.Time
+	// Tick is the time field: time units since the layout's epoch.
+	Tick int64
+	// Datacenter, Worker and Sequence are the other fields.
+	Datacenter, Worker, Sequence int64
+}
+
+// Decode asks a server to split id (decimal, or any text form the server
+// accepts) into its fields, by the server's layout. An invalid ID fails with
+// an *APIError matching ErrInvalidArgument.
+func (c *Client) Decode(ctx context.Context, id string) (Parts, error) {
+	if c.closed.Load() {
+		return Parts{}, ErrClosed
+	}
+	id = strings.TrimSpace(id)
+	if id == "" {
+		return Parts{}, fmt.Errorf("%w: empty ID", ErrInvalidArgument)
+	}
+	var p Parts
+	err := c.t.get(ctx, "/v1/decode/"+url.PathEscape(id), func(r io.Reader) error {
+		var resp struct {
+			ID         jsonInt   `json:"id"`
+			Time       time.Time `json:"time"`
+			UnixMS     *jsonInt  `json:"unix_ms"`
+			Tick       jsonInt   `json:"tick"`
+			Datacenter jsonInt   `json:"datacenter"`
+			Worker     jsonInt   `json:"worker"`
+			Sequence   jsonInt   `json:"sequence"`
+		}
+		if err := json.NewDecoder(r).Decode(&resp); err != nil {
+			return err
+		}
+		p = Parts{ID: int64(resp.ID), Time: resp.Time, Tick: int64(resp.Tick),
+			Datacenter: int64(resp.Datacenter), Worker: int64(resp.Worker), Sequence: int64(resp.Sequence)}
+		if p.Time.IsZero() && resp.UnixMS != nil {
+			p.Time = time.UnixMilli(int64(*resp.UnixMS)).UTC()
+		}
+		return nil
+	})
+	if err != nil {
+		return Parts{}, err
+	}
+	return p, nil
+}
+
+// Close stops the background refills and waits for them, then closes the
+// idle connections of the client's own HTTP transport. Calls in flight are
+// not interrupted; later calls fail with ErrClosed. IDs left in the buffers
+// are dropped. Close is idempotent and always returns nil.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.shut {
+		c.mu.Unlock()
+		return nil
+	}
+	c.shut = true
+	c.closed.Store(true)
+	c.mu.Unlock()
+	c.cancel()
+	c.wg.Wait()
+	if c.t.own != nil {
+		c.t.own.CloseIdleConnections()
+	}
+	return nil
+}
+
+// spawn runs f in a goroutine that Close waits for, unless the client is
+// closed.
+func (c *Client) spawn(f func()) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.shut {
+		return false
+	}
+	c.wg.Go(f)
+	return true
+}
+
+// check validates a count and that the client is open.
+func (c *Client) check(n int) error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	if n < 1 || n > MaxCount {
+		return fmt.Errorf("%w: count %d, want 1–%d", ErrInvalidArgument, n, MaxCount)
+	}
+	return nil
+}
+
+// segment returns the tag's buffer (nil when segment buffering is off).
+func (c *Client) segment(tag string) (*buffer, error) {
+	if c.closed.Load() {
+		return nil, ErrClosed
+	}
+	if tag == "" {
+		return nil, fmt.Errorf("%w: empty tag", ErrInvalidArgument)
+	}
+	if c.cfg.Buffer.Segment == 0 {
+		return nil, nil
+	}
+	if b, ok := c.tags.Load(tag); ok {
+		return b.(*buffer), nil
+	}
+	b := newBuffer(c, tag, c.cfg.Buffer.Segment, c.cfg.Buffer.LowWater, func(ctx context.Context, n int64) ([]span, error) {
+		return c.fetchSegment(ctx, tag, n)
+	})
+	v, _ := c.tags.LoadOrStore(tag, b)
+	return v.(*buffer), nil
+}
+
+// fetchSnowflake asks the servers for n Snowflake IDs.
+func (c *Client) fetchSnowflake(ctx context.Context, n int64) ([]span, error) {
+	return c.fetch(ctx, "/v1/snowflake/next", "", n)
+}
+
+// fetchSegment asks the servers for n IDs of tag.
+func (c *Client) fetchSegment(ctx context.Context, tag string, n int64) ([]span, error) {
+	return c.fetch(ctx, "/v1/segment/"+url.PathEscape(tag)+"/next", tag, n)
+}
+
+func (c *Client) fetch(ctx context.Context, path, tag string, n int64) ([]span, error) {
+	var spans []span
+	err := c.t.get(ctx, path+"?count="+strconv.FormatInt(n, 10)+"&format=ranges", func(r io.Reader) error {
+		var err error
+		spans, err = parseRanges(r, n, tag)
+		return err
+	})
+	return spans, err
+}

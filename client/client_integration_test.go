@@ -1,0 +1,259 @@
+// End-to-end tests of the client against real servers (package server over a
+// node.Node on a bbolt coordinator and a segment.Allocator on an in-memory
+// store), served by httptest.
+
+package client
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/flakeid/flakeid/backend/bolt"
+	"github.com/flakeid/flakeid/node"
+	"github.com/flakeid/flakeid/segment"
+	"github.com/flakeid/flakeid/segment/segmenttest"
+	"github.com/flakeid/flakeid/server"
+	"github.com/flakeid/flakeid/worker"
+)
+
+const integrationToken = "integration-token-0123456789"
+
+// cluster is a few real servers sharing one worker-id coordinator (so each
+// holds its own worker id) and one segment store (so their segments never
+// overlap), as a deployment would.
+type cluster struct {
+	t     *testing.T
+	coord *bolt.Workers
+	store *segmenttest.Memory
+	cfg   server.Config
+	nodes []*node.Node
+	https []*httptest.Server
+}
+
+func newCluster(t *testing.T, servers int, tokens ...server.Token) *cluster {
+	t.Helper()
+	coord, err := bolt.OpenWorkers(t.Context(), filepath.Join(t.TempDir(), "workers.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := segmenttest.NewMemory()
+	if err := store.Create(t.Context(), segment.Tag{Name: "orders", Step: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := server.DefaultConfig()
+	cfg.Tokens = tokens
+	cl := &cluster{t: t, coord: coord, store: store, cfg: cfg}
+	for range servers {
+		cl.start()
+	}
+	return cl
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// start runs one more server and returns its URL.
+func (cl *cluster) start() string {
+	t := cl.t
+	t.Helper()
+	lr, err := worker.NewLeaser(cl.coord, worker.Config{Workers: 32, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.Start(t.Context(), node.Config{Leaser: lr, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close() })
+	alloc, err := segment.New(segment.Config{Store: cl.store, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = alloc.Close() })
+	srv, err := server.New(server.Options{Config: cl.cfg, Node: n, Segments: alloc, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	cl.nodes = append(cl.nodes, n)
+	cl.https = append(cl.https, hs)
+	return hs.URL
+}
+
+func (cl *cluster) urls() []string {
+	var u []string
+	for _, hs := range cl.https {
+		u = append(u, hs.URL)
+	}
+	return u
+}
+
+func TestIntegrationEndToEnd(t *testing.T) {
+	cl := newCluster(t, 1)
+	for _, buffered := range []bool{false, true} {
+		t.Run("buffered="+strconv.FormatBool(buffered), func(t *testing.T) {
+			cfg := Config{}
+			if buffered {
+				cfg.Buffer = BufferConfig{Snowflake: 1000, Segment: 100}
+			}
+			c := newClient(t, cfg, cl.urls()...)
+			ctx := t.Context()
+			before := time.Now()
+
+			// Snowflake: increasing, unique, and decodable to this server's
+			// worker id and to about now.
+			var ids []int64
+			for range 3000 {
+				id, err := c.NextID(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, id)
+			}
+			more, err := c.NextIDs(ctx, 5000)
+			if err != nil || len(more) != 5000 {
+				t.Fatalf("NextIDs: %d, %v", len(more), err)
+			}
+			ids = append(ids, more...)
+			for i := 1; i < len(ids); i++ {
+				if ids[i] <= ids[i-1] {
+					t.Fatalf("ID %d (%d) not after %d", i, ids[i], ids[i-1])
+				}
+			}
+			st := cl.nodes[0].Status()
+			p, err := c.Decode(ctx, strconv.FormatInt(ids[0], 10))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.ID != ids[0] || p.Worker != st.WorkerID || p.Datacenter != st.DatacenterID ||
+				p.Time.Before(before.Add(-2*time.Second)) || p.Time.After(time.Now().Add(time.Second)) {
+				t.Fatalf("Decode(%d) = %+v; node status %+v, asked at %v", ids[0], p, st, before)
+			}
+			if _, err := c.Decode(ctx, "not-an-id"); !errors.Is(err, ErrInvalidArgument) {
+				t.Fatalf("Decode(bad): %v", err)
+			}
+
+			// Segment: dense and increasing from one server.
+			segs, err := c.NextSegmentIDs(ctx, "orders", 30)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 300 {
+				id, err := c.NextSegment(ctx, "orders")
+				if err != nil {
+					t.Fatal(err)
+				}
+				segs = append(segs, id)
+			}
+			for i := 1; i < len(segs); i++ {
+				if segs[i] <= segs[i-1] {
+					t.Fatalf("segment ID %d (%d) not after %d", i, segs[i], segs[i-1])
+				}
+			}
+			if _, err := c.NextSegment(ctx, "no-such-tag"); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("unknown tag: %v", err)
+			}
+			if _, err := c.NextSegment(ctx, "bad tag!"); !errors.Is(err, ErrInvalidArgument) {
+				t.Fatalf("invalid tag: %v", err)
+			}
+			if _, err := c.NextIDs(ctx, cl.cfg.MaxCount+1); !errors.Is(err, ErrInvalidArgument) {
+				t.Fatalf("count above the server's max: %v", err)
+			}
+		})
+	}
+}
+
+func TestIntegrationAuth(t *testing.T) {
+	cl := newCluster(t, 1, server.Token{Token: integrationToken, Name: "test", Snowflake: true, Tags: []string{"orders"}})
+	anon := newClient(t, Config{}, cl.urls()...)
+	if _, err := anon.NextID(t.Context()); !errors.Is(err, ErrUnauthenticated) {
+		t.Fatalf("without a token: %v", err)
+	}
+	c := newClient(t, Config{Token: integrationToken, Buffer: BufferConfig{Snowflake: 100}}, cl.urls()...)
+	if _, err := c.NextID(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.NextSegment(t.Context(), "orders"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.NextSegment(t.Context(), "other"); !errors.Is(err, ErrPermissionDenied) {
+		t.Fatalf("a tag the token may not use: %v", err)
+	}
+}
+
+func TestIntegrationFailover(t *testing.T) {
+	for _, buffered := range []bool{false, true} {
+		t.Run("buffered="+strconv.FormatBool(buffered), func(t *testing.T) {
+			cl := newCluster(t, 2)
+			if a, b := cl.nodes[0].Status(), cl.nodes[1].Status(); a.WorkerID == b.WorkerID {
+				t.Fatalf("both servers hold worker %d", a.WorkerID)
+			}
+			cfg := Config{Timeout: time.Second}
+			if buffered {
+				cfg.Buffer = BufferConfig{Snowflake: 200, Segment: 50}
+			}
+			// The first endpoint is a dead one; then the two servers.
+			c := newClient(t, cfg, append([]string{closedURL(t)}, cl.urls()...)...)
+			var (
+				mu        sync.Mutex
+				flakes    []int64
+				segs      []int64
+				calls     atomic.Int64
+				stop      atomic.Bool
+				wg        sync.WaitGroup
+				firstErr  atomic.Pointer[error]
+				recordErr = func(err error) { firstErr.CompareAndSwap(nil, &err); stop.Store(true) }
+			)
+			for range 8 {
+				wg.Go(func() {
+					var f, s []int64
+					for !stop.Load() {
+						id, err := c.NextID(t.Context())
+						if err != nil {
+							recordErr(err)
+							break
+						}
+						f = append(f, id)
+						sid, err := c.NextSegment(t.Context(), "orders")
+						if err != nil {
+							recordErr(err)
+							break
+						}
+						s = append(s, sid)
+						calls.Add(1)
+					}
+					mu.Lock()
+					flakes, segs = append(flakes, f...), append(segs, s...)
+					mu.Unlock()
+				})
+			}
+			waitFor(t, func() bool { return calls.Load() >= 2000 || stop.Load() })
+			cl.https[0].Close() // kill the server the client was using
+			before := calls.Load()
+			waitFor(t, func() bool { return calls.Load() >= before+2000 || stop.Load() })
+			stop.Store(true)
+			wg.Wait()
+			if err := firstErr.Load(); err != nil {
+				t.Fatal(*err)
+			}
+			for name, ids := range map[string][]int64{"snowflake": flakes, "segment": segs} {
+				slices.Sort(ids)
+				for i := 1; i < len(ids); i++ {
+					if ids[i] == ids[i-1] {
+						t.Fatalf("%s ID %d handed out twice", name, ids[i])
+					}
+				}
+				t.Logf("%s: %d unique IDs", name, len(ids))
+			}
+		})
+	}
+}
