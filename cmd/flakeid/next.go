@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/flakeid/flakeid/client"
 	"github.com/flakeid/flakeid/node"
 	"github.com/flakeid/flakeid/segment"
 	"github.com/flakeid/flakeid/snowflake"
@@ -34,6 +36,8 @@ type nextCmd struct {
 	MaxWait   time.Duration `default:"10s" placeholder:"DURATION" env:"FLAKEID_MAX_WAIT" help:"How long to wait for the clock to pass the worker id's high-water mark (a previous holder's reservation), 0–1m."`
 
 	Tag       string `placeholder:"TAG" env:"FLAKEID_TAG" help:"Segment mode: print the next IDs of this tag (dense integers from --store, Leaf-style) instead of Snowflake IDs."`
+	Server    string `placeholder:"URL[,URL…]" env:"FLAKEID_SERVER" help:"Ask running flakeid servers for the IDs (failing over between them) instead of generating them here."`
+	Token     string `placeholder:"TOKEN" env:"FLAKEID_TOKEN" help:"Bearer token for --server."`
 	CreateTag bool   `env:"FLAKEID_CREATE_TAG" help:"Segment mode: create the tag (step 1000) if it does not exist."`
 
 	Data   dataFlags   `embed:""`
@@ -49,6 +53,9 @@ func (c *nextCmd) Run(ctx context.Context, out *streams) error {
 	}
 	if c.MaxWait < 0 || c.MaxWait > snowflake.MaxMaxWait {
 		return fmt.Errorf("--max-wait %v is out of range: want 0 to %v", c.MaxWait, snowflake.MaxMaxWait)
+	}
+	if c.Server != "" {
+		return c.remote(ctx, out)
 	}
 	if c.Tag != "" {
 		return c.segments(ctx, out)
@@ -228,6 +235,64 @@ func (c *nextCmd) segments(ctx context.Context, out *streams) error {
 		}
 		left -= want
 		if tick != nil {
+			if err := w.Flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// remote prints c.Count IDs fetched from the servers in --server.
+func (c *nextCmd) remote(ctx context.Context, out *streams) error {
+	if c.Format == "json" {
+		return fmt.Errorf("--format json is not available with --server; use decimal, base32 or base58")
+	}
+	cfg := client.Config{Endpoints: strings.Split(c.Server, ","), Token: c.Token}
+	cl, err := client.New(cfg)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	w := bufio.NewWriterSize(out.stdout, 64<<10)
+	defer w.Flush()
+	var buf []byte
+	for left := c.Count; left > 0; {
+		want := min(left, 100_000)
+		if c.Every > 0 {
+			want = 1
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(c.Every):
+			}
+		}
+		var ids []int64
+		if c.Tag != "" {
+			ids, err = cl.NextSegmentIDs(ctx, c.Tag, want)
+		} else {
+			ids, err = cl.NextIDs(ctx, want)
+		}
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			buf = buf[:0]
+			switch c.Format {
+			case "base32":
+				buf = append(buf, snowflake.ID(id).Base32()...)
+			case "base58":
+				buf = append(buf, snowflake.ID(id).Base58()...)
+			default:
+				buf = strconv.AppendInt(buf, id, 10)
+			}
+			buf = append(buf, '\n')
+			if _, err := w.Write(buf); err != nil {
+				return err
+			}
+		}
+		left -= len(ids)
+		if c.Every > 0 {
 			if err := w.Flush(); err != nil {
 				return err
 			}
