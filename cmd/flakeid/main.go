@@ -49,6 +49,8 @@ func main() {
 
 // cli is the command line: one field per subcommand.
 type cli struct {
+	Config kong.ConfigFlag `placeholder:"FILE" env:"FLAKEID_CONFIG" help:"Read flag values from a JSON file whose keys are flag names with _ for -, e.g. {\"listen\": \"0.0.0.0:8080\", \"max_count\": 1000, \"coordinator\": \"etcd://10.0.0.1:2379\"}; flags and environment variables win over it."`
+
 	Serve   serveCmd   `cmd:"" help:"Run the ID service: HTTP/JSON (and Leaf's paths), Connect, gRPC, metrics."`
 	Next    nextCmd    `cmd:"" help:"Generate IDs and print them, one per line."`
 	Decode  decodeCmd  `cmd:"" help:"Show the time, datacenter, worker and sequence inside IDs."`
@@ -84,6 +86,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 	var c cli
 	parser, err := kong.New(&c,
 		kong.Name("flakeid"),
+		kong.Configuration(kong.JSON),
 		kong.Description("Generate, decode and explain 63-bit Snowflake-style unique IDs."),
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(code int) { panic(exitPanic{code}) }),

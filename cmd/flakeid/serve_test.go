@@ -22,6 +22,11 @@ func startServe(t *testing.T, bin string, args ...string) (*proc, string) {
 	var url string
 	waitFor(t, "the server to listen", 20*time.Second, func() bool {
 		_, stderr := p.snapshot()
+		select {
+		case <-p.done:
+			t.Fatalf("serve exited before listening:\n%s", stderr)
+		default:
+		}
 		if m := re.FindStringSubmatch(stderr); m != nil {
 			url = "http://" + m[1]
 			return true
@@ -114,4 +119,24 @@ func TestServeBadConfig(t *testing.T) {
 		r := runCLI(t, append([]string{"serve", "--data-dir", dir}, tc.args...)...)
 		mustFail(t, r, exitError, tc.want)
 	}
+}
+
+// TestConfigFile: a JSON config file sets serve's flags (keys are flag names
+// with _ for -), and a flag on the command line wins over it.
+func TestConfigFile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	bin := proofBin.get(t)
+	cfg := filepath.Join(t.TempDir(), "flakeid.json")
+	os.WriteFile(cfg, []byte(`{"max_count": 5, "stream_batch": 5, "data_dir": "`+t.TempDir()+`", "listen": "127.0.0.1:1"}`), 0o600)
+	p, url := startServe(t, bin, "--config", cfg) // --listen 127.0.0.1:0 from startServe wins
+	defer p.kill()
+	if code, _ := get(t, url+"/v1/snowflake/next?count=5"); code != 200 {
+		t.Fatalf("count=5: %d", code)
+	}
+	if code, body := get(t, url+"/v1/snowflake/next?count=6"); code != 400 || !strings.Contains(body, "1 to 5") {
+		t.Fatalf("count=6 with max_count 5 from the file: %d %s", code, body)
+	}
+	mustFail(t, runCLI(t, "--config", filepath.Join(t.TempDir(), "missing.json"), "layout"), exitUsage, "missing.json")
 }
