@@ -40,6 +40,9 @@ func (s *Server) routes() http.Handler {
 	api("GET /api/segment/get/{key}", "/api/segment/get", s.handleLeafSegment)
 	api("GET /decodeSnowflakeId", "/decodeSnowflakeId", s.handleLeafDecode)
 
+	if s.clock != nil {
+		api("POST /admin/test/clock", "/admin/test/clock", s.handleTestClock)
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		io.WriteString(w, "ok\n")
@@ -558,5 +561,21 @@ func (s *Server) handleLeafDecode(w http.ResponseWriter, r *http.Request) error 
 		"sequenceId":   strconv.FormatInt(p.Sequence, 10),
 		"time":         p.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00"),
 	})
+	return nil
+}
+
+// handleTestClock shifts the node's test clock by ?shift= (a Go duration,
+// e.g. -5s); mounted only when Options.TestClock is set.
+func (s *Server) handleTestClock(w http.ResponseWriter, r *http.Request) error {
+	if err := s.authorize(r.Header, "", false, true); err != nil {
+		return err
+	}
+	d, err := time.ParseDuration(r.URL.Query().Get("shift"))
+	if err != nil {
+		return apiErrorf(http.StatusBadRequest, codeInvalid, "shift %q: %v", clip(r.URL.Query().Get("shift")), err)
+	}
+	off := s.clock.Shift(d)
+	s.log.Warn("server: TEST clock shifted", "by", d, "offset", off)
+	writeJSON(w, http.StatusOK, map[string]string{"shifted": d.String(), "offset": off.String()})
 	return nil
 }

@@ -135,6 +135,17 @@ type Options struct {
 	// Registry receives the metrics; nil makes a new one (served at
 	// /metrics either way, with the Go and process collectors).
 	Registry *prometheus.Registry
+	// TestClock, when set, serves POST /admin/test/clock?shift=DURATION,
+	// which shifts the node's clock (for the fault-injection verifier).
+	// Never set it in production; `flakeid serve` sets it only with a hidden
+	// test flag.
+	TestClock ClockShifter
+}
+
+// ClockShifter moves a test clock by d and returns its offset from the
+// real time.
+type ClockShifter interface {
+	Shift(d time.Duration) time.Duration
 }
 
 // Server is a running ID service; create it with New.
@@ -146,6 +157,7 @@ type Server struct {
 	reg      *prometheus.Registry
 	metrics  *metrics
 	tokens   map[string]*Token
+	clock    ClockShifter
 	handler  http.Handler
 	started  time.Time
 	draining chan struct{}
@@ -166,7 +178,7 @@ func New(o Options) (*Server, error) {
 		o.Registry = prometheus.NewRegistry()
 	}
 	s := &Server{cfg: o.Config, node: o.Node, segs: o.Segments, log: o.Logger, reg: o.Registry,
-		started: time.Now(), draining: make(chan struct{})}
+		clock: o.TestClock, started: time.Now(), draining: make(chan struct{})}
 	if len(o.Config.Tokens) > 0 {
 		s.tokens = map[string]*Token{}
 		for i := range o.Config.Tokens {

@@ -254,6 +254,9 @@ func (g *Generator) NextID() (ID, error) {
 			next = g.advance(old, now)
 		case old&g.seqMask != g.seqMask:
 			next = old + 1
+			if now < last { // borrowing, or the clock stepped back: look
+				g.clk.checkWall(now * g.c.unitNs)
+			}
 		default:
 			var ok bool
 			var err error
@@ -327,6 +330,9 @@ func (g *Generator) NextN(n int) (Batch, error) {
 			first = g.advance(old, now)
 		case old&g.seqMask != g.seqMask:
 			first = old + 1
+			if now < last {
+				g.clk.checkWall(now * g.c.unitNs)
+			}
 		default:
 			var ok bool
 			var err error

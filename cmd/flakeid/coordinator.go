@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/flakeid/flakeid/backend/bolt"
@@ -24,6 +25,25 @@ type coordFlags struct {
 	// TestClockOffset shifts this process's clock, for the fault-injection
 	// tests (a node whose clock is behind). Hidden, and never set by default.
 	TestClockOffset time.Duration `hidden:"" env:"FLAKEID_TEST_CLOCK_OFFSET" help:"TEST ONLY: run with the clock shifted by this much."`
+	// TestClockAdmin serves POST /admin/test/clock, which shifts this
+	// node's clock at run time (the verifier's clock jumps). Hidden; never
+	// on by default.
+	TestClockAdmin bool `hidden:"" env:"FLAKEID_TEST_CLOCK_ADMIN" help:"TEST ONLY: let POST /admin/test/clock shift this node's clock."`
+
+	shift *shiftClock // the shiftable clock, made on first use
+}
+
+// shiftClock is time.Now shifted by an offset that the test admin endpoint
+// moves. Its readings keep Go's monotonic part (shifted too), so the
+// generator sees every shift as a clock jump.
+type shiftClock struct{ offset atomic.Int64 }
+
+// Now is the shifted time.
+func (c *shiftClock) Now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
+
+// Shift moves the clock by d and returns the new offset.
+func (c *shiftClock) Shift(d time.Duration) time.Duration {
+	return time.Duration(c.offset.Add(int64(d)))
 }
 
 // dataFlags name the directory of the embedded state (the default file
@@ -47,13 +67,25 @@ func (f *dataFlags) dir() (string, error) {
 	return filepath.Join(home, ".local", "state", "flakeid"), nil
 }
 
-// clock is time.Now, shifted by the hidden test flag.
+// clock is nil (the built-in clock) unless a hidden test flag asks for a
+// shifted or shiftable one.
 func (f *coordFlags) clock() func() time.Time {
-	if f.TestClockOffset == 0 {
+	if c := f.testClock(); c != nil {
+		return c.Now
+	}
+	return nil
+}
+
+// testClock is the shiftable clock of the test flags, or nil.
+func (f *coordFlags) testClock() *shiftClock {
+	if f.TestClockOffset == 0 && !f.TestClockAdmin {
 		return nil
 	}
-	off := f.TestClockOffset
-	return func() time.Time { return time.Now().Add(off) }
+	if f.shift == nil {
+		f.shift = &shiftClock{}
+		f.shift.offset.Store(int64(f.TestClockOffset))
+	}
+	return f.shift
 }
 
 // open returns the coordinator the flags name and a function that closes its

@@ -113,7 +113,12 @@ func (c *serveCmd) Run(ctx context.Context, out *streams) error {
 	}
 	defer segs.Close()
 
-	srv, err := server.New(server.Options{Config: cfg, Node: n, Segments: segs, Logger: log})
+	opts := server.Options{Config: cfg, Node: n, Segments: segs, Logger: log}
+	if c.Coord.TestClockAdmin {
+		opts.TestClock = c.Coord.testClock()
+		log.Warn("flakeid: TEST ONLY: POST /admin/test/clock can shift this node's clock; never run production like this")
+	}
+	srv, err := server.New(opts)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -139,4 +140,46 @@ func TestConfigFile(t *testing.T) {
 		t.Fatalf("count=6 with max_count 5 from the file: %d %s", code, body)
 	}
 	mustFail(t, runCLI(t, "--config", filepath.Join(t.TempDir(), "missing.json"), "layout"), exitUsage, "missing.json")
+}
+
+// TestTestClockAdmin: the hidden test flag mounts POST /admin/test/clock; a
+// shift back does not move IDs back; without the flag there is no endpoint.
+func TestTestClockAdmin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	bin := proofBin.get(t)
+	plain, url := startServe(t, bin, "--data-dir", t.TempDir())
+	resp, err := http.Post(url+"/admin/test/clock?shift=-5s", "", nil)
+	if err != nil || resp.StatusCode != 404 {
+		t.Fatalf("without the flag: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	plain.kill()
+
+	p, url := startServe(t, bin, "--data-dir", t.TempDir(), "--test-clock-admin")
+	defer p.kill()
+	last := func() int64 {
+		_, body := get(t, url+"/v1/snowflake/next?count=1")
+		var r struct{ IDs []string }
+		json.Unmarshal([]byte(body), &r)
+		v, _ := strconv.ParseInt(r.IDs[0], 10, 64)
+		return v
+	}
+	before := last()
+	resp, err = http.Post(url+"/admin/test/clock?shift=-5s", "", nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("shift: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	for range 50 {
+		if id := last(); id <= before {
+			t.Fatalf("after the clock went back 5 s: ID %d ≤ %d", id, before)
+		} else {
+			before = id
+		}
+	}
+	if code, body := get(t, url+"/metrics"); code != 200 || strings.Contains(body, "flakeid_clock_backward_jumps_total 0\n") {
+		t.Fatalf("the step back was not counted")
+	}
 }
