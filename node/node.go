@@ -193,6 +193,7 @@ type Status struct {
 	Leases       int64           // leases acquired since Start
 	Err          error           // why no lease is held, when none is
 	Stats        snowflake.Stats // the current generator's counters
+	Now          time.Time       // the current generator's clock
 }
 
 // Status returns a snapshot of the node.
@@ -205,6 +206,7 @@ func (n *Node) Status() Status {
 		Until:        c.lease.Until(),
 		Leases:       n.leases.Load(),
 		Stats:        c.gen.Stats(),
+		Now:          c.gen.Now(),
 	}
 	if err := c.lease.Err(); err != nil {
 		s.Err = err

@@ -74,8 +74,10 @@ func quiet(t *testing.T) *slog.Logger { return slog.New(slog.NewTextHandler(t.Ou
 
 func leaser(t *testing.T, c worker.Coordinator, workers int64, now func() time.Time) worker.Leaser {
 	t.Helper()
-	lr, err := worker.NewLeaser(c, worker.Config{Workers: workers, TTL: time.Second, RenewEvery: 100 * time.Millisecond,
-		ReserveAhead: 300 * time.Millisecond, SafetyMargin: 200 * time.Millisecond, RetryEvery: 50 * time.Millisecond,
+	// A TTL of 3 s: short enough to test loss quickly, long enough that a
+	// loaded CI machine's stalls do not lose the lease by accident.
+	lr, err := worker.NewLeaser(c, worker.Config{Workers: workers, TTL: 3 * time.Second, RenewEvery: 100 * time.Millisecond,
+		ReserveAhead: 300 * time.Millisecond, SafetyMargin: 500 * time.Millisecond, RetryEvery: 50 * time.Millisecond,
 		Logger: quiet(t), Now: now})
 	if err != nil {
 		t.Fatal(err)
@@ -156,7 +158,7 @@ func TestNodeLosesAndRegainsLease(t *testing.T) {
 	// The reservation stops issuing first; the lease itself is given up
 	// before TTL − safety margin has passed since the last renewal.
 	for n.Status().Held {
-		if time.Since(cutAt) > time.Second {
+		if time.Since(cutAt) > 3*time.Second {
 			t.Fatal("lease still held a TTL after the cut")
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -208,9 +208,10 @@ type buffer struct {
 	fetching  bool
 	fetchDone chan struct{} // closed when the fetch in flight ends
 	fetchErr  error
-	step      int64   // the dynamic step
-	minStep   int64   // the tag's configured step
-	rate      float64 // IDs per second over the last segment used up; 0 before one is
+	step      int64     // the dynamic step
+	minStep   int64     // the tag's configured step
+	rate      float64   // IDs per second over the last segment used up; 0 before one is
+	stepRead  time.Time // when minStep was last read from the store
 
 	fetches, waits, failures atomic.Int64
 	fetchNanos               atomic.Int64 // total latency of successful fetches
@@ -349,7 +350,7 @@ func (a *Allocator) buffer(ctx context.Context, name string) (*buffer, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.minStep, b.step = t.Step, t.Step
+	b.minStep, b.step, b.stepRead = t.Step, t.Step, time.Now()
 	seg, err := b.fetch(ctx)
 	if err != nil {
 		return nil, err
@@ -409,6 +410,34 @@ func (b *buffer) nextStep() int64 {
 	return b.step
 }
 
+// refreshStep rereads the tag's configured step at most once a minute, so a
+// step changed on another node (or in the database) reaches this one within
+// a minute of its next fetch.
+func (b *buffer) refreshStep(ctx context.Context) {
+	b.mu.Lock()
+	due := time.Since(b.stepRead) >= time.Minute
+	if due {
+		b.stepRead = time.Now()
+	}
+	b.mu.Unlock()
+	if !due {
+		return
+	}
+	for _, src := range b.a.cfg.Sources {
+		t, err := src.Store.Get(ctx, b.name)
+		if err != nil {
+			continue
+		}
+		b.mu.Lock()
+		if t.Step != b.minStep {
+			b.minStep = t.Step
+			b.step = max(min(b.step, max(b.a.cfg.MaxStep, t.Step)), t.Step)
+		}
+		b.mu.Unlock()
+		return
+	}
+}
+
 // usedUp records the lifetime of segment s, which ran out at now; b.mu is
 // held.
 func (b *buffer) usedUp(s *segment, now time.Time) {
@@ -423,6 +452,7 @@ func (b *buffer) usedUp(s *segment, now time.Time) {
 // (starting at the round-robin position).
 func (b *buffer) fetch(ctx context.Context) (*segment, error) {
 	a := b.a
+	b.refreshStep(ctx)
 	b.mu.Lock()
 	now := a.cfg.Now()
 	step := b.nextStep()
@@ -594,8 +624,8 @@ func (a *Allocator) Tags(ctx context.Context) ([]Tag, error) {
 // Update changes a tag's step or description in every source; a loaded
 // tag's step applies from its next fetch.
 func (a *Allocator) Update(ctx context.Context, tag string, step *int64, description *string) error {
-	if step != nil && (*step < 1 || *step > a.cfg.MaxStep) {
-		return fmt.Errorf("%w: step %d, want 1–%d", ErrInvalidTag, *step, a.cfg.MaxStep)
+	if step != nil && (*step < 1 || *step > MaxStep) {
+		return fmt.Errorf("%w: step %d, want 1–%d", ErrInvalidTag, *step, MaxStep)
 	}
 	if description != nil && len(*description) > 256 {
 		return fmt.Errorf("%w: description of %d bytes, want at most 256", ErrInvalidTag, len(*description))

@@ -506,7 +506,9 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) error {
 		out.Ready = true
 	}
 	if s.segs != nil {
-		out.Segments = s.segs.Stats()
+		if st := s.segs.Stats(); st != nil {
+			out.Segments = st
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

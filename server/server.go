@@ -239,16 +239,24 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
-// Ready reports why the server cannot serve, or nil: it is draining, or the
-// node holds no worker-id lease.
+// Ready reports why the server cannot serve Snowflake IDs now, or nil: it
+// is draining, the node holds no worker-id lease, its clock has not yet
+// passed the high-water mark it started from, or its reservation ran out
+// (renewals are failing).
 func (s *Server) Ready() error {
 	select {
 	case <-s.draining:
 		return errors.New("shutting down")
 	default:
 	}
-	if st := s.node.Status(); !st.Held {
+	st := s.node.Status()
+	switch {
+	case !st.Held:
 		return fmt.Errorf("no worker-id lease: %v", st.Err)
+	case st.Stats.Lead > snowflake.DefaultMaxWait:
+		return fmt.Errorf("the clock is %v behind the worker id's high-water mark", st.Stats.Lead.Round(time.Millisecond))
+	case !st.Until.IsZero() && !st.Now.Before(st.Until):
+		return fmt.Errorf("the reservation ran out at %s: renewals with the coordinator are failing", st.Until.Format(time.RFC3339Nano))
 	}
 	return nil
 }

@@ -171,7 +171,17 @@ func (lr *leaser) Acquire(ctx context.Context) (Lease, error) {
 			Datacenter: lr.cfg.Datacenter, Workers: lr.cfg.Workers, Owner: owner, TTL: lr.cfg.TTL, Reserve: reserve,
 		})
 		if err == nil {
-			return lr.start(claim, start, reserve), nil
+			if time.Since(start) < lr.cfg.TTL-lr.cfg.SafetyMargin {
+				return lr.start(claim, start, reserve), nil
+			}
+			// The answer took so long that the lease would be given up at
+			// once (a coordinator that came back after an outage): free
+			// the id and try again rather than hold a dead lease.
+			rctx, cancel := context.WithTimeout(context.Background(), lr.cfg.TTL)
+			rerr := claim.Release(rctx, reserve)
+			cancel()
+			err = fmt.Errorf("%w: the coordinator answered after %v, past TTL − safety margin (release: %v)",
+				ErrUnavailable, time.Since(start).Round(time.Millisecond), rerr)
 		}
 		ctxCaused := ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 		if !ctxCaused || reason == nil {

@@ -20,7 +20,7 @@ import (
 type coordFlags struct {
 	Coordinator string        `placeholder:"URL" env:"FLAKEID_COORDINATOR" help:"Where worker ids are leased: file:///path/workers.db (the default, under --data-dir), etcd://host:port[,host:port…][/prefix], redis://[:password@]host:port[/db][?prefix=P], postgres://user@host:port/db[?table=T], mysql://user[:password]@host:port/db[?table=T]."`
 	Datacenter  int64         `default:"0" placeholder:"D" env:"FLAKEID_DATACENTER" help:"Datacenter id, 0 to 2^datacenter-bits − 1; clusters sharing a coordinator never collide when their datacenter ids differ."`
-	LeaseTTL    time.Duration `default:"10s" placeholder:"DURATION" env:"FLAKEID_LEASE_TTL" help:"Worker-id lease TTL, 1s–10m: how long a crashed node's worker id stays taken."`
+	LeaseTTL    time.Duration `default:"10s" placeholder:"DURATION" env:"FLAKEID_LEASE_TTL" help:"Worker-id lease TTL, 1s–10m (default 10s): how long a crashed node's worker id stays taken."`
 
 	// TestClockOffset shifts this process's clock, for the fault-injection
 	// tests (a node whose clock is behind). Hidden, and never set by default.
@@ -49,7 +49,7 @@ func (c *shiftClock) Shift(d time.Duration) time.Duration {
 // dataFlags name the directory of the embedded state (the default file
 // coordinator and segment store).
 type dataFlags struct {
-	DataDir string `placeholder:"DIR" env:"FLAKEID_DATA_DIR" help:"Directory for the embedded state (default \\$XDG_STATE_HOME/flakeid, or ~/.local/state/flakeid)."`
+	DataDir string `placeholder:"DIR" env:"FLAKEID_DATA_DIR" help:"Directory for the embedded state (default: XDG_STATE_HOME/flakeid, or ~/.local/state/flakeid)."`
 }
 
 // dir is --data-dir or the default under the user's state directory.
