@@ -4,7 +4,8 @@
 #   PostgreSQL  127.0.0.1:5432   (trust auth, database "test")
 #   MariaDB     127.0.0.1:3306   (root, no password, database "test")
 #   Redis       127.0.0.1:6379
-# Installs etcd-server when it is missing, and starts whichever service is down.
+# Installs etcd-server (and chromium, for the web console's browser test) when missing, and starts
+# whichever service is down.
 # The tests read their addresses from FLAKEID_TEST_* (see internal/testenv); the defaults match this.
 set -euo pipefail
 
@@ -27,6 +28,9 @@ need_pkg() { # command package
   echo "services: installing $2" >&2
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
 }
+
+# Debian's headless Chromium drives the web console's browser test.
+need_pkg chromium chromium
 
 # etcd: our own instance on a loopback port, so it never clashes with a system one.
 need_pkg etcd etcd-server

@@ -58,6 +58,7 @@ func (s *Server) routes() http.Handler {
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
 	s.connectRoutes(mux)
+	s.uiRoutes(mux)
 	// Anything else is a JSON 405 for a known path, or a JSON 404.
 	mux.Handle("/", s.instrument("other", func(w http.ResponseWriter, r *http.Request) error {
 		var allowed []string
