@@ -1,0 +1,5 @@
+//go:build !race
+
+package idmask
+
+const raceEnabled = false
