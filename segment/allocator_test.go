@@ -208,7 +208,7 @@ func TestUpdateAndTags(t *testing.T) {
 	if st := a.Stats()[0]; st.Step != 4000 || st.MinStep != 4000 {
 		t.Fatalf("after Update the loaded tag's step is %+v", st)
 	}
-	tooBig := int64(5_000_000)
+	tooBig := int64(segment.MaxStep) + 1
 	if err := a.Update(t.Context(), "x", &tooBig, nil); !errors.Is(err, segment.ErrInvalidTag) {
 		t.Fatalf("Update to a step above MaxStep: %v", err)
 	}

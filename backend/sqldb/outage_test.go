@@ -85,9 +85,18 @@ func TestSegmentOutage(t *testing.T) {
 		if step < 2*rate || step >= 4*rate*2 {
 			t.Fatalf("settled step %d (history %v): want a step to last about 2–4 s at %d IDs/s", step, steps, rate)
 		}
+		// Cut when the next segment has landed, so no fetch is in flight
+		// and the buffers hold exactly what the snapshot says.
+		deadline := time.Now().Add(10 * time.Second)
+		for stats().Next.Len() == 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("the next segment never landed")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		proxy.Cut()
 		st := stats()
 		buffered := st.Size - st.Used + st.Next.Len()
-		proxy.Cut()
 		cutAt := time.Now()
 		served := 0
 		var lastErr error
