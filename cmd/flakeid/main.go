@@ -57,6 +57,7 @@ type cli struct {
 	Layout  layoutCmd  `cmd:"" help:"Show a layout's bit fields, capacity and lifetime."`
 	Workers workersCmd `cmd:"" help:"Inspect worker-id leases."`
 	Tags    tagsCmd    `cmd:"" help:"Manage segment-mode tags."`
+	Verify  verifyCmd  `cmd:"" help:"Prove it: run a cluster under clock jumps, crashes and partitions and check every ID it hands out."`
 	Mask    maskCmd    `cmd:"" help:"Mask IDs into keyed, non-guessable external IDs (order numbers that do not reveal volume)."`
 	Unmask  unmaskCmd  `cmd:"" help:"Turn masked IDs back into internal IDs."`
 }

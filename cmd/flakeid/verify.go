@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/flakeid/flakeid/internal/verify"
+)
+
+// verifyCmd is the fault-injection verifier: it starts a cluster of `flakeid
+// serve` processes (this binary) on a private etcd and PostgreSQL, loads it
+// through every API while a nemesis injects faults, and checks every
+// acknowledged ID. The engine is internal/verify; docs/GUARANTEES.md shows a
+// run's tables.
+type verifyCmd struct {
+	Duration        time.Duration `default:"2m" placeholder:"DURATION" env:"FLAKEID_VERIFY_DURATION" help:"How long the clients run (2m: the CI profile; 30m: a soak)."`
+	Target          string        `placeholder:"URL[,URL…]" env:"FLAKEID_VERIFY_TARGET" help:"Verify these running servers instead (no cluster started, no fault injected). Give their layout flags."`
+	Nodes           int           `default:"3" env:"FLAKEID_VERIFY_NODES" help:"Nodes in the cluster."`
+	Clients         int           `default:"16" env:"FLAKEID_VERIFY_CLIENTS" help:"Concurrent clients, cycling through HTTP count=1, HTTP count=1000, Connect unary and stream, HTTP and Connect segment calls."`
+	Seed            uint64        `placeholder:"N" env:"FLAKEID_VERIFY_SEED" help:"Seed of the nemesis's choices (0: random; the report prints it)."`
+	Faults          string        `default:"all" env:"FLAKEID_VERIFY_FAULTS" help:"Fault kinds to inject, comma-separated, or all, or none: clock-back, clock-forward, kill, restart-behind, etcd-pause, etcd-partition, pg-restart."`
+	MinFaults       int           `default:"2" env:"FLAKEID_VERIFY_MIN_FAULTS" help:"Fail unless every fault kind was injected at least this many times (0: no such check)."`
+	LeaseTTL        time.Duration `default:"2s" env:"FLAKEID_VERIFY_LEASE_TTL" help:"The nodes' --lease-ttl (short, so faults bite fast); with --target, at most the servers' TTL."`
+	SegmentDuration time.Duration `default:"2s" env:"FLAKEID_VERIFY_SEGMENT_DURATION" help:"The nodes' --segment-duration (short, so segments are fetched often)."`
+	Postgres        string        `default:"postgres://postgres@127.0.0.1:5432/test?sslmode=disable" env:"FLAKEID_TEST_POSTGRES" help:"PostgreSQL for the segment store (a fresh table, dropped at the end)."`
+	EtcdBin         string        `default:"etcd" env:"FLAKEID_ETCD_BIN" help:"The etcd executable (Debian's etcd-server; ./scripts/services.sh installs it)."`
+	Bin             string        `type:"path" placeholder:"FILE" env:"FLAKEID_VERIFY_BIN" help:"The flakeid executable the nodes run (default: this one)."`
+	Tag             string        `default:"verify" env:"FLAKEID_VERIFY_TAG" help:"Segment tag the clients use (created if missing)."`
+	Dir             string        `type:"path" placeholder:"DIR" env:"FLAKEID_VERIFY_DIR" help:"Work directory for the nodes' data and logs (default: a temporary one)."`
+	Keep            bool          `env:"FLAKEID_VERIFY_KEEP" help:"Keep the work directory (node logs) after the run."`
+
+	Layout layoutFlags `embed:""`
+}
+
+// Run runs the verification; violations make it fail.
+func (c *verifyCmd) Run(ctx context.Context, out *streams) error {
+	cfg := verify.DefaultConfig()
+	cfg.Duration, cfg.Nodes, cfg.Clients, cfg.Seed = c.Duration, c.Nodes, c.Clients, c.Seed
+	cfg.MinFaults, cfg.LeaseTTL, cfg.SegmentDuration = c.MinFaults, c.LeaseTTL, c.SegmentDuration
+	cfg.Postgres, cfg.EtcdBin, cfg.Tag, cfg.Dir, cfg.Keep = c.Postgres, c.EtcdBin, c.Tag, c.Dir, c.Keep
+	cfg.Stdout, cfg.Stderr = out.stdout, out.stderr
+	if c.Target != "" {
+		for _, t := range strings.Split(c.Target, ",") {
+			if t = strings.TrimSpace(t); t != "" {
+				cfg.Targets = append(cfg.Targets, t)
+			}
+		}
+	}
+	switch c.Faults {
+	case "all":
+		cfg.Faults = verify.Kinds()
+	case "none", "":
+		cfg.Faults = []string{}
+	default:
+		for _, k := range strings.Split(c.Faults, ",") {
+			cfg.Faults = append(cfg.Faults, strings.TrimSpace(k))
+		}
+	}
+	if len(cfg.Targets) > 0 {
+		cfg.Faults, cfg.MinFaults = []string{}, 0
+	}
+	// The cluster runs with 4 worker ids unless the layout flags say
+	// otherwise: worker ids then change hands between nodes often, which is
+	// what the high-water marks must survive.
+	if cfg.Targets == nil && c.Layout.WorkerBits == nil {
+		two := 2
+		c.Layout.WorkerBits = &two
+	}
+	l, err := c.Layout.layout()
+	if err != nil {
+		return err
+	}
+	cfg.Layout, cfg.LayoutArgs = l, c.Layout.args()
+	cfg.Bin = c.Bin
+	if cfg.Bin == "" && cfg.Targets == nil {
+		if cfg.Bin, err = os.Executable(); err != nil {
+			return fmt.Errorf("finding this executable for the nodes (give --bin): %w", err)
+		}
+	}
+	err = verify.Run(ctx, cfg)
+	if errors.Is(err, verify.ErrViolations) {
+		return errors.New("violations found (see the report above)")
+	}
+	return err
+}
+
+// args are the command-line flags that give another flakeid process the
+// same layout.
+func (f *layoutFlags) args() []string {
+	args := []string{"--preset", f.Preset}
+	add := func(name string, v *int) {
+		if v != nil {
+			args = append(args, "--"+name, strconv.Itoa(*v))
+		}
+	}
+	add("time-bits", f.TimeBits)
+	add("datacenter-bits", f.DatacenterBits)
+	add("worker-bits", f.WorkerBits)
+	add("sequence-bits", f.SequenceBits)
+	if f.Epoch != nil {
+		args = append(args, "--epoch", time.Time(*f.Epoch).UTC().Format(time.RFC3339Nano))
+	}
+	if f.TimeUnit != nil {
+		args = append(args, "--time-unit", f.TimeUnit.String())
+	}
+	return args
+}

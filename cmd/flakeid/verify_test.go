@@ -1,0 +1,130 @@
+package main
+
+import (
+	"fmt"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/flakeid/flakeid/internal/testenv"
+)
+
+// checkRow returns the result and verdict cells of a row of the report's
+// checks table.
+func checkRow(t *testing.T, report, check string) (result, verdict string) {
+	t.Helper()
+	for line := range strings.Lines(report) {
+		cells := strings.Split(line, "|")
+		if len(cells) >= 4 && strings.TrimSpace(cells[1]) == check {
+			return strings.TrimSpace(cells[2]), strings.TrimSpace(cells[3])
+		}
+	}
+	t.Fatalf("no %q row in the report:\n%s", check, report)
+	return "", ""
+}
+
+// TestVerifyBrokenConfig proves the verifier can fail: two servers with
+// separate file coordinators and no worker bits both hold worker id 0 —
+// a broken configuration, as with two processes given the same static
+// worker id — and they keep separate segment stores, so both hand out the
+// tag's IDs from 1. The verifier must report the duplicates, the shared
+// worker id, print the offending IDs with the requests that returned them,
+// and exit non-zero.
+func TestVerifyBrokenConfig(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two servers for seconds")
+	}
+	t.Parallel()
+	bin := proofBin.get(t)
+	_, a := startServe(t, bin, "--worker-bits", "0")
+	_, b := startServe(t, bin, "--worker-bits", "0")
+	r := runCLI(t, "verify", "--target", a+","+b, "--worker-bits", "0", "--duration", "6s", "--clients", "8")
+	if r.code != exitError {
+		t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, exitError, r.stdout, r.stderr)
+	}
+	dups, verdict := checkRow(t, r.stdout, "duplicate Snowflake IDs")
+	if dups == "0" || verdict != "**FAIL**" {
+		t.Errorf("duplicate Snowflake IDs: %s %s", dups, verdict)
+	}
+	if res, v := checkRow(t, r.stdout, `duplicate segment IDs (tag "verify")`); res == "0" || v != "**FAIL**" {
+		t.Errorf("duplicate segment IDs: %s %s", res, v)
+	}
+	if res, v := checkRow(t, r.stdout, "one process holds a worker id at a time (status polls)"); v != "**FAIL**" {
+		t.Errorf("shared worker id not reported: %s %s", res, v)
+	}
+	if res, v := checkRow(t, r.stdout, "per worker id, IDs increase across non-overlapping requests, whichever process answered (the high-water mark)"); v != "**FAIL**" {
+		t.Errorf("interleaved holders not reported: %s %s", res, v)
+	}
+	// Each process on its own is fine: the checks that look at one process
+	// must not fire.
+	for _, check := range []string{"IDs increase within each answer and stream", "each ID's worker id held by the process that answered",
+		"no ID while the process's lease was lost", "per process, Snowflake IDs increase across non-overlapping requests"} {
+		if res, v := checkRow(t, r.stdout, check); v != "ok" {
+			t.Errorf("%s: %s %s", check, res, v)
+		}
+	}
+	// The offending IDs, decoded, with the requests that returned them.
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`### duplicate Snowflake IDs: [0-9,]+ \(the first 10\)`),
+		regexp.MustCompile(`- (ID \d+|IDs \d+…\d+ \(\d+ IDs\)) acknowledged twice`),
+		regexp.MustCompile(`ID \d+: time \d\d:\d\d:\d\d\.\d{3}, datacenter 0, worker 0, sequence \d+`),
+		regexp.MustCompile(`request: #\d+ .* to n1 \(http://127\.0\.0\.1:\d+\), sent \+\d+\.\d{3}s, answered \+\d+\.\d{3}s`),
+		regexp.MustCompile(`request: #\d+ .* to n2 \(http://127\.0\.0\.1:\d+\)`),
+		regexp.MustCompile(`status of n\d asked \+[0-9.]+s answered \+[0-9.]+s: held=true worker 0/0`),
+		regexp.MustCompile(`(?m)^RESULT: FAIL$`),
+	} {
+		if !want.MatchString(r.stdout) {
+			t.Errorf("the report does not match %s:\n%s", want, r.stdout)
+		}
+	}
+	if !strings.Contains(r.stderr, "violations found") {
+		t.Errorf("stderr: %s", r.stderr)
+	}
+}
+
+// TestVerifyHealthyTarget: one correctly configured server passes every
+// check (no false positives in --target mode).
+func TestVerifyHealthyTarget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a server for seconds")
+	}
+	t.Parallel()
+	_, url := startServe(t, proofBin.get(t))
+	r := runCLI(t, "verify", "--target", url, "--duration", "3s", "--clients", "8")
+	if r.code != exitOK || !strings.Contains(r.stdout, "RESULT: PASS") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	if res, _ := checkRow(t, r.stdout, "Snowflake IDs acknowledged"); strings.HasPrefix(res, "0 ") {
+		t.Fatalf("no IDs acknowledged:\n%s", r.stdout)
+	}
+}
+
+// TestVerifyNemesisShort runs the whole verifier — private etcd, proxies,
+// three nodes, the nemesis — for half a minute under the race detector,
+// with three of the fault kinds. CI runs the full two-minute profile with
+// every kind (.ci/run).
+func TestVerifyNemesisShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster for half a minute")
+	}
+	t.Parallel()
+	pg := testenv.Postgres().Require(t)
+	if _, err := exec.LookPath("etcd"); err != nil {
+		msg := fmt.Sprintf("the nemesis pauses a private etcd: %v; install etcd-server (./scripts/services.sh does)", err)
+		if testenv.CI() {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	bin := proofBin.get(t)
+	r := runCLI(t, "verify", "--bin", bin, "--postgres", pg, "--duration", "35s", "--clients", "8",
+		"--faults", "kill,clock-back,etcd-partition", "--min-faults", "1", "--dir", t.TempDir())
+	if r.code != exitOK || !strings.Contains(r.stdout, "RESULT: PASS") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	if res, v := checkRow(t, r.stdout, "every fault kind injected, at least 1 each"); v != "ok" {
+		t.Fatalf("faults: %s", res)
+	}
+	t.Logf("\n%s", r.stdout)
+}

@@ -1,0 +1,258 @@
+package verify
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flakeid/flakeid/snowflake"
+)
+
+// testLayout: 2 worker bits, no datacenter bits.
+var testLayout = func() snowflake.Layout {
+	l, err := snowflake.Layout{TimeBits: 41, WorkerBits: 2, SequenceBits: 12}.Normalize()
+	if err != nil {
+		panic(err)
+	}
+	return l
+}()
+
+func id(t *testing.T, tick, worker, seq int64) int64 {
+	t.Helper()
+	x, err := testLayout.Compose(snowflake.Parts{Tick: tick, Worker: worker, Sequence: seq})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int64(x)
+}
+
+const ms = int64(time.Millisecond)
+
+// hist builds a history of answered requests: each is (inc, start, end,
+// first ID, count).
+type hreq struct {
+	inc         int32
+	start, end  int64
+	first, n    int64
+	failed, seg bool
+}
+
+func build(incs int, polls [][]poll, reqs ...hreq) *history {
+	h := &history{wall0: time.Now()}
+	for i := range incs {
+		inc := &incarnation{id: int32(i), node: i, n: 1}
+		if i < len(polls) {
+			inc.polls = polls[i]
+		}
+		h.incs = append(h.incs, inc)
+	}
+	rec := &recorder{}
+	for _, r := range reqs {
+		q := request{start: r.start, end: r.end, inc: r.inc, node: int8(r.inc), api: apiHTTPBatch}
+		if r.seg {
+			q.api = apiHTTPSegment
+		}
+		if r.failed {
+			rec.fail(q, errUnavailable)
+			continue
+		}
+		rec.ack(q, -1, []rng{{r.first, r.n, 1}}, r.n)
+	}
+	h.reqs, h.sf, h.seg = merge([]*recorder{rec})
+	return h
+}
+
+func checkerOf(h *history) *checker { return newChecker(h, testLayout, 2*time.Second) }
+
+func TestVerifyDuplicates(t *testing.T) {
+	h := build(2, nil,
+		hreq{inc: 0, start: 0, end: ms, first: 100, n: 10},  // 100…109
+		hreq{inc: 1, start: 0, end: ms, first: 105, n: 10},  // 105…114: 5 shared
+		hreq{inc: 1, start: 0, end: ms, first: 200, n: 1},   // alone
+		hreq{inc: 0, start: 0, end: ms, first: 114, n: 2},   // 114 shared again
+		hreq{inc: 0, start: 0, end: ms, first: 50, n: 1000}) // covers all of the above: 17 more
+	n, vs := duplicates(h.sf)
+	// Extra acknowledgements per ID: 100…104 twice (5), 105…109 three
+	// times (10), 110…113 twice (4), 114 three times (2), 115 and 200 twice
+	// (1 each).
+	if n != 23 {
+		t.Fatalf("%d duplicates, want 23", n)
+	}
+	if len(vs) == 0 || len(vs[0].reqs) != 2 {
+		t.Fatalf("violations %+v", vs)
+	}
+	h = build(1, nil, hreq{first: 1, n: 5, end: ms}, hreq{first: 6, n: 5, end: ms})
+	if n, _ := duplicates(h.sf); n != 0 {
+		t.Fatalf("adjacent ranges: %d duplicates", n)
+	}
+}
+
+func TestVerifyOrder(t *testing.T) {
+	h := build(2, nil,
+		hreq{inc: 0, start: 0, end: 10 * ms, first: 1000, n: 10},
+		hreq{inc: 0, start: 5 * ms, end: 30 * ms, first: 500, n: 10},  // overlaps the first: not compared
+		hreq{inc: 0, start: 20 * ms, end: 30 * ms, first: 900, n: 10}, // after the first, below it
+		hreq{inc: 1, start: 20 * ms, end: 30 * ms, first: 10, n: 10},  // another process: not compared
+		hreq{inc: 0, start: 40 * ms, end: 50 * ms, first: 2000, n: 10, seg: true})
+	c := checkerOf(h)
+	n, pairs, vs := c.order(false)
+	if n != 1 || pairs != 1 || len(vs) != 1 || vs[0].ids[1] != 900 {
+		t.Fatalf("order: %d violations in %d pairs: %+v", n, pairs, vs)
+	}
+	if !strings.Contains(vs[0].what, "answered 900 after an earlier answer held 1009") {
+		t.Fatalf("violation text: %s", vs[0].what)
+	}
+	if n, _, _ := c.order(true); n != 0 {
+		t.Fatalf("segment order: %d violations", n)
+	}
+}
+
+func TestVerifyWithinAnswers(t *testing.T) {
+	rec := &recorder{}
+	q := request{start: 0, end: ms, api: apiHTTPBatch}
+	rec.ack(q, -1, []rng{{100, 10, 1}, {105, 3, 1}}, 13) // second range starts inside the first
+	m1 := rec.ack(request{api: apiConnectStream, end: ms}, -1, []rng{{500, 10, 1}}, 10)
+	rec.ack(request{api: apiConnectStream, end: 2 * ms}, m1, []rng{{505, 10, 1}}, 10) // stream goes back
+	h := &history{incs: []*incarnation{{}}}
+	h.reqs, h.sf, h.seg = merge([]*recorder{rec})
+	n, vs := checkerOf(h).withinAnswers(h.sf)
+	if n != 2 || len(vs) != 2 {
+		t.Fatalf("%d violations: %+v", n, vs)
+	}
+}
+
+func TestVerifyMalformed(t *testing.T) {
+	rec := &recorder{}
+	rec.ack(request{api: apiHTTPBatch}, -1, []rng{{100, 999, 1}}, 1000)
+	rec.ack(request{api: apiHTTPBatch}, -1, []rng{{100, 1000, 0}}, 1000) // stride 0 means 1
+	rec.ack(request{api: apiHTTPSegment}, -1, []rng{{1, 3, 2}}, 3)       // 1, 3, 5
+	if rec.reqs[0].err != errBadAnswer || !rec.reqs[0].acked() {
+		t.Fatalf("short answer: %+v", rec.reqs[0])
+	}
+	if !rec.reqs[1].ok() || rec.reqs[1].max != 1099 {
+		t.Fatalf("stride 0: %+v", rec.reqs[1])
+	}
+	if len(rec.seg) != 3 || rec.seg[2].first != 5 || rec.reqs[2].max != 5 {
+		t.Fatalf("strided segment: %+v %+v", rec.seg, rec.reqs[2])
+	}
+}
+
+// pollsAt makes polls 100 ms apart from t (ms), each answered 1 ms later.
+func pollsAt(from int64, states ...poll) []poll {
+	var ps []poll
+	for i, p := range states {
+		p.ok = true
+		p.t0 = (from + int64(i)*100) * ms
+		p.t1 = p.t0 + ms
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+func TestVerifyWorkers(t *testing.T) {
+	held := func(w, leases int64) poll { return poll{held: true, worker: w, leases: leases} }
+	polls := [][]poll{pollsAt(0, held(1, 1), held(1, 1), held(2, 2), held(2, 2))} // worker 1, then 2
+	h := build(1, polls,
+		hreq{inc: 0, start: 50 * ms, end: 60 * ms, first: id(t, 10, 1, 0), n: 5},   // ok
+		hreq{inc: 0, start: 150 * ms, end: 160 * ms, first: id(t, 10, 2, 0), n: 5}, // the change: either is fine
+		hreq{inc: 0, start: 250 * ms, end: 260 * ms, first: id(t, 11, 1, 0), n: 5}, // worker 1 after the change
+		hreq{inc: 0, start: 250 * ms, end: 260 * ms, first: id(t, 11, 3, 0), n: 5}, // never held
+		hreq{inc: 0, start: 350 * ms, end: 360 * ms, first: id(t, 12, 3, 0), n: 5}) // after the last poll: cannot tell
+	n, unverifiable, checked, vs := checkerOf(h).workers(h.sf)
+	if n != 2 || unverifiable != 1 || checked != 5 || len(vs) != 2 {
+		t.Fatalf("%d violations, %d unverifiable, %d checked: %+v", n, unverifiable, checked, vs)
+	}
+
+	// Polls 1 s apart with the lease count jumping: a third lease may have
+	// come and gone between them, so a mismatch is not a violation.
+	polls = [][]poll{{
+		{ok: true, t0: 0, t1: ms, held: true, worker: 1, leases: 1},
+		{ok: true, t0: 1000 * ms, t1: 1001 * ms, held: true, worker: 2, leases: 3},
+	}}
+	h = build(1, polls, hreq{inc: 0, start: 500 * ms, end: 510 * ms, first: id(t, 10, 3, 0), n: 1})
+	if n, unverifiable, _, _ := checkerOf(h).workers(h.sf); n != 0 || unverifiable != 1 {
+		t.Fatalf("far polls: %d violations, %d unverifiable", n, unverifiable)
+	}
+}
+
+func TestVerifyLeaseLost(t *testing.T) {
+	lost := poll{held: false, worker: 1, leases: 1}
+	polls := [][]poll{pollsAt(0, poll{held: true, worker: 1, leases: 1}, lost, lost, lost, poll{held: true, worker: 2, leases: 2})}
+	// Lost from the answer of the poll at 100 ms (101 ms) to the poll at 300 ms.
+	h := build(1, polls,
+		hreq{inc: 0, start: 90 * ms, end: 120 * ms, first: 10, n: 1},            // sent before the loss was seen
+		hreq{inc: 0, start: 150 * ms, end: 160 * ms, first: 20, n: 1},           // inside: a violation
+		hreq{inc: 0, start: 150 * ms, end: 160 * ms, failed: true},              // inside, refused: right
+		hreq{inc: 0, start: 250 * ms, end: 350 * ms, first: 30, n: 1},           // ends after the last lost poll
+		hreq{inc: 0, start: 150 * ms, end: 160 * ms, first: 1, n: 1, seg: true}) // segments need no lease
+	n, windows, total, refused, vs := checkerOf(h).leaseLost()
+	if n != 1 || windows != 1 || refused != 1 || total != 199*time.Millisecond || vs[0].ids[0] != 20 {
+		t.Fatalf("%d violations in %d windows (%v), %d refused: %+v", n, windows, total, refused, vs)
+	}
+}
+
+func TestVerifyExclusive(t *testing.T) {
+	h := func(w, leases int64) poll { return poll{held: true, worker: w, leases: leases} }
+	polls := [][]poll{
+		pollsAt(0, h(1, 1), h(1, 1), h(1, 1), h(1, 1)),
+		pollsAt(150, h(1, 1)),                   // inside process 0's run: two holders
+		pollsAt(500, h(1, 1), h(1, 1)),          // after it: a handover
+		pollsAt(50, h(2, 1), h(2, 1)),           // another worker id
+		pollsAt(10, poll{worker: 1, leases: 1}), // not held
+	}
+	n, vs := checkerOf(build(len(polls), polls)).exclusive()
+	if n != 1 || len(vs) != 1 || !strings.Contains(vs[0].what, "n2.1 reported holding worker 0/1") {
+		t.Fatalf("%d violations: %+v", n, vs)
+	}
+}
+
+func TestVerifyByWorker(t *testing.T) {
+	h := build(3, nil,
+		hreq{inc: 0, start: 0, end: 10 * ms, first: id(t, 100, 1, 0), n: 10},
+		hreq{inc: 1, start: 20 * ms, end: 30 * ms, first: id(t, 200, 1, 0), n: 10}, // handover, above: fine
+		hreq{inc: 2, start: 40 * ms, end: 50 * ms, first: id(t, 150, 1, 0), n: 10}, // below the last holder: a reissue
+		hreq{inc: 2, start: 40 * ms, end: 50 * ms, first: id(t, 50, 2, 0), n: 10})  // another worker id
+	n, pairs, handovers, vs := checkerOf(h).byWorker(h.sf)
+	if n != 1 || pairs != 2 || handovers != 2 || len(vs) != 1 || !strings.Contains(vs[0].what, "n3.1 answered") {
+		t.Fatalf("%d violations in %d pairs, %d handovers: %+v", n, pairs, handovers, vs)
+	}
+}
+
+func TestVerifyGaps(t *testing.T) {
+	h := build(1, nil, hreq{inc: 0, start: 0, end: ms, first: id(t, 1, 0, 0), n: 1})
+	h.wall0 = testLayout.Epoch.Add(3 * time.Second) // the ID is ~3 s behind its request
+	ahead, behind, _, _ := checkerOf(h).gaps()
+	if ahead != 0 || behind < 2990*time.Millisecond || behind > 3*time.Second {
+		t.Fatalf("ahead %v, behind %v", ahead, behind)
+	}
+}
+
+func TestVerifyTable(t *testing.T) {
+	var b strings.Builder
+	tb := table{head: []string{"a", "long header"}}
+	tb.add("x", "y")
+	tb.write(&b)
+	want := "| a | long header |\n| - | ----------- |\n| x | y           |\n"
+	if b.String() != want {
+		t.Fatalf("table:\n%s", b.String())
+	}
+	if group(1234567) != "1,234,567" || group(-1000) != "-1,000" || group(12) != "12" {
+		t.Fatal("group")
+	}
+}
+
+func TestVerifyTakeFitting(t *testing.T) {
+	queue := []string{"etcd-pause", "kill", "clock-back", "kill"}
+	short := func(k string) bool { return k != "etcd-pause" }
+	var got []string
+	for {
+		k, rest, ok := takeFitting(queue, short)
+		if !ok {
+			break
+		}
+		got, queue = append(got, k), rest
+	}
+	if strings.Join(got, ",") != "kill,clock-back,kill" || strings.Join(queue, ",") != "etcd-pause" {
+		t.Fatalf("took %v, left %v", got, queue)
+	}
+}

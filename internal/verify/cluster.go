@@ -1,0 +1,541 @@
+package verify
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/flakeid/flakeid/backend/sqldb"
+	"github.com/flakeid/flakeid/gen/flakeid/v1/flakeidv1connect"
+	"github.com/flakeid/flakeid/internal/faultnet"
+)
+
+// node is one member of the cluster: its processes come and go (kill -9,
+// restart), its data directory and its link to etcd stay.
+type node struct {
+	idx       int
+	dir       string
+	etcdProxy *faultnet.Proxy // nil for a target
+	cur       atomic.Pointer[incarnation]
+	target    *incarnation // the server of --target mode
+}
+
+// etcdProc is the run's private etcd server, which the nemesis pauses.
+type etcdProc struct {
+	addr   string
+	cmd    *exec.Cmd
+	exited chan struct{}
+	log    string
+}
+
+// startEtcd runs etcd on free loopback ports with its data under dir and
+// waits until it answers /health.
+func (r *runner) startEtcd(ctx context.Context) error {
+	bin, err := exec.LookPath(r.cfg.EtcdBin)
+	if err != nil {
+		return fmt.Errorf("the nemesis needs a private etcd server to pause: %w; install etcd-server (./scripts/services.sh does) or set --etcd-bin / FLAKEID_ETCD_BIN", err)
+	}
+	var errs []error
+	for attempt := range 3 { // a free port may be taken between probing and binding it
+		e, err := tryEtcd(ctx, bin, filepath.Join(r.dir, "etcd-"+strconv.Itoa(attempt)))
+		if err == nil {
+			r.etcd = e
+			return nil
+		}
+		errs = append(errs, err)
+	}
+	return fmt.Errorf("starting a private etcd: %w", errors.Join(errs...))
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func tryEtcd(ctx context.Context, bin, dir string) (*etcdProc, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	client, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	peer, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	clientURL := fmt.Sprintf("http://127.0.0.1:%d", client)
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peer)
+	logPath := filepath.Join(dir, "etcd.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close()
+	cmd := exec.Command(bin,
+		"--name", "flakeid-verify",
+		"--data-dir", filepath.Join(dir, "data"),
+		"--listen-client-urls", clientURL, "--advertise-client-urls", clientURL,
+		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
+		"--initial-cluster", "flakeid-verify="+peerURL,
+	)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = procAttr()
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	e := &etcdProc{addr: fmt.Sprintf("127.0.0.1:%d", client), cmd: cmd, exited: make(chan struct{}), log: logPath}
+	go func() { cmd.Wait(); close(e.exited) }()
+	hc := &http.Client{Timeout: 500 * time.Millisecond}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := hc.Get(clientURL + "/health")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK && bytes.Contains(b, []byte(`"true"`)) {
+				return e, nil
+			}
+		}
+		select {
+		case <-e.exited:
+			return nil, fmt.Errorf("etcd exited before serving; log:\n%s", tail(logPath, 2000))
+		case <-ctx.Done():
+			e.kill()
+			return nil, ctx.Err()
+		default:
+		}
+		if time.Now().After(deadline) {
+			e.kill()
+			return nil, fmt.Errorf("etcd did not serve on %s within 20s; log:\n%s", e.addr, tail(logPath, 2000))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (e *etcdProc) kill() {
+	if e == nil {
+		return
+	}
+	_ = contProcess(e.cmd.Process) // a stopped process dies of SIGKILL too, but be sure
+	_ = e.cmd.Process.Signal(syscall.SIGKILL)
+	<-e.exited
+}
+
+// tail is the end of a log file.
+func tail(path string, n int) string {
+	b, _ := os.ReadFile(path)
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
+
+// setupPostgres checks PostgreSQL, picks a fresh table for the segment
+// store, and puts a proxy in front of it (the nemesis "restarts" the
+// database by resetting and cutting the proxy).
+func (r *runner) setupPostgres() error {
+	u, err := url.Parse(r.cfg.Postgres)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Host == "" {
+		return fmt.Errorf("--postgres %q: want postgres://user@host:port/db?…", r.cfg.Postgres)
+	}
+	host := u.Host
+	if u.Port() == "" {
+		host = net.JoinHostPort(u.Hostname(), "5432")
+	}
+	c, err := net.DialTimeout("tcp", host, 2*time.Second)
+	if err != nil {
+		return fmt.Errorf("PostgreSQL is not reachable at %s (%v); start it with ./scripts/services.sh or set --postgres / FLAKEID_TEST_POSTGRES", host, err)
+	}
+	c.Close()
+	var b [4]byte
+	rand.Read(b[:])
+	r.table = "flakeid_verify_" + hex.EncodeToString(b[:])
+	if r.pgProxy, err = faultnet.Listen(host); err != nil {
+		return err
+	}
+	v := *u
+	v.Host = r.pgProxy.Addr()
+	q := v.Query()
+	q.Set("table", r.table)
+	v.RawQuery = q.Encode()
+	r.storeURL = v.String()
+	return nil
+}
+
+// dropTable removes the run's segment table.
+func (r *runner) dropTable() {
+	if r.table == "" {
+		return
+	}
+	db, _, err := sqldb.OpenDB(r.cfg.Postgres)
+	if err != nil {
+		return
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	db.ExecContext(ctx, `DROP TABLE IF EXISTS "`+r.table+`"`)
+}
+
+// servingRE finds the address in `flakeid serve`'s "serving" log line.
+var servingRE = regexp.MustCompile(`msg="flakeid: serving" addr=(\S+)`)
+
+// nodeArgs are the flags of every process of node n.
+func (r *runner) nodeArgs(n *node) []string {
+	args := []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", n.dir,
+		"--coordinator", "etcd://" + n.etcdProxy.Addr() + "/flakeid-verify",
+		"--store", r.storeURL,
+		"--lease-ttl", r.cfg.LeaseTTL.String(),
+		"--segment-duration", r.cfg.SegmentDuration.String(),
+		"--shutdown-timeout", "1s",
+		"--log-format", "text", "--log-level", "info",
+		"--test-clock-admin"}
+	return append(args, r.cfg.LayoutArgs...)
+}
+
+// childEnv is the environment without FLAKEID_* variables, so that a
+// developer's settings (a config file, a coordinator) cannot leak into the
+// nodes.
+func childEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "FLAKEID_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// startNode starts a process of node n (with extra flags) on a fresh port,
+// waits until it serves, and makes it the node's current incarnation.
+// Each process gets its own port, so every answer is attributed to exactly
+// one process.
+func (r *runner) startNode(ctx context.Context, n *node, offset time.Duration) (*incarnation, error) {
+	args := r.nodeArgs(n)
+	if offset != 0 {
+		args = append(args, "--test-clock-offset="+offset.String())
+	}
+	r.mu.Lock()
+	inc := &incarnation{id: int32(len(r.incs)), node: n.idx, offset: offset, exited: make(chan struct{})}
+	for _, c := range r.incs {
+		if c.node == n.idx {
+			inc.n = max(inc.n, c.n)
+		}
+	}
+	inc.n++
+	r.incs = append(r.incs, inc)
+	r.mu.Unlock()
+
+	inc.log = filepath.Join(n.dir, fmt.Sprintf("log.%d", inc.n))
+	logFile, err := os.Create(inc.log)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(r.cfg.Bin, args...)
+	cmd.Env = childEnv()
+	cmd.Stdout = logFile
+	cmd.SysProcAttr = procAttr()
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		logFile.Close()
+		return nil, err
+	}
+	inc.started = r.now()
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, err
+	}
+	inc.cmd, inc.pid = cmd, cmd.Process.Pid
+	addr := make(chan string, 1)
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		br := bufio.NewReader(stderr)
+		found := false
+		for {
+			line, err := br.ReadString('\n')
+			logFile.WriteString(line)
+			if !found {
+				if m := servingRE.FindStringSubmatch(line); m != nil {
+					found = true
+					addr <- m[1]
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	go func() {
+		<-copied
+		cmd.Wait()
+		logFile.Close()
+		if !inc.killed.Load() {
+			inc.crashed = true
+			inc.ended = r.now()
+			r.logf("%s (pid %d) exited without being killed; log:\n%s", inc.name(), inc.pid, tail(inc.log, 2000))
+		}
+		close(inc.exited)
+	}()
+
+	timer := time.NewTimer(60 * time.Second)
+	defer timer.Stop()
+	select {
+	case a := <-addr:
+		inc.url = "http://" + a
+	case <-inc.exited:
+		return nil, fmt.Errorf("%s exited before serving; log:\n%s", inc.name(), tail(inc.log, 3000))
+	case <-timer.C:
+		r.killInc(inc)
+		return nil, fmt.Errorf("%s did not serve within 60s; log:\n%s", inc.name(), tail(inc.log, 3000))
+	case <-ctx.Done():
+		r.killInc(inc)
+		return nil, ctx.Err()
+	}
+	inc.serving = r.now()
+	inc.rpc = flakeidv1connect.NewIDServiceClient(r.h2c, inc.url)
+	r.startPoller(inc)
+	n.cur.Store(inc)
+	return inc, nil
+}
+
+// killNode kills node n's current process with SIGKILL and waits for it to
+// exit; the node has no process until the next startNode.
+func (r *runner) killNode(n *node) *incarnation {
+	inc := n.cur.Swap(nil)
+	if inc != nil {
+		r.killInc(inc)
+	}
+	return inc
+}
+
+func (r *runner) killInc(inc *incarnation) {
+	if inc.cmd == nil || inc.cmd.Process == nil {
+		return
+	}
+	inc.killed.Store(true)
+	_ = inc.cmd.Process.Signal(syscall.SIGKILL)
+	<-inc.exited
+	if inc.ended == 0 {
+		inc.ended = r.now()
+	}
+	if inc.stopPoll != nil {
+		inc.stopPoll()
+		<-inc.pollDone
+	}
+}
+
+// statusJSON is the part of GET /v1/status the verifier reads.
+type statusJSON struct {
+	Held       bool   `json:"lease_held"`
+	Datacenter int64  `json:"datacenter_id"`
+	Worker     int64  `json:"worker_id"`
+	Leases     int64  `json:"leases"`
+	Layout     string `json:"layout"`
+}
+
+func (r *runner) status(ctx context.Context, base string) (statusJSON, error) {
+	var st statusJSON
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/status", nil)
+	if err != nil {
+		return st, err
+	}
+	resp, err := r.pollHC.Do(req)
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return st, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("GET %s/v1/status: %s: %s", base, resp.Status, bytes.TrimSpace(b))
+	}
+	return st, json.Unmarshal(b, &st)
+}
+
+// startPoller polls the incarnation's /v1/status every PollEvery until it
+// is stopped, recording each answer with when it was asked and answered.
+func (r *runner) startPoller(inc *incarnation) {
+	ctx, cancel := context.WithCancel(context.Background())
+	inc.stopPoll, inc.pollDone = cancel, make(chan struct{})
+	go func() {
+		defer close(inc.pollDone)
+		t := time.NewTicker(r.cfg.PollEvery)
+		defer t.Stop()
+		for {
+			t0 := r.now()
+			st, err := r.status(ctx, inc.url)
+			p := poll{t0: t0, t1: r.now(), ok: err == nil}
+			if err == nil {
+				p.held, p.dc, p.worker, p.leases = st.Held, st.Datacenter, st.Worker, st.Leases
+			}
+			if ctx.Err() == nil || p.ok {
+				inc.polls = append(inc.polls, p)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+// createTag creates the run's segment tag on the server at base; an
+// existing tag is fine. It reports false when the server has no segment
+// mode.
+func (r *runner) createTag(ctx context.Context, base string) (bool, error) {
+	body := fmt.Sprintf(`{"tag":%q,"step":1000}`, r.cfg.Tag)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/segment/tags", strings.NewReader(body))
+		if err != nil {
+			return false, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := r.pollHC.Do(req)
+		if err != nil {
+			return false, fmt.Errorf("creating tag %q on %s: %w", r.cfg.Tag, base, err)
+		}
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		switch {
+		case resp.StatusCode == http.StatusCreated || resp.StatusCode == http.StatusConflict:
+			return true, nil
+		case resp.StatusCode == http.StatusNotFound && bytes.Contains(b, []byte("not enabled")):
+			return false, nil
+		case resp.StatusCode == http.StatusServiceUnavailable && ctx.Err() == nil:
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		return false, fmt.Errorf("creating tag %q on %s: %s: %s", r.cfg.Tag, base, resp.Status, bytes.TrimSpace(b))
+	}
+}
+
+// setupCluster starts etcd, the proxies and the nodes, and creates the tag.
+func (r *runner) setupCluster(ctx context.Context) error {
+	if err := r.startEtcd(ctx); err != nil {
+		return err
+	}
+	if err := r.setupPostgres(); err != nil {
+		return err
+	}
+	for i := range r.cfg.Nodes {
+		n := &node{idx: i, dir: filepath.Join(r.dir, nodeName(i))}
+		if err := os.MkdirAll(n.dir, 0o755); err != nil {
+			return err
+		}
+		p, err := faultnet.Listen(r.etcd.addr)
+		if err != nil {
+			return err
+		}
+		n.etcdProxy = p
+		r.nodes = append(r.nodes, n)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(r.nodes))
+	for i, n := range r.nodes {
+		wg.Go(func() { _, errs[i] = r.startNode(ctx, n, 0) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	ok, err := r.createTag(ctx, r.nodes[0].cur.Load().url)
+	if err != nil {
+		return err
+	}
+	r.segments = ok
+	return nil
+}
+
+// setupTargets checks the servers of --target mode: their layout must be
+// the verifier's, and the tag is created on each (servers that share a
+// store answer 409, which is fine).
+func (r *runner) setupTargets(ctx context.Context) error {
+	r.segments = true
+	for i, t := range r.cfg.Targets {
+		base := strings.TrimRight(t, "/")
+		st, err := r.status(ctx, base)
+		if err != nil {
+			return fmt.Errorf("--target %s: %w", t, err)
+		}
+		if want := r.cfg.Layout.String(); st.Layout != want {
+			return fmt.Errorf("--target %s uses layout %s, the verifier %s: give the same layout flags", t, st.Layout, want)
+		}
+		inc := &incarnation{id: int32(i), node: i, url: base}
+		inc.rpc = flakeidv1connect.NewIDServiceClient(r.h2c, base)
+		r.incs = append(r.incs, inc)
+		n := &node{idx: i, target: inc}
+		n.cur.Store(inc)
+		r.nodes = append(r.nodes, n)
+		ok, err := r.createTag(ctx, base)
+		if err != nil {
+			return err
+		}
+		r.segments = r.segments && ok
+		r.startPoller(inc)
+	}
+	return nil
+}
+
+// teardown stops every process and proxy and drops the table.
+func (r *runner) teardown() {
+	for _, n := range r.nodes {
+		if n.target != nil {
+			continue
+		}
+		r.killNode(n)
+	}
+	r.mu.Lock()
+	incs := append([]*incarnation(nil), r.incs...)
+	r.mu.Unlock()
+	for _, inc := range incs {
+		if inc.stopPoll != nil {
+			inc.stopPoll()
+			<-inc.pollDone
+		}
+		if inc.cmd != nil {
+			r.killInc(inc)
+		}
+	}
+	r.etcd.kill()
+	for _, n := range r.nodes {
+		if n.etcdProxy != nil {
+			n.etcdProxy.Close()
+		}
+	}
+	if r.pgProxy != nil {
+		r.pgProxy.Close()
+	}
+	r.dropTable()
+}

@@ -1,0 +1,312 @@
+// Package verify is the engine of `flakeid verify`: it starts a cluster of
+// real `flakeid serve` processes on loopback (a private etcd, PostgreSQL for
+// segments, one fault-injection proxy per link), drives it with concurrent
+// clients of every API while a nemesis jumps clocks, kills and restarts
+// nodes, pauses etcd, partitions a node from etcd and "restarts"
+// PostgreSQL, records every acknowledged ID with who answered it and when,
+// and then checks the history: no ID twice, each process's IDs in order,
+// each ID's worker id held by the process that issued it, nothing issued
+// while a lease was lost, one holder per worker id. It can also verify a
+// running cluster (Config.Targets) without injecting faults.
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/flakeid/flakeid/internal/faultnet"
+	"github.com/flakeid/flakeid/snowflake"
+)
+
+// Config configures a run. Zero fields get the defaults of DefaultConfig.
+type Config struct {
+	// Duration is how long the clients run. The nemesis stops starting
+	// faults a few seconds before the end, so the cluster's recovery is
+	// observed too.
+	Duration time.Duration
+	// Targets, when set, are running servers to verify: no cluster is
+	// started and no fault injected.
+	Targets []string
+	// Nodes is the size of the cluster the verifier starts.
+	Nodes int
+	// Clients is the number of concurrent client goroutines; they cycle
+	// through the APIs (HTTP count=1, HTTP count=1000, Connect unary,
+	// Connect stream, HTTP segment, Connect segment).
+	Clients int
+	// Seed makes the nemesis's choices repeatable; 0 picks one.
+	Seed uint64
+	// LeaseTTL is the nodes' --lease-ttl: short, so faults bite fast.
+	LeaseTTL time.Duration
+	// SegmentDuration is the nodes' --segment-duration: short, so segments
+	// are fetched often and a PostgreSQL restart can catch a fetch.
+	SegmentDuration time.Duration
+	// Postgres is the DSN of the PostgreSQL the segment store lives in (a
+	// fresh table, dropped at the end).
+	Postgres string
+	// EtcdBin is the etcd executable.
+	EtcdBin string
+	// Bin is the flakeid executable the nodes run.
+	Bin string
+	// Tag is the segment tag the clients use.
+	Tag string
+	// Faults are the fault kinds to inject (nil: all of Kinds()).
+	Faults []string
+	// MinFaults: the run fails unless every fault kind was injected at
+	// least this often (the schedule tries this many rounds first). 0: no
+	// such check.
+	MinFaults int
+	// Layout is the layout of the IDs; LayoutArgs the flags that give the
+	// nodes the same layout.
+	Layout     snowflake.Layout
+	LayoutArgs []string
+	// PollEvery is the period of the /v1/status polls.
+	PollEvery time.Duration
+	// Dir is the work directory (node data and logs); "" makes a temporary
+	// one, removed at the end unless Keep.
+	Dir  string
+	Keep bool
+	// Stdout receives the report, Stderr the progress.
+	Stdout, Stderr io.Writer
+}
+
+// DefaultConfig is the CI profile: three nodes, sixteen clients, two
+// minutes, every fault kind at least twice.
+func DefaultConfig() Config {
+	return Config{
+		Duration:        2 * time.Minute,
+		Nodes:           3,
+		Clients:         16,
+		LeaseTTL:        2 * time.Second,
+		SegmentDuration: 2 * time.Second,
+		Postgres:        "postgres://postgres@127.0.0.1:5432/test?sslmode=disable",
+		EtcdBin:         "etcd",
+		Tag:             "verify",
+		MinFaults:       2,
+		Layout:          snowflake.DefaultLayout(),
+		PollEvery:       100 * time.Millisecond,
+		Stdout:          io.Discard,
+		Stderr:          io.Discard,
+	}
+}
+
+// ErrViolations is returned when a check failed; the report says which.
+var ErrViolations = errors.New("verify: the history violates the guarantees")
+
+// runner is one run.
+type runner struct {
+	cfg    Config
+	layout snowflake.Layout
+	t0     time.Time
+	dir    string
+
+	etcd     *etcdProc
+	pgProxy  *faultnet.Proxy
+	storeURL string
+	table    string
+	segments bool // the tag exists on the servers
+
+	nodes []*node
+	logMu sync.Mutex // serializes progress lines
+	mu    sync.Mutex // guards incs, faults, samples
+	incs  []*incarnation
+
+	faults  []fault
+	samples map[string]int // error samples: "api: class: message" → count
+
+	hc     *http.Client // HTTP/1.1 for the JSON API
+	h2c    *http.Client // HTTP/2 without TLS for Connect
+	pollHC *http.Client
+}
+
+func (r *runner) now() int64 { return int64(time.Since(r.t0)) }
+
+func (r *runner) logf(format string, args ...any) {
+	r.logMu.Lock()
+	defer r.logMu.Unlock()
+	fmt.Fprintf(r.cfg.Stderr, "verify %7.1fs  %s\n", time.Duration(r.now()).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func withDefaults(c Config) Config {
+	d := DefaultConfig()
+	if c.Duration == 0 {
+		c.Duration = d.Duration
+	}
+	if c.Nodes == 0 {
+		c.Nodes = d.Nodes
+	}
+	if c.Clients == 0 {
+		c.Clients = d.Clients
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = d.LeaseTTL
+	}
+	if c.SegmentDuration == 0 {
+		c.SegmentDuration = d.SegmentDuration
+	}
+	if c.Postgres == "" {
+		c.Postgres = d.Postgres
+	}
+	if c.EtcdBin == "" {
+		c.EtcdBin = d.EtcdBin
+	}
+	if c.Tag == "" {
+		c.Tag = d.Tag
+	}
+	if c.Layout == (snowflake.Layout{}) {
+		c.Layout = d.Layout
+	}
+	if c.PollEvery == 0 {
+		c.PollEvery = d.PollEvery
+	}
+	if c.Stdout == nil {
+		c.Stdout = d.Stdout
+	}
+	if c.Stderr == nil {
+		c.Stderr = d.Stderr
+	}
+	if c.Seed == 0 {
+		c.Seed = rand.Uint64()%1_000_000 + 1
+	}
+	if c.Faults == nil && len(c.Targets) == 0 {
+		c.Faults = Kinds()
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Duration < time.Second:
+		return fmt.Errorf("duration %v: want at least 1s", c.Duration)
+	case c.Nodes < 1 || c.Nodes > 100:
+		return fmt.Errorf("nodes %d: want 1–100", c.Nodes)
+	case len(c.Targets) > 100:
+		return fmt.Errorf("%d targets: want at most 100", len(c.Targets))
+	case c.Clients < 1 || c.Clients > 10_000:
+		return fmt.Errorf("clients %d: want 1–10000", c.Clients)
+	case c.PollEvery < 10*time.Millisecond:
+		return fmt.Errorf("poll period %v: want at least 10ms", c.PollEvery)
+	case c.MinFaults < 0:
+		return fmt.Errorf("min faults %d: want 0 or more", c.MinFaults)
+	}
+	for _, k := range c.Faults {
+		if _, ok := kindInfo[k]; !ok {
+			return fmt.Errorf("fault kind %q: want one of %v", k, Kinds())
+		}
+	}
+	if len(c.Targets) == 0 && c.Bin == "" {
+		return errors.New("no flakeid binary for the nodes")
+	}
+	return nil
+}
+
+// Run runs the verification and writes its report; it returns
+// ErrViolations when a check failed, another error when the run itself
+// could not be done.
+func Run(ctx context.Context, cfg Config) error {
+	cfg = withDefaults(cfg)
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	layout, err := cfg.Layout.Normalize()
+	if err != nil {
+		return err
+	}
+	// The history is a few large pointer-free slices: collecting garbage
+	// early costs little and keeps the peak near the live size (a
+	// 10-minute run holds ~7 M requests and ~3 G IDs as ranges).
+	defer debug.SetGCPercent(debug.SetGCPercent(25))
+	r := &runner{cfg: cfg, layout: layout, t0: time.Now(), samples: map[string]int{}}
+	dial := &net.Dialer{Timeout: time.Second, KeepAlive: 30 * time.Second}
+	r.hc = &http.Client{Transport: &http.Transport{DialContext: dial.DialContext,
+		MaxIdleConns: 4 * cfg.Clients, MaxIdleConnsPerHost: 2 * cfg.Clients, DisableCompression: true}}
+	h2 := &http.Transport{DialContext: dial.DialContext, Protocols: new(http.Protocols)}
+	h2.Protocols.SetUnencryptedHTTP2(true)
+	r.h2c = &http.Client{Transport: h2}
+	r.pollHC = &http.Client{Transport: &http.Transport{DialContext: dial.DialContext, MaxIdleConnsPerHost: 4}}
+	defer r.hc.CloseIdleConnections()
+	defer r.h2c.CloseIdleConnections()
+	defer r.pollHC.CloseIdleConnections()
+
+	if len(cfg.Targets) > 0 {
+		fmt.Fprintf(cfg.Stderr, "verify: %d target servers, %d clients, %v, no faults injected\n", len(cfg.Targets), cfg.Clients, cfg.Duration)
+		if err := r.setupTargets(ctx); err != nil {
+			r.teardown()
+			return err
+		}
+	} else {
+		r.dir = cfg.Dir
+		if r.dir == "" {
+			if r.dir, err = os.MkdirTemp("", "flakeid-verify-"); err != nil {
+				return err
+			}
+			if !cfg.Keep {
+				defer os.RemoveAll(r.dir)
+			}
+		} else if err := os.MkdirAll(r.dir, 0o755); err != nil {
+			return err
+		}
+		fmt.Fprintf(cfg.Stderr, "verify: %d nodes on a private etcd and PostgreSQL, %d clients, %v, seed %d, work directory %s\n",
+			cfg.Nodes, cfg.Clients, cfg.Duration, cfg.Seed, r.dir)
+		err := r.setupCluster(ctx)
+		if err != nil {
+			r.teardown()
+			return err
+		}
+		for _, n := range r.nodes {
+			inc := n.cur.Load()
+			r.logf("%s serving on %s (pid %d)", inc.name(), inc.url, inc.pid)
+		}
+	}
+
+	// The load, and the nemesis beside it.
+	loadStart := r.now()
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	recs := make([]*recorder, cfg.Clients+1)
+	var wg sync.WaitGroup
+	for i := range cfg.Clients {
+		recs[i] = &recorder{}
+		wg.Go(func() { r.client(loadCtx, i, recs[i]) })
+	}
+	recs[cfg.Clients] = &recorder{}
+	nemesisDone := make(chan struct{})
+	go func() {
+		defer close(nemesisDone)
+		if len(cfg.Targets) == 0 && len(cfg.Faults) > 0 {
+			r.nemesis(loadCtx, recs[cfg.Clients], loadStart+int64(cfg.Duration))
+		}
+	}()
+	select {
+	case <-time.After(cfg.Duration):
+	case <-ctx.Done():
+		r.logf("interrupted: checking what was recorded so far")
+	}
+	stopLoad()
+	wg.Wait()
+	<-nemesisDone
+	loadEnd := r.now()
+	r.logf("load stopped; stopping the cluster")
+	r.teardown()
+
+	h := &history{incs: r.incs, faults: r.faults, wall0: r.t0, length: loadEnd}
+	h.reqs, h.sf, h.seg = merge(recs)
+	r.logf("checking %d requests", len(h.reqs))
+	rep := r.check(h, loadStart, loadEnd)
+	rep.write(cfg.Stdout)
+	if cfg.Keep && r.dir != "" {
+		fmt.Fprintf(cfg.Stdout, "\nnode logs kept in %s\n", filepath.Join(r.dir))
+	}
+	if rep.failed {
+		return ErrViolations
+	}
+	return nil
+}
