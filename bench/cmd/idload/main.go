@@ -1,0 +1,224 @@
+// Command idload measures ID services on this machine: N workers, each with
+// its own connection, repeat one operation for a fixed window and the tool
+// prints ops/s, IDs/s and p50/p90/p99/p99.9 latency (and appends a JSON
+// line with -json). It only ever targets loopback addresses.
+//
+// Modes:
+//
+//	http            GET -url (keep-alive, one connection per worker, with a
+//	                minimal HTTP/1.1 client, or -client nethttp); IDs per
+//	                answer from -ids: one, ranges (the JSON "count" of
+//	                ?format=ranges) or lines (Accept: text/plain)
+//	redis-incr      one INCR of -key per op (go-redis, one connection per worker)
+//	pg-nextval      one SELECT nextval(-seq) per op (pgx, one connection per worker)
+//	connect-unary   NextSnowflake(count=-count), or NextSegment(-tag, -count),
+//	                over -protocol connect, grpc or grpcweb
+//	connect-stream  StreamSnowflake(count=-count, batch=-batch): each received
+//	                message is an op, its ranges' counts are its IDs
+//
+// Subcommands:
+//
+//	idload wrk -label L -round R -json FILE < wrk-output   record wrk --latency output
+//	idload summary [-ratio A/B]… FILE…                     medians per label, same-round ratios
+//
+// Examples:
+//
+//	idload -mode http -url http://127.0.0.1:8080/api/snowflake/get/x -c 8 -d 10s
+//	idload -mode redis-incr -c 8 -d 10s
+//	idload -mode pg-nextval -pg postgres://postgres@127.0.0.1:5432/test -c 8
+//	idload -mode connect-unary -base http://127.0.0.1:8080 -protocol grpc -count 100000 -c 2
+//	idload -mode connect-stream -base http://127.0.0.1:8080 -c 2 -batch 100000
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/flakeid/flakeid/bench/load"
+)
+
+type options struct {
+	mode, label, jsonOut, note string
+	round, workers             int
+	warmup, duration           time.Duration
+
+	url, accept, ids, client string // http
+
+	redisAddr, key string // redis-incr
+	pgDSN, seq     string // pg-nextval
+
+	base, protocol, tag string // connect-*
+	count, batch        int64
+	h2c                 bool
+}
+
+func main() {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "wrk":
+			exit(wrkCmd(os.Args[2:]))
+			return
+		case "summary":
+			exit(summaryCmd(os.Args[2:]))
+			return
+		}
+	}
+	var o options
+	flag.StringVar(&o.mode, "mode", "", "http, redis-incr, pg-nextval, connect-unary or connect-stream")
+	flag.StringVar(&o.label, "label", "", "label of the result (default: the mode)")
+	flag.IntVar(&o.round, "round", 0, "round number, for same-round ratios in the summary")
+	flag.StringVar(&o.jsonOut, "json", "", "append the result as a JSON line to this file")
+	flag.StringVar(&o.note, "note", "", "free text stored with the result")
+	flag.IntVar(&o.workers, "c", 8, "concurrent workers, each with its own connection")
+	flag.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured warm-up before the window")
+	flag.DurationVar(&o.duration, "d", 10*time.Second, "measured window")
+	flag.StringVar(&o.url, "url", "", "http: the URL to GET")
+	flag.StringVar(&o.accept, "accept", "", "http: Accept header")
+	flag.StringVar(&o.client, "client", "raw", "http: raw (a minimal HTTP/1.1 keep-alive client, cheap on CPU) or nethttp (Go's net/http client)")
+	flag.StringVar(&o.ids, "ids", "one", "http: IDs per answer: one, ranges (JSON \"count\") or lines")
+	flag.StringVar(&o.redisAddr, "redis", "127.0.0.1:6379", "redis-incr: address")
+	flag.StringVar(&o.key, "key", "idload:incr", "redis-incr: key to INCR")
+	flag.StringVar(&o.pgDSN, "pg", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable", "pg-nextval: connection URL")
+	flag.StringVar(&o.seq, "seq", "idload_seq", "pg-nextval: sequence (created when missing)")
+	flag.StringVar(&o.base, "base", "http://127.0.0.1:8080", "connect-*: base URL of the server")
+	flag.StringVar(&o.protocol, "protocol", "connect", "connect-*: connect, grpc or grpcweb")
+	flag.StringVar(&o.tag, "tag", "", "connect-unary: call NextSegment for this tag instead of NextSnowflake")
+	flag.Int64Var(&o.count, "count", 1, "connect-unary: IDs per call; connect-stream: IDs per stream (0: until the window ends)")
+	flag.Int64Var(&o.batch, "batch", 0, "connect-stream: most IDs per message (0: the server's default)")
+	flag.BoolVar(&o.h2c, "h2c", false, "connect-*: use HTTP/2 without TLS for the connect and grpcweb protocols too (grpc always does)")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		exit(fmt.Errorf("unexpected arguments %q", flag.Args()))
+	}
+	exit(run(o))
+}
+
+func exit(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "idload:", err)
+		os.Exit(1)
+	}
+}
+
+func run(o options) error {
+	if o.label == "" {
+		o.label = o.mode
+	}
+	var (
+		newWorker func(context.Context, int) (load.Worker, error)
+		target    string
+		err       error
+	)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	switch o.mode {
+	case "http":
+		target = o.url + " (" + o.client + ")"
+		newWorker, err = httpWorkers(o)
+	case "redis-incr":
+		target = "redis://" + o.redisAddr + " INCR " + o.key
+		newWorker, err = redisWorkers(o)
+	case "pg-nextval":
+		target = o.pgDSN + " nextval(" + o.seq + ")"
+		newWorker, err = pgWorkers(ctx, o)
+	case "connect-unary", "connect-stream":
+		target = o.base + " " + o.protocol
+		newWorker, err = connectWorkers(o)
+	case "":
+		return errors.New("no -mode (http, redis-incr, pg-nextval, connect-unary, connect-stream)")
+	default:
+		return fmt.Errorf("unknown -mode %q", o.mode)
+	}
+	if err != nil {
+		return err
+	}
+	rec, _, err := load.Run(ctx, load.RunConfig{
+		Workers:   o.workers,
+		Warmup:    o.warmup,
+		Duration:  o.duration,
+		NewWorker: newWorker,
+	})
+	rec.Label, rec.Round, rec.Mode, rec.Target = o.label, o.round, o.mode, target
+	if o.note != "" && rec.Note != "" {
+		rec.Note = o.note + "; " + rec.Note
+	} else if o.note != "" {
+		rec.Note = o.note
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Println(rec.String())
+	if o.jsonOut != "" {
+		return load.Append(o.jsonOut, &rec)
+	}
+	return nil
+}
+
+func wrkCmd(args []string) error {
+	fs := flag.NewFlagSet("idload wrk", flag.ContinueOnError)
+	label := fs.String("label", "wrk", "label of the result")
+	round := fs.Int("round", 0, "round number")
+	jsonOut := fs.String("json", "", "append the result as a JSON line to this file")
+	note := fs.String("note", "", "free text stored with the result")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	rec, err := load.ParseWrk(os.Stdin)
+	if err != nil {
+		return err
+	}
+	rec.Label, rec.Round, rec.Note = *label, *round, *note
+	rec.Load1 = load.Load1()
+	rec.Load1E = rec.Load1
+	fmt.Println(rec.String())
+	if *jsonOut != "" {
+		return load.Append(*jsonOut, &rec)
+	}
+	return nil
+}
+
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+func summaryCmd(args []string) error {
+	fs := flag.NewFlagSet("idload summary", flag.ContinueOnError)
+	var ratios multiFlag
+	fs.Var(&ratios, "ratio", "LABEL_A/LABEL_B: IDs/s ratio per round (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var recs []load.Record
+	for _, path := range fs.Args() {
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		rs, err := load.ReadRecords(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		recs = append(recs, rs...)
+	}
+	if len(recs) == 0 {
+		return errors.New("summary: no records")
+	}
+	load.WriteSummary(os.Stdout, recs)
+	if len(ratios) > 0 {
+		rs, err := load.Ratios(recs, ratios)
+		if err != nil {
+			return err
+		}
+		fmt.Println()
+		load.WriteRatios(os.Stdout, rs)
+	}
+	return nil
+}

@@ -1,0 +1,228 @@
+package load
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestBucketsCoverEveryValue(t *testing.T) {
+	// Buckets are contiguous: each starts one past the previous end.
+	prevHi := int64(-1)
+	for i := range nBuckets {
+		lo, hi := bucketRange(i)
+		if lo != prevHi+1 || hi < lo {
+			t.Fatalf("bucket %d is [%d, %d], previous ended at %d", i, lo, hi, prevHi)
+		}
+		prevHi = hi
+		if i > 1<<subBits && float64(hi-lo+1)/float64(lo) > 1.0/(1<<subBits)+1e-12 {
+			t.Fatalf("bucket %d [%d, %d] is wider than 1/64 of its start", i, lo, hi)
+		}
+	}
+	if prevHi != math.MaxInt64 {
+		t.Fatalf("last bucket ends at %d, want MaxInt64", prevHi)
+	}
+	for _, v := range []int64{0, 1, 63, 64, 65, 127, 128, 1000, 123456789, math.MaxInt64} {
+		lo, hi := bucketRange(bucketOf(v))
+		if v < lo || v > hi {
+			t.Errorf("value %d is in bucket %d = [%d, %d]", v, bucketOf(v), lo, hi)
+		}
+	}
+}
+
+func TestQuantilesWithinOnePercent(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	var h, a, b Histogram
+	vals := make([]int64, 100_000)
+	for i := range vals {
+		v := int64(math.Exp(r.Float64()*14)) + 20 // 20 ns … 1.2 ms, log-spread
+		vals[i] = v
+		h.Record(time.Duration(v))
+		if i%2 == 0 {
+			a.Record(time.Duration(v))
+		} else {
+			b.Record(time.Duration(v))
+		}
+	}
+	a.Merge(&b)
+	slices.Sort(vals)
+	for _, q := range []float64{0.5, 0.9, 0.99, 0.999} {
+		exact := float64(vals[int(math.Ceil(q*float64(len(vals))))-1])
+		for name, hh := range map[string]*Histogram{"single": &h, "merged": &a} {
+			got := float64(hh.Quantile(q))
+			if math.Abs(got-exact)/exact > 0.01 {
+				t.Errorf("%s: q%.3f = %.0f, exact %.0f", name, q, got, exact)
+			}
+		}
+	}
+	if h.Count() != uint64(len(vals)) || a.Count() != h.Count() {
+		t.Errorf("counts %d, %d, want %d", h.Count(), a.Count(), len(vals))
+	}
+	if h.Max() != time.Duration(vals[len(vals)-1]) {
+		t.Errorf("max %v, want %v", h.Max(), vals[len(vals)-1])
+	}
+	var empty Histogram
+	if empty.Quantile(0.99) != 0 || empty.Mean() != 0 {
+		t.Error("empty histogram is not zero")
+	}
+}
+
+func TestParseWrk(t *testing.T) {
+	f, err := os.Open("testdata/wrk-latency.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rec, err := ParseWrk(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Record{Mode: "wrk", Target: "http://127.0.0.1:18098/api/snowflake/get/x", Workers: 8, Threads: 1,
+		Seconds: 1.1, Ops: 41508, IDs: 41508, OpsPerS: 37741.92, IDsPerS: 37741.92,
+		P50: 131, P90: 3340, P99: 54120, Max: 76620}
+	if math.Abs(rec.Seconds-want.Seconds) < 1e-9 {
+		rec.Seconds = want.Seconds
+	}
+	for _, p := range []*float64{&rec.P90, &rec.P99, &rec.Max} {
+		*p = math.Round(*p*1000) / 1000
+	}
+	if rec != want {
+		t.Errorf("got  %+v\nwant %+v", rec, want)
+	}
+	if _, err := ParseWrk(strings.NewReader("Requests/sec: 1\n")); err == nil {
+		t.Error("output without --latency parsed")
+	}
+	errs := "Running 1s test @ http://127.0.0.1:1/\n  50%  1.00us\n  99%  1.00s\n  Non-2xx or 3xx responses: 7\n  Socket errors: connect 1, read 2, write 0, timeout 3\nRequests/sec: 5.5\n"
+	rec, err = ParseWrk(strings.NewReader(errs))
+	if err != nil || rec.Errors != 13 || rec.P99 != 1e6 || rec.P50 != 1 {
+		t.Errorf("got %+v, %v; want 13 errors, p99 1 s, p50 1 µs", rec, err)
+	}
+}
+
+func TestMedianAndRatios(t *testing.T) {
+	if m := Median([]float64{3, 1, 2}); m != 2 {
+		t.Errorf("median %v", m)
+	}
+	if m := Median([]float64{4, 1, 2, 3}); m != 2.5 {
+		t.Errorf("median %v", m)
+	}
+	if Median(nil) != 0 {
+		t.Error("median of nothing")
+	}
+	recs := []Record{
+		{Label: "a", Round: 1, IDsPerS: 100}, {Label: "b", Round: 1, IDsPerS: 50},
+		{Label: "a", Round: 2, IDsPerS: 90}, {Label: "b", Round: 2, IDsPerS: 100},
+		{Label: "a", Round: 3, IDsPerS: 80}, // no b in round 3
+		{Label: "b", Round: 4, IDsPerS: 80},
+	}
+	rs, err := Ratios(recs, []string{"a/b", "a/c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rs[0].Rounds, []int{1, 2}) || !slices.Equal(rs[0].Values, []float64{2, 0.9}) {
+		t.Errorf("a/b: %+v", rs[0])
+	}
+	if len(rs[1].Values) != 0 {
+		t.Errorf("a/c: %+v", rs[1])
+	}
+	if _, err := Ratios(recs, []string{"ab"}); err == nil {
+		t.Error("ratio without a slash accepted")
+	}
+	var sb strings.Builder
+	WriteSummary(&sb, recs)
+	WriteRatios(&sb, rs)
+	out := sb.String()
+	for _, s := range []string{"| a | 3 | 0.0 | 0.0–0.0 | 90.0 |", "| b | 3 | 0.0 | 0.0–0.0 | 80.0 |", "| a / b | 2 | 1.450× |", "no round has both"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("summary lacks %q:\n%s", s, out)
+		}
+	}
+}
+
+func TestRecordsRoundTrip(t *testing.T) {
+	path := t.TempDir() + "/r.jsonl"
+	in := []Record{{Label: "x", Round: 1, Ops: 5, P999: 3}, {Label: "y", Round: 2, Note: "n"}}
+	for i := range in {
+		if err := Append(path, &in[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out, err := ReadRecords(f)
+	if err != nil || !slices.Equal(out, in) {
+		t.Fatalf("got %+v, %v", out, err)
+	}
+}
+
+func TestCheckLoopback(t *testing.T) {
+	for _, h := range []string{"127.0.0.1:80", "127.1.2.3", "localhost:6379", "[::1]:8080", "::1"} {
+		if err := CheckLoopback(h); err != nil {
+			t.Errorf("%s: %v", h, err)
+		}
+	}
+	for _, h := range []string{"10.0.0.1:80", "192.168.1.1", "example.com:80", "0.0.0.0:80", ""} {
+		if err := CheckLoopback(h); err == nil {
+			t.Errorf("%s accepted", h)
+		}
+	}
+}
+
+func TestRunCountsTheWindow(t *testing.T) {
+	var calls atomic.Int64
+	rec, h, err := Run(context.Background(), RunConfig{
+		Workers:  3,
+		Warmup:   20 * time.Millisecond,
+		Duration: 100 * time.Millisecond,
+		NewWorker: func(context.Context, int) (Worker, error) {
+			return Worker{Op: func(context.Context) (int64, error) {
+				calls.Add(1)
+				time.Sleep(time.Millisecond)
+				return 10, nil
+			}}, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Ops == 0 || rec.IDs != 10*rec.Ops || rec.Ops >= calls.Load() || uint64(rec.Ops) != h.Count() {
+		t.Errorf("ops %d ids %d calls %d hist %d", rec.Ops, rec.IDs, calls.Load(), h.Count())
+	}
+	if rec.Workers != 3 || rec.Seconds != 0.1 || rec.P50 < 1000 {
+		t.Errorf("record %+v", rec)
+	}
+}
+
+func TestRunAbortsOnErrors(t *testing.T) {
+	boom := errors.New("boom")
+	start := time.Now()
+	_, _, err := Run(context.Background(), RunConfig{
+		Workers:   2,
+		Duration:  10 * time.Second,
+		MaxErrors: 5,
+		NewWorker: func(context.Context, int) (Worker, error) {
+			return Worker{Op: func(context.Context) (int64, error) { return 0, boom }}, nil
+		},
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("err %v, want boom", err)
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Errorf("an erroring run took %v", time.Since(start))
+	}
+	_, _, err = Run(context.Background(), RunConfig{Workers: 1, Duration: time.Second,
+		NewWorker: func(context.Context, int) (Worker, error) { return Worker{}, boom }})
+	if !errors.Is(err, boom) {
+		t.Errorf("worker setup error: %v", err)
+	}
+}

@@ -1,0 +1,147 @@
+package load
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+)
+
+// Median returns the median of vs (the mean of the middle two for an even
+// count; 0 when empty).
+func Median(vs []float64) float64 {
+	if len(vs) == 0 {
+		return 0
+	}
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// Group is the records of one label, in input order.
+type Group struct {
+	Label   string
+	Records []Record
+}
+
+// Groups splits recs by label, in the order labels first appear.
+func Groups(recs []Record) []Group {
+	var gs []Group
+	idx := map[string]int{}
+	for _, r := range recs {
+		i, ok := idx[r.Label]
+		if !ok {
+			i = len(gs)
+			idx[r.Label] = i
+			gs = append(gs, Group{Label: r.Label})
+		}
+		gs[i].Records = append(gs[i].Records, r)
+	}
+	return gs
+}
+
+func field(rs []Record, f func(Record) float64) []float64 {
+	out := make([]float64, len(rs))
+	for i, r := range rs {
+		out[i] = f(r)
+	}
+	return out
+}
+
+// WriteSummary writes a markdown table with one row per label: the number
+// of runs, and the median over them of ops/s, IDs/s and each latency
+// quantile (each column's median is taken on its own), with the ops/s
+// range, the total errors and the median 1-minute load average at the
+// runs' starts.
+func WriteSummary(w io.Writer, recs []Record) {
+	fmt.Fprintln(w, "| label | runs | ops/s (median) | ops/s min–max | IDs/s (median) | p50 | p90 | p99 | p99.9 | errors | load1 |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, g := range Groups(recs) {
+		rs := g.Records
+		ops := field(rs, func(r Record) float64 { return r.OpsPerS })
+		var errs int64
+		for _, r := range rs {
+			errs += r.Errors
+		}
+		p999 := "–"
+		if v := Median(field(rs, func(r Record) float64 { return r.P999 })); v > 0 {
+			p999 = Us(v)
+		}
+		fmt.Fprintf(w, "| %s | %d | %s | %s–%s | %s | %s | %s | %s | %s | %d | %.2f |\n",
+			g.Label, len(rs), Si(Median(ops)), Si(slices.Min(ops)), Si(slices.Max(ops)),
+			Si(Median(field(rs, func(r Record) float64 { return r.IDsPerS }))),
+			Us(Median(field(rs, func(r Record) float64 { return r.P50 }))),
+			Us(Median(field(rs, func(r Record) float64 { return r.P90 }))),
+			Us(Median(field(rs, func(r Record) float64 { return r.P99 }))),
+			p999, errs, Median(field(rs, func(r Record) float64 { return r.Load1 })))
+	}
+}
+
+// Ratio is IDs/s of label A over IDs/s of label B, taken per round (only
+// between records of the same round, which ran minutes apart at most).
+type Ratio struct {
+	A, B   string
+	Rounds []int
+	Values []float64
+}
+
+// Ratios computes, for each "A/B" pair, A's IDs/s over B's in every round
+// both have a record in (the first record of a label in a round counts).
+func Ratios(recs []Record, pairs []string) ([]Ratio, error) {
+	type key struct {
+		label string
+		round int
+	}
+	byKey := map[key]Record{}
+	var rounds []int
+	for _, r := range recs {
+		k := key{r.Label, r.Round}
+		if _, ok := byKey[k]; !ok {
+			byKey[k] = r
+		}
+		if !slices.Contains(rounds, r.Round) {
+			rounds = append(rounds, r.Round)
+		}
+	}
+	slices.Sort(rounds)
+	var out []Ratio
+	for _, p := range pairs {
+		a, b, ok := strings.Cut(p, "/")
+		if !ok {
+			return nil, fmt.Errorf("ratio %q: want LABEL_A/LABEL_B", p)
+		}
+		rt := Ratio{A: a, B: b}
+		for _, rd := range rounds {
+			ra, okA := byKey[key{a, rd}]
+			rb, okB := byKey[key{b, rd}]
+			if okA && okB && rb.IDsPerS > 0 {
+				rt.Rounds = append(rt.Rounds, rd)
+				rt.Values = append(rt.Values, ra.IDsPerS/rb.IDsPerS)
+			}
+		}
+		out = append(out, rt)
+	}
+	return out, nil
+}
+
+// WriteRatios writes a markdown table of same-round ratios: the median,
+// min–max and every round's value.
+func WriteRatios(w io.Writer, rs []Ratio) {
+	fmt.Fprintln(w, "| A / B (IDs/s, same round) | rounds | median | min–max | per round |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---|")
+	for _, r := range rs {
+		if len(r.Values) == 0 {
+			fmt.Fprintf(w, "| %s / %s | 0 | – | – | no round has both |\n", r.A, r.B)
+			continue
+		}
+		per := make([]string, len(r.Values))
+		for i, v := range r.Values {
+			per[i] = fmt.Sprintf("%.3f×", v)
+		}
+		fmt.Fprintf(w, "| %s / %s | %d | %.3f× | %.3f–%.3f× | %s |\n", r.A, r.B, len(r.Values),
+			Median(r.Values), slices.Min(r.Values), slices.Max(r.Values), strings.Join(per, " "))
+	}
+}

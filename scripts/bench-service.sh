@@ -1,0 +1,212 @@
+#!/usr/bin/env bash
+# Measures the flakeid service on this machine, as recorded in the "Service"
+# section of docs/BENCHMARKS.md: single-ID HTTP requests (wrk, and the Go load
+# tool bench/cmd/idload) against Redis INCR and PostgreSQL nextval measured by
+# the same tool in the same round, Connect/gRPC unary and streaming batches,
+# segment batches, and the Go client's local buffer (bench/cmd/idclient).
+#
+# Everything runs on loopback: two flakeid servers it starts itself (the
+# default 41/5/5/12 layout, and a 41/0/0/22 layout whose sequence does not
+# bind), Redis at 127.0.0.1:6379 and PostgreSQL at 127.0.0.1:5432 (trust auth,
+# database "test"; scripts/services.sh starts them). The servers are stopped
+# on exit. Server and load generator share the machine's cores.
+#
+# Usage: scripts/bench-service.sh            (3 rounds, 10 s windows: ~25 min)
+#        ROUNDS=1 DUR=1s BATCH_DUR=1s QUIET=99 scripts/bench-service.sh   (smoke test)
+# Environment:
+#   OUT        where the raw outputs go (default bench/results/service)
+#   ROUNDS     rounds; every case runs once per round, interleaved (default 3)
+#   DUR        window of the single-ID runs (default 10s)
+#   BATCH_DUR  window of the batch, stream, segment and client runs (default 10s)
+#   WARMUP     unmeasured warm-up before each idload window (default 1s)
+#   QUIET      before each round wait (at most QUIET_WAIT s) for the 1-minute
+#              load average to fall below this (default 1.5)
+#   QUIET_WAIT default 300
+#   PORT, PORT_WIDE  the two servers' ports (default 18081, 18082)
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${OUT:-$ROOT/bench/results/service}
+ROUNDS=${ROUNDS:-3}
+DUR=${DUR:-10s}
+BATCH_DUR=${BATCH_DUR:-10s}
+WARMUP=${WARMUP:-1s}
+QUIET=${QUIET:-1.5}
+QUIET_WAIT=${QUIET_WAIT:-300}
+PORT=${PORT:-18081}
+PORT_WIDE=${PORT_WIDE:-18082}
+REDIS=127.0.0.1:6379
+PG="postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+
+log() { printf '%s bench-service: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+up() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+# --- prerequisites -----------------------------------------------------------
+if ! command -v wrk >/dev/null 2>&1; then
+  log "installing wrk"
+  as_root apt-get update -qq >/dev/null
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null
+fi
+up 6379 || { echo "bench-service: no Redis on $REDIS (run scripts/services.sh)" >&2; exit 1; }
+up 5432 || { echo "bench-service: no PostgreSQL on 127.0.0.1:5432 (run scripts/services.sh)" >&2; exit 1; }
+for p in "$PORT" "$PORT_WIDE"; do
+  if up "$p"; then echo "bench-service: port $p is taken; set PORT / PORT_WIDE" >&2; exit 1; fi
+done
+
+WORK=$(mktemp -d /tmp/bench-service.XXXXXX)
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+log "building into $WORK"
+(cd "$ROOT" && go build -o "$WORK/flakeid" ./cmd/flakeid)
+(cd "$ROOT/bench" && go build -o "$WORK/idload" ./cmd/idload && go build -o "$WORK/idclient" ./cmd/idclient)
+IDLOAD=$WORK/idload
+IDCLIENT=$WORK/idclient
+
+mkdir -p "$OUT/wrk"
+RES=$OUT/results.jsonl
+: >"$RES"
+rm -f "$OUT"/wrk/*.txt
+
+# --- machine -----------------------------------------------------------------
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
+  echo "nproc: $(nproc)"
+  echo "memory: $(free -g | awk '/^Mem:/ {print $2 " GiB"}')"
+  echo "kernel: $(uname -r)"
+  echo "go: $(go version)"
+  echo "flakeid: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD -- server snowflake node cmd 2>/dev/null || echo ' (server/snowflake/node/cmd modified)')"
+  echo "wrk: $(wrk --version 2>&1 | head -1 || true)"
+  echo "redis: $(redis-cli -h 127.0.0.1 -p 6379 INFO server 2>/dev/null | tr -d '\r' | awk -F: '/^redis_version/ {print $2}')"
+  echo "postgres: $(psql "$PG" -Atc 'SHOW server_version' 2>/dev/null)"
+  echo "rounds: $ROUNDS, DUR $DUR, BATCH_DUR $BATCH_DUR, WARMUP $WARMUP, QUIET $QUIET"
+} >"$OUT/machine.txt"
+cat "$OUT/machine.txt" >&2
+
+# Load average every 5 s, for the record of how noisy the machine was.
+(while :; do echo "$(date -u +%H:%M:%S) $(cut -d' ' -f1-3 /proc/loadavg)"; sleep 5; done) >"$OUT/loadavg.txt" &
+PIDS+=($!)
+
+# --- servers -----------------------------------------------------------------
+start_server() { # port name flags…
+  local port=$1 name=$2
+  shift 2
+  "$WORK/flakeid" serve --listen "127.0.0.1:$port" --data-dir "$WORK/$name" --log-level warn "$@" \
+    >"$WORK/$name.log" 2>&1 &
+  PIDS+=($!)
+  for _ in $(seq 1 100); do
+    if curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1; then return 0; fi
+    sleep 0.1
+  done
+  echo "bench-service: server $name did not become ready" >&2
+  cat "$WORK/$name.log" >&2
+  exit 1
+}
+start_server "$PORT" default
+start_server "$PORT_WIDE" wide --sequence-bits 22 --datacenter-bits 0 --worker-bits 0
+B=http://127.0.0.1:$PORT
+W=http://127.0.0.1:$PORT_WIDE
+curl -fsS "$B/v1/status" | head -c 300 >&2; echo >&2
+curl -fsS "$W/v1/status" | head -c 300 >&2; echo >&2
+curl -fsS -X POST "$B/v1/segment/tags" -H 'Content-Type: application/json' \
+  -d '{"tag":"bench","step":1000000}' >/dev/null
+
+# --- runners -----------------------------------------------------------------
+ROUND=0
+L() { # label dur mode args…  — one idload run
+  local label=$1 dur=$2
+  shift 2
+  "$IDLOAD" -label "$label" -round "$ROUND" -json "$RES" -d "$dur" -warmup "$WARMUP" "$@"
+  sleep 1
+}
+WRK() { # label threads conns url
+  local label=$1 t=$2 c=$3 url=$4 f
+  f=$OUT/wrk/$label-r$ROUND.txt
+  wrk -t"$t" -c"$c" -d"$DUR" --latency "$url" >"$f"
+  "$IDLOAD" wrk -label "$label" -round "$ROUND" -json "$RES" <"$f"
+  sleep 1
+}
+CL() { # label endpoint
+  "$IDCLIENT" -label "$1" -round "$ROUND" -json "$RES" -endpoint "$2" -buffer 100000 -g 1 -d "$BATCH_DUR" -warmup "$WARMUP"
+  sleep 1
+}
+wait_quiet() {
+  local waited=0 l
+  while :; do
+    l=$(cut -d' ' -f1 /proc/loadavg)
+    if awk -v l="$l" -v q="$QUIET" 'BEGIN { exit !(l < q) }'; then break; fi
+    if [ "$waited" -ge "$QUIET_WAIT" ]; then
+      log "load average still $l after ${waited}s; going on"
+      return
+    fi
+    sleep 5
+    waited=$((waited + 5))
+  done
+  log "load average $l"
+}
+
+# --- rounds ------------------------------------------------------------------
+for ROUND in $(seq 1 "$ROUNDS"); do
+  wait_quiet
+  log "round $ROUND: single IDs"
+  for c in 8 64; do
+    # The same Go tool against flakeid, Redis and PostgreSQL, back to back.
+    L "idload-leaf-c$c" "$DUR" -mode http -url "$B/api/snowflake/get/x" -c "$c"
+    L "redis-incr-c$c" "$DUR" -mode redis-incr -redis "$REDIS" -c "$c"
+    L "pg-nextval-c$c" "$DUR" -mode pg-nextval -pg "$PG" -c "$c"
+    L "idload-v1-c$c" "$DUR" -mode http -url "$B/v1/snowflake/next" -c "$c"
+  done
+  L "idload-leaf-nethttp-c8" "$DUR" -mode http -client nethttp -url "$B/api/snowflake/get/x" -c 8
+  for c in 8 64; do
+    for t in 1 2; do
+      WRK "wrk-leaf-t$t-c$c" "$t" "$c" "$B/api/snowflake/get/x"
+      WRK "wrk-v1-t$t-c$c" "$t" "$c" "$B/v1/snowflake/next"
+    done
+  done
+  L "connect-unary-1-c8" "$DUR" -mode connect-unary -base "$B" -protocol connect -count 1 -c 8
+  L "grpc-unary-1-c8" "$DUR" -mode connect-unary -base "$B" -protocol grpc -count 1 -c 8
+
+  wait_quiet
+  log "round $ROUND: batches"
+  for layout in default wide; do
+    if [ "$layout" = default ]; then U=$B; else U=$W; fi
+    L "$layout-connect-unary-100k" "$BATCH_DUR" -mode connect-unary -base "$U" -protocol connect -count 100000 -c 2
+    L "$layout-grpc-unary-100k" "$BATCH_DUR" -mode connect-unary -base "$U" -protocol grpc -count 100000 -c 2
+    L "$layout-grpc-stream-b4096" "$BATCH_DUR" -mode connect-stream -base "$U" -protocol grpc -count 0 -c 2
+    L "$layout-grpc-stream-b100k" "$BATCH_DUR" -mode connect-stream -base "$U" -protocol grpc -count 0 -batch 100000 -c 2
+    L "$layout-http-ranges-100k" "$BATCH_DUR" -mode http -url "$U/v1/snowflake/next?count=100000&format=ranges" -ids ranges -c 2
+    L "$layout-http-text-100k" "$BATCH_DUR" -mode http -url "$U/v1/snowflake/next?count=100000" -accept text/plain -ids lines -c 2
+  done
+  L "segment-http-ranges-100k" "$BATCH_DUR" -mode http -url "$B/v1/segment/bench/next?count=100000&format=ranges" -ids ranges -c 2
+  L "segment-grpc-unary-100k" "$BATCH_DUR" -mode connect-unary -base "$B" -protocol grpc -tag bench -count 100000 -c 2
+  L "segment-http-text-100k" "$BATCH_DUR" -mode http -url "$B/v1/segment/bench/next?count=100000" -accept text/plain -ids lines -c 2
+
+  log "round $ROUND: Go client buffer"
+  CL "client-default" "$B"
+  CL "client-wide" "$W"
+done
+
+curl -fsS "$B/v1/status" >"$OUT/status-default.json" || true
+curl -fsS "$W/v1/status" >"$OUT/status-wide.json" || true
+
+# --- summary -----------------------------------------------------------------
+ratios=()
+for c in 8 64; do
+  ratios+=(-ratio "idload-leaf-c$c/redis-incr-c$c" -ratio "idload-leaf-c$c/pg-nextval-c$c"
+    -ratio "idload-v1-c$c/redis-incr-c$c" -ratio "idload-v1-c$c/pg-nextval-c$c"
+    -ratio "redis-incr-c$c/pg-nextval-c$c"
+    -ratio "wrk-leaf-t1-c$c/redis-incr-c$c" -ratio "wrk-leaf-t2-c$c/redis-incr-c$c")
+done
+ratios+=(-ratio "idload-leaf-c8/idload-leaf-nethttp-c8" -ratio "wrk-leaf-t1-c8/idload-leaf-c8"
+  -ratio "wide-grpc-stream-b4096/default-grpc-stream-b4096" -ratio "client-wide/client-default")
+"$IDLOAD" summary "${ratios[@]}" "$RES" | tee "$OUT/summary.md"
+log "done: $OUT"
