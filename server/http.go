@@ -221,10 +221,15 @@ func wantsText(r *http.Request) bool {
 // ?format=ranges, one per line for Accept: text/plain.
 func writeIDs(w http.ResponseWriter, r *http.Request, extra map[string]any, runs func(yield func(first, count, stride int64) bool)) error {
 	format := r.URL.Query().Get("format")
+	// Size the buffer to the answer (≤ 22 bytes an ID, at most 32 KiB): a
+	// fixed 32 KiB buffer per single-ID request was 20 % of the CPU in GC.
+	var total int64
+	runs(func(_, count, _ int64) bool { total += count; return true })
+	bufSize := int(min(total*22+64, 32<<10))
 	switch {
 	case wantsText(r):
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		buf := make([]byte, 0, 32<<10)
+		buf := make([]byte, 0, bufSize)
 		runs(func(first, count, stride int64) bool {
 			for i := range count {
 				buf = strconv.AppendInt(buf, first+i*stride, 10)
@@ -256,7 +261,7 @@ func writeIDs(w http.ResponseWriter, r *http.Request, extra map[string]any, runs
 	case format == "" || format == "ids":
 		// {"ids":["…",…]} written by hand: one allocation-free pass.
 		w.Header().Set("Content-Type", "application/json")
-		buf := make([]byte, 0, 32<<10)
+		buf := make([]byte, 0, bufSize)
 		buf = append(buf, '{')
 		for k, v := range extra {
 			kb, _ := json.Marshal(k)
