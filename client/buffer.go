@@ -16,6 +16,7 @@ import (
 type chunk struct {
 	pos                  atomic.Int64
 	first, count, stride int64
+	texts                []string // a text buffer's IDs; nil in an ID buffer
 	// trigger is the index whose claim leaves the buffer (this chunk plus
 	// the queue, as it was at install) below the low-water mark: its
 	// claimer asks for a background refill. -1 when there is none.
@@ -30,13 +31,15 @@ type round struct {
 
 // buffer is a local stock of IDs of one kind (Snowflake, or one segment
 // tag): the current chunk plus a FIFO queue of prefetched ranges. At most one
-// refill runs at a time.
+// refill runs at a time. An ID buffer (next, take) holds ranges of IDs; a
+// text buffer (nextText, takeTexts) holds the texts the server wrote, which
+// are masked IDs when it masks them, and so form no ranges.
 type buffer struct {
 	cl    *Client
 	tag   string // "" for Snowflake
-	fetch func(ctx context.Context, n int64) ([]span, error)
-	batch int64 // IDs per refill
-	low   int64 // refill below this many buffered IDs
+	texts bool   // a text buffer
+	batch int64  // IDs per refill
+	low   int64  // refill below this many buffered IDs
 
 	cur atomic.Pointer[chunk]
 
@@ -48,37 +51,58 @@ type buffer struct {
 	retryAt time.Time // no low-water refill before this after a failure
 }
 
-func newBuffer(cl *Client, tag string, batch int, lowWater float64, fetch func(context.Context, int64) ([]span, error)) *buffer {
+// newBuffer returns an ID buffer, or a text buffer (texts true), of tag's
+// IDs ("" for Snowflake IDs).
+func newBuffer(cl *Client, tag string, texts bool, batch int, lowWater float64) *buffer {
 	low := int64(math.Ceil(lowWater * float64(batch)))
-	return &buffer{cl: cl, tag: tag, fetch: fetch, batch: int64(batch), low: max(1, min(low, int64(batch)))}
+	return &buffer{cl: cl, tag: tag, texts: texts, batch: int64(batch), low: max(1, min(low, int64(batch)))}
 }
 
-// next returns one ID. The hot path, small enough to be inlined, is an
-// atomic load and an atomic add.
+// next returns one ID of an ID buffer.
 func (b *buffer) next(ctx context.Context) (int64, error) {
+	ch, i, err := b.claim(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return ch.first + i*ch.stride, nil
+}
+
+// nextText is next for a text buffer: one text.
+func (b *buffer) nextText(ctx context.Context) (string, error) {
+	ch, i, err := b.claim(ctx)
+	if err != nil {
+		return "", err
+	}
+	return ch.texts[i], nil
+}
+
+// claim claims one ID: it returns the chunk and the ID's index in it. The
+// hot path is an atomic load and an atomic add.
+func (b *buffer) claim(ctx context.Context) (*chunk, int64, error) {
 	ch := b.cur.Load()
 	var i int64
 	if ch != nil {
 		i = ch.pos.Add(1) - 1
 		if i < ch.count && i != ch.trigger {
-			return ch.first + i*ch.stride, nil
+			return ch, i, nil
 		}
 	}
-	return b.nextSlow(ctx, ch, i)
+	return b.claimSlow(ctx, ch, i)
 }
 
-// nextSlow finishes next when ch was nil or used up, or when the claimed
-// index i was the low-water trigger.
-func (b *buffer) nextSlow(ctx context.Context, ch *chunk, i int64) (int64, error) {
+// claimSlow finishes claiming one ID when ch was nil or used up, or when
+// the claimed index i was the low-water trigger: it returns the chunk and
+// the index of the caller's ID.
+func (b *buffer) claimSlow(ctx context.Context, ch *chunk, i int64) (*chunk, int64, error) {
 	for {
 		if ch != nil && i < ch.count {
 			if i == ch.trigger {
 				b.lowWater()
 			}
-			return ch.first + i*ch.stride, nil
+			return ch, i, nil
 		}
 		if err := b.wait(ctx, ch); err != nil {
-			return 0, err
+			return nil, 0, err
 		}
 		if ch = b.cur.Load(); ch != nil {
 			i = ch.pos.Add(1) - 1
@@ -86,29 +110,53 @@ func (b *buffer) nextSlow(ctx context.Context, ch *chunk, i int64) (int64, error
 	}
 }
 
-// take returns n IDs, claimed a chunk at a time. IDs claimed before an error
-// are dropped (gaps, never duplicates).
+// take returns n IDs of an ID buffer.
 func (b *buffer) take(ctx context.Context, n int64) ([]int64, error) {
 	out := make([]int64, 0, n)
+	err := b.claimN(ctx, n, func(ch *chunk, start, stop int64) {
+		for i := start; i < stop; i++ {
+			out = append(out, ch.first+i*ch.stride)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// takeTexts returns n texts of a text buffer.
+func (b *buffer) takeTexts(ctx context.Context, n int64) ([]string, error) {
+	out := make([]string, 0, n)
+	err := b.claimN(ctx, n, func(ch *chunk, start, stop int64) {
+		out = append(out, ch.texts[start:stop]...)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// claimN claims n IDs a chunk at a time, passing each claimed run
+// [start, stop) of a chunk to got. IDs claimed before an error are dropped
+// (gaps, never duplicates).
+func (b *buffer) claimN(ctx context.Context, n int64, got func(ch *chunk, start, stop int64)) error {
 	for need := n; ; {
 		ch := b.cur.Load()
 		if ch != nil {
 			end := ch.pos.Add(need)
 			if start := end - need; start < ch.count {
 				stop := min(end, ch.count)
-				for i := start; i < stop; i++ {
-					out = append(out, ch.first+i*ch.stride)
-				}
+				got(ch, start, stop)
 				if start <= ch.trigger && ch.trigger < stop {
 					b.lowWater()
 				}
 				if need -= stop - start; need == 0 {
-					return out, nil
+					return nil
 				}
 			}
 		}
 		if err := b.wait(ctx, ch); err != nil {
-			return nil, err
+			return err
 		}
 	}
 }
@@ -155,7 +203,7 @@ func (b *buffer) installLocked() {
 	b.queue = b.queue[1:]
 	b.queued -= s.count
 	// Claiming index i leaves (count-i-1)+queued IDs.
-	ch := &chunk{first: s.first, count: s.count, stride: s.stride, trigger: s.count + b.queued - b.low}
+	ch := &chunk{first: s.first, count: s.count, stride: s.stride, texts: s.texts, trigger: s.count + b.queued - b.low}
 	below := ch.trigger <= 0
 	if below {
 		ch.trigger = -1
@@ -196,7 +244,13 @@ func (b *buffer) startLocked(lowWater bool) *round {
 
 // run is the refill goroutine: it fetches one batch and queues it.
 func (b *buffer) run(r *round) {
-	spans, err := b.fetch(b.cl.bg, b.batch)
+	var spans []span
+	var err error
+	if b.texts {
+		spans, err = b.cl.fetchTextSpan(b.cl.bg, b.tag, b.batch)
+	} else {
+		spans, err = b.cl.fetch(b.cl.bg, b.tag, b.batch)
+	}
 	b.mu.Lock()
 	if err == nil {
 		b.queue = append(b.queue, spans...)
@@ -211,7 +265,7 @@ func (b *buffer) run(r *round) {
 		// A tag the server refuses (unknown, forbidden) is forgotten, so
 		// that bad tags do not pile up buffers.
 		if ae, ok := errors.AsType[*APIError](err); ok && b.tag != "" && !retryable(ae.Status) && b.bufferedLocked() == 0 {
-			b.cl.tags.CompareAndDelete(b.tag, b)
+			b.cl.segmentBuffers(b.texts).CompareAndDelete(b.tag, b)
 		}
 	}
 	r.err = err

@@ -22,6 +22,9 @@
 // millions of IDs per second from one goroutine); when the buffer falls below
 // LowWater×batch, one background goroutine fetches the next batch. A call
 // that finds the buffer empty waits for that refill, bounded by its context.
+// NextText and NextSegmentText, which return IDs as the server writes them
+// (masked texts, from a server that masks them), have buffers of their own
+// that work the same way.
 // Buffered Snowflake IDs keep the time they were issued at (they may be
 // seconds old when used, and are still unique); buffered segment IDs not used
 // before the process exits are lost (gaps, never duplicates). See
@@ -48,9 +51,11 @@ import (
 type Client struct {
 	closed atomic.Bool
 	t      *transport
-	flake  *buffer // nil when the Snowflake buffer is disabled
-	cfg    Config  // with defaults applied
-	tags   sync.Map
+	flake  *buffer  // nil when the Snowflake buffer is disabled
+	texts  *buffer  // Snowflake texts (NextText); nil when flake is
+	cfg    Config   // with defaults applied
+	tags   sync.Map // segment tag → *buffer of IDs
+	tagTxt sync.Map // segment tag → *buffer of texts
 
 	bg     context.Context // the refills' context: ends at Close
 	cancel context.CancelFunc
@@ -69,7 +74,8 @@ func New(cfg Config) (*Client, error) {
 	c := &Client{t: newTransport(cfg), cfg: cfg}
 	c.bg, c.cancel = context.WithCancel(context.Background())
 	if cfg.Buffer.Snowflake > 0 {
-		c.flake = newBuffer(c, "", cfg.Buffer.Snowflake, cfg.Buffer.LowWater, c.fetchSnowflake)
+		c.flake = newBuffer(c, "", false, cfg.Buffer.Snowflake, cfg.Buffer.LowWater)
+		c.texts = newBuffer(c, "", true, cfg.Buffer.Snowflake, cfg.Buffer.LowWater)
 	}
 	return c, nil
 }
@@ -84,7 +90,7 @@ func (c *Client) NextID(ctx context.Context) (int64, error) {
 	if b := c.flake; b != nil {
 		return b.next(ctx)
 	}
-	spans, err := c.fetchSnowflake(ctx, 1)
+	spans, err := c.fetch(ctx, "", 1)
 	if err != nil {
 		return 0, err
 	}
@@ -102,7 +108,7 @@ func (c *Client) NextIDs(ctx context.Context, n int) ([]int64, error) {
 	if b := c.flake; b != nil && int64(n) <= b.batch/2 {
 		return b.take(ctx, int64(n))
 	}
-	spans, err := c.fetchSnowflake(ctx, int64(n))
+	spans, err := c.fetch(ctx, "", int64(n))
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +127,7 @@ func (c *Client) NextSegment(ctx context.Context, tag string) (int64, error) {
 	if b != nil {
 		return b.next(ctx)
 	}
-	spans, err := c.fetchSegment(ctx, tag, 1)
+	spans, err := c.fetch(ctx, tag, 1)
 	if err != nil {
 		return 0, err
 	}
@@ -143,7 +149,7 @@ func (c *Client) NextSegmentIDs(ctx context.Context, tag string, n int) ([]int64
 	if b != nil && int64(n) <= b.batch/2 {
 		return b.take(ctx, int64(n))
 	}
-	spans, err := c.fetchSegment(ctx, tag, int64(n))
+	spans, err := c.fetch(ctx, tag, int64(n))
 	if err != nil {
 		return nil, err
 	}
@@ -152,8 +158,12 @@ func (c *Client) NextSegmentIDs(ctx context.Context, tag string, n int) ([]int64
 
 // Parts are the fields of a decoded Snowflake ID.
 type Parts struct {
-	// ID is the ID itself.
+	// ID is the ID itself (the internal ID, when the input was masked).
 	ID int64
+	// Masked is the input text when the server read it as a masked ID,
+	// else "". KeyID is then the id of the key that unmasked it (0–31).
+	Masked string
+	KeyID  int
 	// Time is when the ID was issued, to the layout's time unit.
 	Time time.Time
 	// Tick is the time field: time units since the layout's epoch.
@@ -162,10 +172,38 @@ type Parts struct {
 	Datacenter, Worker, Sequence int64
 }
 
-// Decode asks a server to split id (decimal, or any text form the server
-// accepts) into its fields, by the server's layout. An invalid ID fails with
+// Reading says how a masking server reads a text to decode: see DecodeAs.
+type Reading string
+
+// The readings of DecodeAs.
+const (
+	// ReadAuto: the one reading the text has on the server — masked when
+	// the server has mask keys and the text unmasks (right length, a known
+	// key id, a valid check character), plain when it parses as a plain ID.
+	// A text with both readings is refused as ambiguous
+	// (ErrInvalidArgument): with base62 texts or 53-bit IDs most masked
+	// texts are also valid plain base32, so decode those with ReadMasked.
+	ReadAuto Reading = ""
+	// ReadPlain: a plain ID only (decimal or another plain text form).
+	ReadPlain Reading = "plain"
+	// ReadMasked: a masked text only.
+	ReadMasked Reading = "masked"
+)
+
+// Decode asks a server to split id (decimal, any text form the server
+// accepts, or a masked text when the server masks) into its fields, by the
+// server's layout. It is DecodeAs with ReadAuto. An invalid ID fails with
 // an *APIError matching ErrInvalidArgument.
 func (c *Client) Decode(ctx context.Context, id string) (Parts, error) {
+	return c.DecodeAs(ctx, id, ReadAuto)
+}
+
+// DecodeAs is Decode with the reading of id said: ReadMasked or ReadPlain
+// settle a text that a masking server finds ambiguous, because it is both a
+// masked text and a valid plain ID. Unmasking needs a token with the unmask
+// (or admin) right when the server checks tokens. Any other reading fails
+// with ErrInvalidArgument.
+func (c *Client) DecodeAs(ctx context.Context, id string, as Reading) (Parts, error) {
 	if c.closed.Load() {
 		return Parts{}, ErrClosed
 	}
@@ -173,10 +211,20 @@ func (c *Client) Decode(ctx context.Context, id string) (Parts, error) {
 	if id == "" {
 		return Parts{}, fmt.Errorf("%w: empty ID", ErrInvalidArgument)
 	}
+	path := "/v1/decode/" + url.PathEscape(id)
+	switch as {
+	case ReadAuto:
+	case ReadPlain, ReadMasked:
+		path += "?as=" + string(as)
+	default:
+		return Parts{}, fmt.Errorf("%w: reading %q, want %q, %q or %q", ErrInvalidArgument, string(as), ReadAuto, ReadPlain, ReadMasked)
+	}
 	var p Parts
-	err := c.t.get(ctx, "/v1/decode/"+url.PathEscape(id), func(r io.Reader) error {
+	err := c.t.get(ctx, path, func(r io.Reader) error {
 		var resp struct {
 			ID         jsonInt   `json:"id"`
+			Masked     string    `json:"masked"`
+			KeyID      jsonInt   `json:"key_id"`
 			Time       time.Time `json:"time"`
 			UnixMS     *jsonInt  `json:"unix_ms"`
 			Tick       jsonInt   `json:"tick"`
@@ -187,7 +235,7 @@ func (c *Client) Decode(ctx context.Context, id string) (Parts, error) {
 		if err := json.NewDecoder(r).Decode(&resp); err != nil {
 			return err
 		}
-		p = Parts{ID: int64(resp.ID), Time: resp.Time, Tick: int64(resp.Tick),
+		p = Parts{ID: int64(resp.ID), Masked: resp.Masked, KeyID: int(resp.KeyID), Time: resp.Time, Tick: int64(resp.Tick),
 			Datacenter: int64(resp.Datacenter), Worker: int64(resp.Worker), Sequence: int64(resp.Sequence)}
 		if p.Time.IsZero() && resp.UnixMS != nil {
 			p.Time = time.UnixMilli(int64(*resp.UnixMS)).UTC()
@@ -244,8 +292,21 @@ func (c *Client) check(n int) error {
 	return nil
 }
 
-// segment returns the tag's buffer (nil when segment buffering is off).
+// segment returns the tag's buffer of IDs (nil when segment buffering is
+// off).
 func (c *Client) segment(tag string) (*buffer, error) {
+	return c.segmentBuffer(tag, false)
+}
+
+// segmentTexts returns the tag's buffer of texts (nil when segment
+// buffering is off).
+func (c *Client) segmentTexts(tag string) (*buffer, error) {
+	return c.segmentBuffer(tag, true)
+}
+
+// segmentBuffer returns the tag's buffer of IDs or of texts, created on
+// first use (nil when segment buffering is off).
+func (c *Client) segmentBuffer(tag string, texts bool) (*buffer, error) {
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -255,29 +316,36 @@ func (c *Client) segment(tag string) (*buffer, error) {
 	if c.cfg.Buffer.Segment == 0 {
 		return nil, nil
 	}
-	if b, ok := c.tags.Load(tag); ok {
+	home := c.segmentBuffers(texts)
+	if b, ok := home.Load(tag); ok {
 		return b.(*buffer), nil
 	}
-	b := newBuffer(c, tag, c.cfg.Buffer.Segment, c.cfg.Buffer.LowWater, func(ctx context.Context, n int64) ([]span, error) {
-		return c.fetchSegment(ctx, tag, n)
-	})
-	v, _ := c.tags.LoadOrStore(tag, b)
+	v, _ := home.LoadOrStore(tag, newBuffer(c, tag, texts, c.cfg.Buffer.Segment, c.cfg.Buffer.LowWater))
 	return v.(*buffer), nil
 }
 
-// fetchSnowflake asks the servers for n Snowflake IDs.
-func (c *Client) fetchSnowflake(ctx context.Context, n int64) ([]span, error) {
-	return c.fetch(ctx, "/v1/snowflake/next", "", n)
+// segmentBuffers is the map of the tags' buffers of texts, or of IDs.
+func (c *Client) segmentBuffers(texts bool) *sync.Map {
+	if texts {
+		return &c.tagTxt
+	}
+	return &c.tags
 }
 
-// fetchSegment asks the servers for n IDs of tag.
-func (c *Client) fetchSegment(ctx context.Context, tag string, n int64) ([]span, error) {
-	return c.fetch(ctx, "/v1/segment/"+url.PathEscape(tag)+"/next", tag, n)
+// idsPath is the path that hands out the IDs of a segment tag, or Snowflake
+// IDs when tag is "".
+func idsPath(tag string) string {
+	if tag == "" {
+		return "/v1/snowflake/next"
+	}
+	return "/v1/segment/" + url.PathEscape(tag) + "/next"
 }
 
-func (c *Client) fetch(ctx context.Context, path, tag string, n int64) ([]span, error) {
+// fetch asks the servers for n IDs of tag (Snowflake IDs when tag is "")
+// as ranges.
+func (c *Client) fetch(ctx context.Context, tag string, n int64) ([]span, error) {
 	var spans []span
-	err := c.t.get(ctx, path+"?count="+strconv.FormatInt(n, 10)+"&format=ranges", func(r io.Reader) error {
+	err := c.t.get(ctx, idsPath(tag)+"?count="+strconv.FormatInt(n, 10)+"&format=ranges", func(r io.Reader) error {
 		var err error
 		spans, err = parseRanges(r, n, tag)
 		return err

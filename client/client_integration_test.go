@@ -41,6 +41,12 @@ type cluster struct {
 
 func newCluster(t *testing.T, servers int, tokens ...server.Token) *cluster {
 	t.Helper()
+	return newClusterWith(t, servers, func(c *server.Config) { c.Tokens = tokens })
+}
+
+// newClusterWith is newCluster with the servers' config changed by mutate.
+func newClusterWith(t *testing.T, servers int, mutate func(*server.Config)) *cluster {
+	t.Helper()
 	coord, err := bolt.OpenWorkers(t.Context(), filepath.Join(t.TempDir(), "workers.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +56,7 @@ func newCluster(t *testing.T, servers int, tokens ...server.Token) *cluster {
 		t.Fatal(err)
 	}
 	cfg := server.DefaultConfig()
-	cfg.Tokens = tokens
+	mutate(&cfg)
 	cl := &cluster{t: t, coord: coord, store: store, cfg: cfg}
 	for range servers {
 		cl.start()

@@ -65,8 +65,10 @@ type Config struct {
 }
 
 // BufferConfig configures the client's local ID buffers. A buffer holds
-// prefetched ranges of IDs and hands them out in-process (one atomic add per
-// ID); one background goroutine per buffer refills it before it runs dry.
+// prefetched ranges of IDs (or, for NextText and NextSegmentText, the
+// server's texts) and hands them out in-process (one atomic add per ID); one
+// background goroutine per buffer refills it before it runs dry. The sizes
+// apply to the ID and the text buffers alike.
 //
 // Trade-offs: a buffered Snowflake ID keeps the time it was issued at, so it
 // may be seconds (or, on an idle client, minutes) older than the moment it is

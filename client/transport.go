@@ -250,9 +250,11 @@ func (j *jsonInt) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// span is a run of IDs: first, first+stride, …, count of them.
+// span is a run of IDs: first, first+stride, …, count of them; or, in a
+// text buffer, the texts, with count = len(texts).
 type span struct {
 	first, count, stride int64
+	texts                []string
 }
 
 // rangesResponse is the body of /v1/…/next, in either form.

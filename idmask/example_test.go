@@ -91,3 +91,47 @@ func ExampleKeyring() {
 	// 42 <nil>
 	// idmask: unknown key id: base32 "02Q18BFW4F7YA" was made with key id 0; this keyring has key id 1
 }
+
+func ExampleMasker_MaskN() {
+	m, _ := idmask.New(exampleKey, 0, idmask.Bits63)
+	ids := []int64{1000, 1001, 1002}
+	masked := make([]int64, len(ids))
+	if err := m.MaskN(masked, ids); err != nil {
+		panic(err)
+	}
+	fmt.Println(masked) // the same values as Mask, one ID at a time
+
+	// Unmasking in place.
+	if err := m.UnmaskN(masked, masked); err != nil {
+		panic(err)
+	}
+	fmt.Println(masked)
+
+	// One bad ID fails the whole call and names it; nothing is written.
+	err := m.MaskN(masked, []int64{7, -3, 9})
+	fmt.Println(masked, err)
+	// Output:
+	// [7998801687739167333 8458254160419747265 686530158643396468]
+	// [1000 1001 1002]
+	// [1000 1001 1002] idmask: ID out of range: src[1] = -3: want 0 to 2^63−1 (9223372036854775807)
+}
+
+func ExampleMasker_AppendMaskTexts() {
+	m, _ := idmask.New(exampleKey, 0, idmask.Bits63)
+	ids := []int64{1000, 1001, 1002}
+	buf, err := m.AppendMaskTexts(nil, ids, idmask.Base32, "\n")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("%s\n", buf)
+
+	// Without a separator, text i is at offset i·TextLen.
+	buf, _ = m.AppendMaskTexts(buf[:0], ids, idmask.Base62, "")
+	n := m.TextLen(idmask.Base62)
+	fmt.Println(string(buf[n:2*n]), len(buf))
+	// Output:
+	// 06Y0BKR5N7SWK5*
+	// 07ARE1B1DWKXE1H
+	// 00K1RBHAWRGFVM*
+	// 0A4otPjG1kGHV 39
+}

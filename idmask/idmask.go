@@ -62,7 +62,11 @@
 // Ten rounds leave margin above those bounds for the 53-bit space, whose
 // halves are the smallest, at the price of two more AES calls per ID than
 // eight; each round is one AES block, computed one after the other, so an
-// ID costs about ten times the latency of one AES block.
+// ID costs about ten times the latency of one AES block. The blocks of
+// different IDs do not depend on each other: [Masker.MaskN],
+// [Masker.UnmaskN] and [Masker.AppendMaskTexts] mask many IDs in one call
+// and keep several IDs' blocks in flight at once, with the same results as
+// one call per ID (see Batches).
 //
 // This is format-preserving encryption built on the ideas of FF1 and FF3, not
 // an implementation of either standard (no tweak, radix 2, its own round
@@ -87,6 +91,20 @@
 //
 // Keys are 16 bytes (AES-128); key ids are 0–31, one character of either
 // alphabet.
+//
+// # Batches
+//
+// [Masker.Mask] waits for each of its ten AES blocks before it can start the
+// next, so its cost is set by the latency of the AES calls, not by how many
+// the CPU could run at once. [Masker.MaskN], [Masker.UnmaskN] and
+// [Masker.AppendMaskTexts] take a slice of IDs and run the rounds of up to
+// 16 IDs side by side, alternating between two groups of up to 8 so that
+// one group's AES blocks are computed while the next inputs of the other
+// are written. They compute exactly what Mask, Unmask and AppendMaskText
+// compute, ID by ID — the permutation, its rounds and its round function
+// are the same — and check every ID before writing anything, so an error
+// leaves the destination as it was. Use them when many IDs are masked at
+// once, such as a page of results.
 package idmask
 
 import (
@@ -160,6 +178,9 @@ var (
 // Masker is a keyed permutation of [0, 2^bits). It is safe for concurrent
 // use; create it once per key with New and share it.
 type Masker struct {
+	// block is AES-128 under the key. Its concrete type is internal to
+	// crypto/aes, so calls go through the interface; the buffers passed to
+	// it escape, which is why they come from the pools below.
 	block cipher.Block
 	keyID uint8
 	bits  uint8  // n
@@ -169,6 +190,9 @@ type Masker struct {
 	max   uint64 // 2^n − 1
 	b32   textWidth
 	b62   textWidth
+
+	blocks  sync.Pool // *aesBuf, for one ID at a time
+	batches sync.Pool // *batch, for MaskN and the other batch functions
 }
 
 // New returns the Masker for a 16-byte key (AES-128), with key id keyID
@@ -203,7 +227,7 @@ func newMasker(key []byte, keyID uint8, bits int) (*Masker, error) {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidKey, err)
 	}
 	n := uint8(bits)
-	return &Masker{
+	m := &Masker{
 		block: block,
 		keyID: keyID,
 		bits:  n,
@@ -213,7 +237,14 @@ func newMasker(key []byte, keyID uint8, bits int) (*Masker, error) {
 		max:   1<<n - 1,
 		b32:   newTextWidth(Base32, bits),
 		b62:   newTextWidth(Base62, bits),
-	}, nil
+	}
+	m.blocks.New = func() any {
+		buf := new(aesBuf)
+		binary.BigEndian.PutUint64(buf.in[:8], header)
+		return buf
+	}
+	m.batches.New = func() any { return newBatch() }
+	return m, nil
 }
 
 // KeyID returns the key id the Masker writes into its text forms.
@@ -227,7 +258,7 @@ func (m *Masker) Bits() int { return int(m.bits) }
 // reverses it. It fails with ErrOutOfRange for a negative id or, for 53
 // bits, one of 2^53 or more. It does not allocate.
 func (m *Masker) Mask(id int64) (int64, error) {
-	if id < 0 || uint64(id) > m.max {
+	if !m.inRange(id) {
 		return 0, m.errRange(id)
 	}
 	return int64(m.encrypt(uint64(id))), nil
@@ -238,11 +269,14 @@ func (m *Masker) Mask(id int64) (int64, error) {
 // unmasks to some ID — Unmask cannot tell a forged or mistyped value, or one
 // masked with another key, from a real one. It does not allocate.
 func (m *Masker) Unmask(masked int64) (int64, error) {
-	if masked < 0 || uint64(masked) > m.max {
+	if !m.inRange(masked) {
 		return 0, m.errRange(masked)
 	}
 	return int64(m.decrypt(uint64(masked))), nil
 }
+
+// inRange reports whether v is in [0, 2^n).
+func (m *Masker) inRange(v int64) bool { return uint64(v) <= m.max } // a negative v is past max
 
 // errRange reports a value outside [0, 2^n).
 func (m *Masker) errRange(v int64) error {
@@ -250,58 +284,72 @@ func (m *Masker) errRange(v int64) error {
 }
 
 // aesBuf is an AES input block and its output. A buffer passed to
-// cipher.Block.Encrypt, an interface method, escapes to the heap, so blocks
-// are pooled rather than allocated on every call.
+// cipher.Block.Encrypt, an interface method, escapes to the heap, so each
+// Masker keeps a pool of them rather than allocating one on every call. The
+// first half of in holds the header from the moment the buffer is made; only
+// the second half is written afterwards.
 type aesBuf struct {
 	in, out [aes.BlockSize]byte
 }
 
-var scratch = sync.Pool{New: func() any { return new(aesBuf) }}
-
-// getBlock returns a pooled block with the header in place.
-func getBlock() *aesBuf {
-	buf := scratch.Get().(*aesBuf)
-	binary.BigEndian.PutUint64(buf.in[:8], header)
-	return buf
-}
-
 // encrypt runs the Feistel network forwards on x < 2^n.
 func (m *Masker) encrypt(x uint64) uint64 {
-	buf := getBlock()
-	a, b := x>>m.lo, x&(1<<m.lo-1)
-	for i := range uint64(rounds) {
-		w := m.hi // the width of A, and of the new B
-		if i&1 == 1 {
-			w = m.lo
-		}
-		a, b = b, (a^m.prf(buf, i, b))&(1<<w-1)
-	}
-	scratch.Put(buf)
-	return a<<m.lo | b
+	buf := m.blocks.Get().(*aesBuf)
+	r, s := m.split(x, false)
+	r, s = m.feistel(buf, r, s, false)
+	m.blocks.Put(buf)
+	return m.join(r, s, false)
 }
 
 // decrypt runs the Feistel network backwards: decrypt(encrypt(x)) == x.
 func (m *Masker) decrypt(y uint64) uint64 {
-	buf := getBlock()
-	a, b := y>>m.lo, y&(1<<m.lo-1)
-	for i := uint64(rounds); i > 0; {
-		i--
-		w := m.hi
-		if i&1 == 1 {
-			w = m.lo
-		}
-		a, b = (b^m.prf(buf, i, a))&(1<<w-1), a
-	}
-	scratch.Put(buf)
-	return a<<m.lo | b
+	buf := m.blocks.Get().(*aesBuf)
+	r, s := m.split(y, true)
+	r, s = m.feistel(buf, r, s, true)
+	m.blocks.Put(buf)
+	return m.join(r, s, true)
 }
 
-// prf is the round function on x < 2^32: the first 8 bytes, big-endian, of
-// AES_K("IDMK" ‖ version ‖ 0 0 0 ‖ n ‖ round ‖ 0 0 ‖ x). The caller
-// truncates it. Only the second half of the block changes from round to
-// round, in one store.
-func (m *Masker) prf(buf *aesBuf, round, x uint64) uint64 {
-	binary.BigEndian.PutUint64(buf.in[8:], m.tweak|round<<48|x)
-	m.block.Encrypt(buf.out[:], buf.in[:])
-	return binary.BigEndian.Uint64(buf.out[:8])
+// split splits x into the halves the first round reads (see laneGroup):
+// forwards r is the low half and s the high one, backwards the other way
+// round.
+func (m *Masker) split(x uint64, backwards bool) (r, s uint64) {
+	lo, hi := x&(1<<m.lo-1), x>>m.lo
+	if backwards {
+		return hi, lo
+	}
+	return lo, hi
+}
+
+// join is the inverse of split for the halves the last round leaves.
+func (m *Masker) join(r, s uint64, backwards bool) uint64 {
+	if backwards {
+		return r<<m.lo | s
+	}
+	return s<<m.lo | r
+}
+
+// feistel runs the ten rounds on the halves r and s, forwards or backwards
+// (see laneGroup for r, s and the round). The round function F_K(i, r) is
+// the first 8 bytes, big-endian, of
+// AES_K("IDMK" ‖ version ‖ 0 0 0 ‖ n ‖ i ‖ 0 0 ‖ r), r < 2^32; the header
+// is already in place (see aesBuf), so only the second half of the block
+// changes from round to round, in one store. The Masker's fields are
+// copied to locals first, so that the loop reads only buf and its frame.
+func (m *Masker) feistel(buf *aesBuf, r, s uint64, backwards bool) (uint64, uint64) {
+	block, tweak, hi, lo := m.block, m.tweak, m.hi, m.lo
+	for k := range uint64(rounds) {
+		i := k
+		if backwards {
+			i = rounds - 1 - k
+		}
+		w := hi
+		if i&1 == 1 {
+			w = lo
+		}
+		binary.BigEndian.PutUint64(buf.in[8:], tweak|i<<48|r)
+		block.Encrypt(buf.out[:], buf.in[:])
+		r, s = (s^binary.BigEndian.Uint64(buf.out[:8]))&(1<<w-1), r
+	}
+	return r, s
 }

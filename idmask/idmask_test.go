@@ -146,17 +146,7 @@ func TestVectors(t *testing.T) {
 		}
 		t.Logf("wrote %s", vectorsPath)
 	}
-	b, err := os.ReadFile(vectorsPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var vf vectorFile
-	if err := json.Unmarshal(b, &vf); err != nil {
-		t.Fatal(err)
-	}
-	if len(vf.Sets) < 7 {
-		t.Fatalf("%s has %d sets, want at least 7", vectorsPath, len(vf.Sets))
-	}
+	vf := readVectors(t)
 	n := 0
 	for _, s := range vf.Sets {
 		m := mustNew(t, mustHex(s.Key), s.KeyID, s.Bits)
@@ -846,9 +836,12 @@ func TestKeyringRotation(t *testing.T) {
 				if newText[0] != '1' || oldText[0] != '0' {
 					t.Fatalf("key-id characters: %q %q", oldText, newText)
 				}
-				for _, s := range []string{oldText, newText} {
+				for i, s := range []string{oldText, newText} {
 					if got, err := ring.UnmaskText(s); err != nil || got != id {
 						t.Errorf("ring.UnmaskText(%q) = %d, %v; want %d", s, got, err, id)
+					}
+					if got, key, err := ring.UnmaskTextKey(s); err != nil || got != id || key != uint8(i) {
+						t.Errorf("ring.UnmaskTextKey(%q) = %d, key %d, %v; want %d, key %d", s, got, key, err, id, i)
 					}
 				}
 				if _, err := onlyCur.UnmaskText(oldText); !errors.Is(err, ErrUnknownKeyID) ||
@@ -905,9 +898,10 @@ func TestKeyringRotation(t *testing.T) {
 	}
 }
 
-// TestAllocations checks that masking, unmasking and the append and parse
-// halves of the text forms do not allocate. The race detector makes
-// sync.Pool drop items at random, so it is skipped there.
+// TestAllocations checks that masking, unmasking (one ID at a time and in
+// batches) and the append and parse halves of the text forms do not
+// allocate. The race detector makes sync.Pool drop items at random, so it
+// is skipped there.
 func TestAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("sync.Pool drops items under the race detector")
@@ -917,6 +911,7 @@ func TestAllocations(t *testing.T) {
 	s32, _ := m.MaskText(99, Base32)
 	s62, _ := m.MaskText(99, Base62)
 	buf := make([]byte, 0, 32)
+	ids := []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20}
 	var sink int64
 	for _, c := range []struct {
 		name string
@@ -929,6 +924,10 @@ func TestAllocations(t *testing.T) {
 		{"Keyring.UnmaskText base32", func() { v, _ := k.UnmaskText(s32); sink += v }},
 		{"Keyring.UnmaskText base62", func() { v, _ := k.UnmaskText(s62); sink += v }},
 		{"Masker.UnmaskText", func() { v, _ := m.UnmaskText(s32); sink += v }},
+		{"MaskN", func() { _ = m.MaskN(ids, ids) }},
+		{"UnmaskN", func() { _ = m.UnmaskN(ids, ids) }},
+		{"AppendMaskTexts base32", func() { buf, _ = m.AppendMaskTexts(buf[:0], ids[:2], Base32, "\n") }},
+		{"AppendMaskTexts base62", func() { buf, _ = m.AppendMaskTexts(buf[:0], ids[:2], Base62, "\n") }},
 	} {
 		if got := testing.AllocsPerRun(200, c.f); got != 0 {
 			t.Errorf("%s: %v allocations per call", c.name, got)
@@ -945,24 +944,29 @@ func TestConcurrent(t *testing.T) {
 	for i := range want {
 		want[i], _ = m.Mask(int64(i))
 	}
-	errs := make(chan error, 8)
-	for g := range 8 {
-		go func() {
-			for i := range want {
-				i := (i + g*125) % len(want)
-				if v, _ := m.Mask(int64(i)); v != want[i] {
-					errs <- fmt.Errorf("goroutine %d: Mask(%d) = %d, want %d", g, i, v, want[i])
-					return
-				}
-				if id, _ := m.Unmask(want[i]); id != int64(i) {
-					errs <- fmt.Errorf("goroutine %d: Unmask(%d) = %d, want %d", g, want[i], id, i)
-					return
-				}
+	concurrently(t, 8, func(g int) error {
+		for i := range want {
+			i := (i + g*125) % len(want)
+			if v, _ := m.Mask(int64(i)); v != want[i] {
+				return fmt.Errorf("goroutine %d: Mask(%d) = %d, want %d", g, i, v, want[i])
 			}
-			errs <- nil
-		}()
+			if id, _ := m.Unmask(want[i]); id != int64(i) {
+				return fmt.Errorf("goroutine %d: Unmask(%d) = %d, want %d", g, want[i], id, i)
+			}
+		}
+		return nil
+	})
+}
+
+// concurrently runs f(0) … f(n-1) in n goroutines at once and reports
+// their errors.
+func concurrently(t *testing.T, n int, f func(g int) error) {
+	t.Helper()
+	errs := make(chan error, n)
+	for g := range n {
+		go func() { errs <- f(g) }()
 	}
-	for range 8 {
+	for range n {
 		if err := <-errs; err != nil {
 			t.Error(err)
 		}
@@ -986,3 +990,21 @@ func popcount(x uint64) int { return bits.OnesCount64(x) }
 
 // maxID is the largest ID of a bits-bit space, 2^bits − 1.
 func maxID(bits int) int64 { return math.MaxInt64 >> (63 - bits) }
+
+// readVectors reads the known answers of testdata; there must be at least
+// seven sets.
+func readVectors(t *testing.T) vectorFile {
+	t.Helper()
+	b, err := os.ReadFile(vectorsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vf vectorFile
+	if err := json.Unmarshal(b, &vf); err != nil {
+		t.Fatal(err)
+	}
+	if len(vf.Sets) < 7 {
+		t.Fatalf("%s has %d sets, want at least 7", vectorsPath, len(vf.Sets))
+	}
+	return vf
+}

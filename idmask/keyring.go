@@ -83,30 +83,42 @@ func (k *Keyring) AppendMaskText(dst []byte, id int64, f Form) ([]byte, error) {
 // text with a known key id always unmasks to some ID, even if it was never
 // handed out (see the package documentation).
 func (k *Keyring) UnmaskText(s string) (int64, error) {
+	id, _, err := k.UnmaskTextKey(s)
+	return id, err
+}
+
+// UnmaskTextKey is UnmaskText that also returns the id of the key the text
+// was made with.
+func (k *Keyring) UnmaskTextKey(s string) (id int64, keyID uint8, err error) {
 	f, err := k.current.detectForm(s)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return k.UnmaskTextAs(s, f)
+	return k.unmaskTextAs(s, f)
 }
 
 // UnmaskTextAs is UnmaskText for a text that must be in form f: a text of
 // the other form's length is reported as the wrong length.
 func (k *Keyring) UnmaskTextAs(s string, f Form) (int64, error) {
+	id, _, err := k.unmaskTextAs(s, f)
+	return id, err
+}
+
+func (k *Keyring) unmaskTextAs(s string, f Form) (int64, uint8, error) {
 	w, ok := k.current.textShape(f)
 	if !ok {
-		return 0, errForm(f)
+		return 0, 0, errForm(f)
 	}
 	keyID, v, err := decodeText(s, f, w, k.current.bits)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	m := k.byID[keyID]
 	if m == nil {
-		return 0, fmt.Errorf("%w: %v %s was made with key id %d; this keyring has key id%s",
+		return 0, 0, fmt.Errorf("%w: %v %s was made with key id %d; this keyring has key id%s",
 			ErrUnknownKeyID, f, quote(s), keyID, k.keyIDs())
 	}
-	return int64(m.decrypt(v)), nil
+	return int64(m.decrypt(v)), keyID, nil
 }
 
 // keyIDs lists the key ids on the ring, for an error message: " 0" or
@@ -152,4 +164,50 @@ func (m *Masker) detectForm(s string) (Form, error) {
 	}
 	return 0, fmt.Errorf("%w: %s is %d bytes long; want %d characters (base32) or %d (base62) for %d-bit IDs",
 		ErrInvalidText, quote(s), len(s), m.b32.length, m.b62.length, m.bits)
+}
+
+// MaskN masks src into dst with the current key; see Masker.MaskN.
+func (k *Keyring) MaskN(dst, src []int64) error { return k.current.MaskN(dst, src) }
+
+// UnmaskN unmasks src into dst with the current key; see Masker.UnmaskN and
+// Keyring.Unmask on why int64 values carry no key id.
+func (k *Keyring) UnmaskN(dst, src []int64) error { return k.current.UnmaskN(dst, src) }
+
+// AppendMaskTexts appends the texts of ids, made with the current key, to
+// dst; see Masker.AppendMaskTexts.
+func (k *Keyring) AppendMaskTexts(dst []byte, ids []int64, f Form, sep string) ([]byte, error) {
+	return k.current.AppendMaskTexts(dst, ids, f, sep)
+}
+
+// ParseKey reads a 128-bit key written as 32 hex digits, in either case,
+// with surrounding space ignored. It fails with an error wrapping
+// ErrInvalidKey that says what is wrong without repeating the key, which is
+// a secret.
+func ParseKey(s string) ([]byte, error) {
+	s = strings.TrimSpace(s)
+	if len(s) != 2*KeySize {
+		return nil, fmt.Errorf("%w: the key is %d characters long, want %d hex digits (a %d-bit key)", ErrInvalidKey, len(s), 2*KeySize, 8*KeySize)
+	}
+	key := make([]byte, KeySize)
+	for i := range len(s) {
+		d, ok := hexDigit(s[i])
+		if !ok {
+			return nil, fmt.Errorf("%w: character %d of the key is not a hex digit (0–9, a–f)", ErrInvalidKey, i+1)
+		}
+		key[i/2] = key[i/2]<<4 | d
+	}
+	return key, nil
+}
+
+// hexDigit returns the value of the hex digit c.
+func hexDigit(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	case 'A' <= c && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
 }

@@ -1,7 +1,9 @@
 package idmask
 
 import (
+	"encoding/binary"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -196,7 +198,7 @@ func (m *Masker) AppendMaskText(dst []byte, id int64, f Form) ([]byte, error) {
 	if !ok {
 		return dst, errForm(f)
 	}
-	if id < 0 || uint64(id) > m.max {
+	if !m.inRange(id) {
 		return dst, m.errRange(id)
 	}
 	return appendText(dst, m.keyID, m.encrypt(uint64(id)), f, w), nil
@@ -204,39 +206,69 @@ func (m *Masker) AppendMaskText(dst []byte, id int64, f Form) ([]byte, error) {
 
 // appendText appends the text of the masked value v in form f of shape w.
 func appendText(dst []byte, keyID uint8, v uint64, f Form, w textWidth) []byte {
-	var buf [maxTextLen]byte
-	t := buf[:w.length]
-	last := w.length - 1
+	n := len(dst)
+	dst = slices.Grow(dst, w.length)[:n+w.length]
+	putText(dst[n:], keyID, v, f, w.keyWeight)
+	return dst
+}
+
+// putText writes the text of the masked value v in form f to t, which is
+// as long as the text (textWidth.length); keyWeight is the textWidth's.
+// Base62 digits are written two at a time, from a table of every pair.
+func putText(t []byte, keyID uint8, v uint64, f Form, keyWeight uint64) {
+	last := len(t) - 1
+	i := last - 1 // the digit to write next, from the last one backwards
 	if f == Base32 {
 		t[0] = base32Alphabet[keyID]
 		// The check symbol is the text's number, keyID·32^digits + v, mod 37.
-		t[last] = base32Check[(uint64(keyID)*w.keyWeight+v%37)%37]
-		for i := last - 1; i > 0; i-- {
+		t[last] = base32Check[(uint64(keyID)*keyWeight+v)%37]
+		for ; i > 0; i-- {
 			t[i] = base32Alphabet[v&31]
 			v >>= 5
 		}
-		return append(dst, t...)
+		return
 	}
 	t[0] = base62Alphabet[keyID]
-	sum := uint64(keyID) * w.keyWeight
+	sum := uint64(keyID) * keyWeight
 	// Two independent halves of the division chain: v = hi·62^6 + lo.
-	const p6 = 62 * 62 * 62 * 62 * 62 * 62
+	const p2, p6 = 62 * 62, 62 * 62 * 62 * 62 * 62 * 62
 	hi, lo := v/p6, v%p6
-	j := 0 // the digit's distance from the check character, minus one
-	for i := last - 1; i > 0; i-- {
-		var d uint64
+	j := 0 // the distance of digit i from the check character, minus one
+	for ; i > 1; i -= 2 {
+		var p uint64
 		if j < 6 {
-			d, lo = lo%62, lo/62
+			p, lo = lo%p2, lo/p2
 		} else {
-			d, hi = hi%62, hi/62
+			p, hi = hi%p2, hi/p2
 		}
-		t[i] = base62Alphabet[d]
+		binary.LittleEndian.PutUint16(t[i-1:], base62Pairs[p])
+		sum += uint64(base62PairSums[p]) * base62Weight[j]
+		j += 2
+	}
+	if i == 1 {
+		d := hi % 62
+		if j < 6 {
+			d = lo % 62
+		}
+		t[1] = base62Alphabet[d]
 		sum += d * base62Weight[j]
-		j++
 	}
 	t[last] = base62Alphabet[sum%62]
-	return append(dst, t...)
 }
+
+// Tables of two-digit pairs for base62 in putText. base62Pairs[p] is the
+// two characters of the pair of digits with value p = 62·d₁ + d₀, d₁ first,
+// as a little-endian uint16; base62PairSums[p] is 3·d₁ + d₀, the pair's
+// share of the check sum before it is multiplied by the weight of d₀'s
+// position (d₁'s weight is 3 times d₀'s).
+var base62Pairs, base62PairSums = func() (pairs [62 * 62]uint16, sums [62 * 62]uint8) {
+	for p := range pairs {
+		d1, d0 := p/62, p%62
+		pairs[p] = uint16(base62Alphabet[d1]) | uint16(base62Alphabet[d0])<<8
+		sums[p] = uint8(3*d1 + d0)
+	}
+	return
+}()
 
 // decodeText reads a text of form f and shape w for IDs of bits bits and
 // returns its key id and masked value.

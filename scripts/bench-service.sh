@@ -23,6 +23,15 @@
 #              load average to fall below this (default 1.5)
 #   QUIET_WAIT default 300
 #   PORT, PORT_WIDE  the two servers' ports (default 18081, 18082)
+#   PORT_P1    the default server again with GOMAXPROCS=1 (default 18083)
+#   PORT_HELLO, PORT_HELLO_P1  the bare net/http reference (idload hello)
+#              with GOMAXPROCS=2 and 1 (default 18088, 18089)
+#
+# Why GOMAXPROCS=1 too: on this 2-core machine the load generator needs a
+# core of its own. Redis is single-threaded, so it leaves one to the load
+# tool; a Go server with GOMAXPROCS=2 competes with the load tool for both
+# cores, and the p99 shows the OS scheduler's time slices (milliseconds).
+# Both settings are measured and reported.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,6 +44,9 @@ QUIET=${QUIET:-1.5}
 QUIET_WAIT=${QUIET_WAIT:-300}
 PORT=${PORT:-18081}
 PORT_WIDE=${PORT_WIDE:-18082}
+PORT_P1=${PORT_P1:-18083}
+PORT_HELLO=${PORT_HELLO:-18088}
+PORT_HELLO_P1=${PORT_HELLO_P1:-18089}
 REDIS=127.0.0.1:6379
 PG="postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 
@@ -50,7 +62,7 @@ if ! command -v wrk >/dev/null 2>&1; then
 fi
 up 6379 || { echo "bench-service: no Redis on $REDIS (run scripts/services.sh)" >&2; exit 1; }
 up 5432 || { echo "bench-service: no PostgreSQL on 127.0.0.1:5432 (run scripts/services.sh)" >&2; exit 1; }
-for p in "$PORT" "$PORT_WIDE"; do
+for p in "$PORT" "$PORT_WIDE" "$PORT_P1" "$PORT_HELLO" "$PORT_HELLO_P1"; do
   if up "$p"; then echo "bench-service: port $p is taken; set PORT / PORT_WIDE" >&2; exit 1; fi
 done
 
@@ -97,7 +109,7 @@ cat "$OUT/machine.txt" >&2
 PIDS+=($!)
 
 # --- servers -----------------------------------------------------------------
-start_server() { # port name flags…
+start_server() { # port name flags…   (GOMAXPROCS from the environment)
   local port=$1 name=$2
   shift 2
   "$WORK/flakeid" serve --listen "127.0.0.1:$port" --data-dir "$WORK/$name" --log-level warn "$@" \
@@ -113,7 +125,14 @@ start_server() { # port name flags…
 }
 start_server "$PORT" default
 start_server "$PORT_WIDE" wide --sequence-bits 22 --datacenter-bits 0 --worker-bits 0
+GOMAXPROCS=1 start_server "$PORT_P1" p1
+GOMAXPROCS=2 "$IDLOAD" hello -listen "127.0.0.1:$PORT_HELLO" &
+PIDS+=($!)
+GOMAXPROCS=1 "$IDLOAD" hello -listen "127.0.0.1:$PORT_HELLO_P1" &
+PIDS+=($!)
+sleep 0.5
 B=http://127.0.0.1:$PORT
+P1=http://127.0.0.1:$PORT_P1
 W=http://127.0.0.1:$PORT_WIDE
 curl -fsS "$B/v1/status" | head -c 300 >&2; echo >&2
 curl -fsS "$W/v1/status" | head -c 300 >&2; echo >&2
@@ -133,6 +152,13 @@ WRK() { # label threads conns url
   f=$OUT/wrk/$label-r$ROUND.txt
   wrk -t"$t" -c"$c" -d"$DUR" --latency "$url" >"$f"
   "$IDLOAD" wrk -label "$label" -round "$ROUND" -json "$RES" <"$f"
+  sleep 1
+}
+RB() { # label conns  — redis-benchmark INCR, about DUR seconds at ~90 k/s
+  local label=$1 c=$2 secs
+  secs=${DUR%s}
+  redis-benchmark -h 127.0.0.1 -p 6379 -c "$c" -n $((secs * 90000)) -t incr --csv 2>/dev/null |
+    "$IDLOAD" redis-benchmark -label "$label" -round "$ROUND" -json "$RES" -c "$c"
   sleep 1
 }
 CL() { # label endpoint
@@ -171,6 +197,14 @@ for ROUND in $(seq 1 "$ROUNDS"); do
       WRK "wrk-leaf-t$t-c$c" "$t" "$c" "$B/api/snowflake/get/x"
       WRK "wrk-v1-t$t-c$c" "$t" "$c" "$B/v1/snowflake/next"
     done
+    # One core for the server (GOMAXPROCS=1), one for wrk, as with Redis;
+    # the bare net/http reference in both settings; Redis's own C client.
+    WRK "wrk-leaf-p1-t1-c$c" 1 "$c" "$P1/api/snowflake/get/x"
+    WRK "wrk-v1-p1-t1-c$c" 1 "$c" "$P1/v1/snowflake/next"
+    WRK "wrk-hello-p1-t1-c$c" 1 "$c" "http://127.0.0.1:$PORT_HELLO_P1/"
+    WRK "wrk-hello-t1-c$c" 1 "$c" "http://127.0.0.1:$PORT_HELLO/"
+    RB "redis-benchmark-c$c" "$c"
+    L "idload-leaf-p1-c$c" "$DUR" -mode http -url "$P1/api/snowflake/get/x" -c "$c"
   done
   L "connect-unary-1-c8" "$DUR" -mode connect-unary -base "$B" -protocol connect -count 1 -c 8
   L "grpc-unary-1-c8" "$DUR" -mode connect-unary -base "$B" -protocol grpc -count 1 -c 8
@@ -204,7 +238,11 @@ for c in 8 64; do
   ratios+=(-ratio "idload-leaf-c$c/redis-incr-c$c" -ratio "idload-leaf-c$c/pg-nextval-c$c"
     -ratio "idload-v1-c$c/redis-incr-c$c" -ratio "idload-v1-c$c/pg-nextval-c$c"
     -ratio "redis-incr-c$c/pg-nextval-c$c"
-    -ratio "wrk-leaf-t1-c$c/redis-incr-c$c" -ratio "wrk-leaf-t2-c$c/redis-incr-c$c")
+    -ratio "wrk-leaf-t1-c$c/redis-incr-c$c" -ratio "wrk-leaf-t2-c$c/redis-incr-c$c"
+    -ratio "wrk-leaf-p1-t1-c$c/redis-benchmark-c$c" -ratio "wrk-v1-p1-t1-c$c/redis-benchmark-c$c"
+    -ratio "wrk-leaf-t1-c$c/redis-benchmark-c$c" -ratio "wrk-hello-p1-t1-c$c/redis-benchmark-c$c"
+    -ratio "wrk-leaf-p1-t1-c$c/wrk-hello-p1-t1-c$c" -ratio "wrk-leaf-t1-c$c/wrk-hello-t1-c$c"
+    -ratio "idload-leaf-p1-c$c/redis-incr-c$c")
 done
 ratios+=(-ratio "idload-leaf-c8/idload-leaf-nethttp-c8" -ratio "wrk-leaf-t1-c8/idload-leaf-c8"
   -ratio "wide-grpc-stream-b4096/default-grpc-stream-b4096" -ratio "client-wide/client-default")

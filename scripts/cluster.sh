@@ -21,11 +21,18 @@ prefix="${FLAKEID_CLUSTER_PREFIX:-/flakeid-cluster}"
 store="${FLAKEID_CLUSTER_STORE:-postgres://postgres@127.0.0.1:5432/test?sslmode=disable&table=flakeid_cluster_segments}"
 
 wait_ready() { # port
+  local nd="$dir/node-$(( $1 - base ))"
   for _ in $(seq 1 150); do
     curl -fsS "http://127.0.0.1:$1/readyz" >/dev/null 2>&1 && return 0
+    if ! kill -0 "$(cat "$nd/pid")" 2>/dev/null; then
+      echo "cluster: node on :$1 exited; the end of $nd/log:" >&2
+      tail -n 20 "$nd/log" >&2
+      return 1
+    fi
     sleep 0.2
   done
-  echo "cluster: node on :$1 did not become ready (see $dir/node-$(( $1 - base ))/log)" >&2
+  echo "cluster: node on :$1 did not become ready in 30 s; the end of $nd/log:" >&2
+  tail -n 20 "$nd/log" >&2
   return 1
 }
 
@@ -39,6 +46,12 @@ start)
     mkdir -p "$nd"
     if [ -f "$nd/pid" ] && kill -0 "$(cat "$nd/pid")" 2>/dev/null; then continue; fi
     port=$((base + i))
+    # A port that answers already belongs to someone else (a leftover node of
+    # another DIR, say): our readiness check would ask that process instead.
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      echo "cluster: 127.0.0.1:$port is in use by another process; stop it or choose another BASE_PORT" >&2
+      exit 1
+    fi
     nohup "$dir/flakeid" serve --listen "127.0.0.1:$port" --data-dir "$nd" \
       --coordinator "etcd://$etcd$prefix" --store "$store" --log-format json \
       >"$nd/log" 2>&1 &
@@ -48,14 +61,24 @@ start)
   "$0" status "$dir"
   ;;
 stop)
+  # SIGTERM drains (up to the 10 s shutdown timeout) and releases the lease;
+  # a node still running after 15 s keeps its pid file and fails the stop,
+  # so that a later start does not run beside it.
+  failed=0
   for i in 1 2 3; do
     pidf="$dir/node-$i/pid"
     [ -f "$pidf" ] || continue
     pid=$(cat "$pidf")
     kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    for _ in $(seq 1 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then
+      echo "cluster: node-$i (pid $pid) still runs 15 s after SIGTERM; kept $pidf (kill -9 $pid to force)" >&2
+      failed=1
+      continue
+    fi
     rm -f "$pidf"
   done
+  exit "$failed"
   ;;
 status)
   for i in 1 2 3; do

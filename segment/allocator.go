@@ -288,14 +288,21 @@ func (a *Allocator) NextID(ctx context.Context, tag string) (int64, error) {
 // Next returns n IDs of tag as spans, in increasing order. A burst larger
 // than the buffers waits for fetches, as long as ctx allows.
 func (a *Allocator) Next(ctx context.Context, tag string, n int) ([]Span, error) {
+	return a.AppendNext(ctx, tag, n, nil)
+}
+
+// AppendNext is Next appending the spans to dst; it does not allocate when
+// dst has room for them (one span, unless the IDs cross segments).
+func (a *Allocator) AppendNext(ctx context.Context, tag string, n int, dst []Span) ([]Span, error) {
 	if n < 1 || n > a.cfg.MaxBatch {
-		return nil, fmt.Errorf("%w: asked for %d IDs, want 1–%d", ErrInvalidCount, n, a.cfg.MaxBatch)
+		return dst, fmt.Errorf("%w: asked for %d IDs, want 1–%d", ErrInvalidCount, n, a.cfg.MaxBatch)
 	}
 	b, err := a.buffer(ctx, tag)
 	if err != nil {
-		return nil, err
+		return dst, err
 	}
-	return (&Handle{b: b}).Next(ctx, n, nil)
+	h := Handle{b: b}
+	return h.Next(ctx, n, dst)
 }
 
 // Next appends n IDs of the handle's tag to dst as spans.

@@ -47,7 +47,9 @@ func (x idService) NextSnowflake(_ context.Context, req *connect.Request[flakeid
 		return nil, connectError(err)
 	}
 	res := &flakeidv1.NextSnowflakeResponse{}
-	x.s.fillSnowflake(res, batches)
+	if err := x.s.fillSnowflake(res, batches); err != nil {
+		return nil, connectError(err)
+	}
 	return connect.NewResponse(res), nil
 }
 
@@ -87,7 +89,9 @@ func (x idService) StreamSnowflake(ctx context.Context, req *connect.Request[fla
 		if batches, err = s.nextSnowflake(n, batches[:0]); err != nil {
 			return connectError(err)
 		}
-		s.fillSnowflake(&res, batches)
+		if err := s.fillSnowflake(&res, batches); err != nil {
+			return connectError(err)
+		}
 		if err := stream.Send(&res); err != nil {
 			return err
 		}
@@ -96,16 +100,19 @@ func (x idService) StreamSnowflake(ctx context.Context, req *connect.Request[fla
 	return nil
 }
 
-// fillSnowflake sets res to batches, reusing res's ranges. The datacenter
-// and worker ids are those the IDs were issued under (decoded from the last
-// batch), which may differ from the node's status if its lease changed since.
-func (s *Server) fillSnowflake(res *flakeidv1.NextSnowflakeResponse, batches []snowflake.Batch) {
-	res.Ranges = fillRanges(res.Ranges, len(batches), func(i int) (int64, int64, int64) {
-		return int64(batches[i].First), int64(batches[i].Count), 1
-	})
+// fillSnowflake sets res to batches, reusing res's ranges (or its masked
+// texts, when the server masks Snowflake IDs). The datacenter and worker ids
+// are those the IDs were issued under (decoded from the last batch), which
+// may differ from the node's status if its lease changed since.
+func (s *Server) fillSnowflake(res *flakeidv1.NextSnowflakeResponse, batches []snowflake.Batch) error {
+	var rarr [4]run
+	var err error
+	if res.Ranges, res.MaskedIds, err = s.mask.forSnowflake().fill(res.Ranges, res.MaskedIds, batchRuns(rarr[:0], batches)); err != nil {
+		return err
+	}
 	res.DatacenterId, res.WorkerId = 0, 0
 	if len(batches) == 0 {
-		return
+		return nil
 	}
 	if p, err := s.node.Decode(batches[len(batches)-1].First); err == nil {
 		res.DatacenterId, res.WorkerId = p.Datacenter, p.Worker
@@ -113,22 +120,29 @@ func (s *Server) fillSnowflake(res *flakeidv1.NextSnowflakeResponse, batches []s
 		st := s.node.Status()
 		res.DatacenterId, res.WorkerId = st.DatacenterID, st.WorkerID
 	}
+	return nil
 }
 
-// fillRanges sets rs to n ranges from at, reusing rs's messages. A stride
-// of 1 is sent as 0 (omitted on the wire; the proto says 0 means 1).
-func fillRanges(rs []*flakeidv1.IDRange, n int, at func(i int) (first, count, stride int64)) []*flakeidv1.IDRange {
-	for len(rs) < n {
+// fill sets an RPC answer's IDs from runs, reusing the messages and
+// strings of rs and texts: the masked texts when m is not nil, else the
+// ranges (the other field comes back empty). A stride of 1 is sent as 0
+// (omitted on the wire; the proto says 0 means 1).
+func (m *masking) fill(rs []*flakeidv1.IDRange, texts []string, runs []run) ([]*flakeidv1.IDRange, []string, error) {
+	if m != nil {
+		texts, err := m.texts(texts[:0], runs)
+		return rs[:0], texts, err
+	}
+	for len(rs) < len(runs) {
 		rs = append(rs, &flakeidv1.IDRange{})
 	}
-	rs = rs[:n]
-	for i, r := range rs {
-		r.First, r.Count, r.Stride = at(i)
-		if r.Stride == 1 {
-			r.Stride = 0
+	rs = rs[:len(runs)]
+	for i, rn := range runs {
+		rs[i].First, rs[i].Count, rs[i].Stride = rn.first, rn.count, rn.stride
+		if rn.stride == 1 {
+			rs[i].Stride = 0
 		}
 	}
-	return rs
+	return rs, texts[:0], nil
 }
 
 // NextSegment implements flakeidv1connect.IDServiceHandler.
@@ -140,25 +154,32 @@ func (x idService) NextSegment(ctx context.Context, req *connect.Request[flakeid
 	if err := segment.ValidName(tag); err != nil {
 		return nil, connectError(err)
 	}
-	spans, err := x.s.nextSegment(ctx, tag, n)
+	spans, err := x.s.nextSegment(ctx, tag, n, nil)
 	if err != nil {
 		return nil, connectError(err)
 	}
 	res := &flakeidv1.NextSegmentResponse{Tag: tag}
-	res.Ranges = fillRanges(nil, len(spans), func(i int) (int64, int64, int64) {
-		return spans[i].First, spans[i].Count, spans[i].Stride
-	})
+	if res.Ranges, res.MaskedIds, err = x.s.mask.forTag(tag).fill(nil, nil, spanRuns(nil, spans)); err != nil {
+		return nil, connectError(err)
+	}
 	return connect.NewResponse(res), nil
 }
 
 // Decode implements flakeidv1connect.IDServiceHandler.
 func (x idService) Decode(_ context.Context, req *connect.Request[flakeidv1.DecodeRequest]) (*connect.Response[flakeidv1.DecodeResponse], error) {
-	id, p, err := x.s.decode(req.Msg.GetId())
+	in, p, err := x.s.decode(req.Header(), req.Msg.GetId(), req.Msg.GetAs())
 	if err != nil {
 		return nil, connectError(err)
 	}
+	var keyID *uint32
+	if in.masked != "" {
+		k := uint32(in.keyID)
+		keyID = &k
+	}
 	return connect.NewResponse(&flakeidv1.DecodeResponse{
-		Id:         int64(id),
+		Id:         int64(in.id),
+		Masked:     in.masked,
+		KeyId:      keyID,
 		Time:       p.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00"),
 		UnixMs:     p.Time.UnixMilli(),
 		Tick:       p.Tick,

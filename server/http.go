@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"net/http"
 	"strconv"
 	"strings"
@@ -25,19 +26,21 @@ const maxBody = 64 << 10
 // metrics, wrapped in panic recovery and request metrics.
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
-	api := func(pattern, route string, h func(http.ResponseWriter, *http.Request) error) {
-		mux.Handle(pattern, s.instrument(route, h))
+	api := func(pattern, route string, h func(http.ResponseWriter, *http.Request) error) http.Handler {
+		ih := s.instrument(route, h)
+		mux.Handle(pattern, ih)
+		return ih
 	}
 	api("GET /v1/snowflake/next", "/v1/snowflake/next", s.handleSnowflakeNext)
-	api("GET /v1/segment/{tag}/next", "/v1/segment/next", s.handleSegmentNext)
+	segmentNext := api("GET "+segmentNextPrefix+"{tag}"+segmentNextSuffix, "/v1/segment/next", s.handleSegmentNext)
 	api("GET /v1/decode/{id}", "/v1/decode", s.handleDecode)
 	api("GET /v1/segment/tags", "/v1/segment/tags", s.handleTagsList)
 	api("POST /v1/segment/tags", "/v1/segment/tags", s.handleTagsCreate)
 	api("PATCH /v1/segment/tags/{tag}", "/v1/segment/tags/update", s.handleTagsUpdate)
 	api("GET /v1/status", "/v1/status", s.handleStatus)
 	// Meituan Leaf's paths: a Leaf client switches by changing a host name.
-	api("GET /api/snowflake/get/{key}", "/api/snowflake/get", s.handleLeafSnowflake)
-	api("GET /api/segment/get/{key}", "/api/segment/get", s.handleLeafSegment)
+	leafSnowflake := api("GET "+leafSnowflakePrefix+"{key}", "/api/snowflake/get", s.handleLeafSnowflake)
+	leafSegment := api("GET "+leafSegmentPrefix+"{key}", "/api/segment/get", s.handleLeafSegment)
 	api("GET /decodeSnowflakeId", "/decodeSnowflakeId", s.handleLeafDecode)
 
 	if s.clock != nil {
@@ -76,7 +79,10 @@ func (s *Server) routes() http.Handler {
 		}
 		return apiErrorf(http.StatusNotFound, codeNotFound, "no such endpoint: %s %s", clip(r.Method), clip(r.URL.Path))
 	}))
-	return s.recoverer(mux)
+	return s.recoverer(singleIDPaths(mux,
+		singleIDRoute{leafSnowflakePrefix, "", leafSnowflake},
+		singleIDRoute{leafSegmentPrefix, "", leafSegment},
+		singleIDRoute{segmentNextPrefix, segmentNextSuffix, segmentNext}))
 }
 
 // errorBody is the JSON body of every error answer.
@@ -106,20 +112,23 @@ func (s *Server) writeError(w http.ResponseWriter, err error) *apiError {
 }
 
 // instrument runs an API handler: auth happens inside the handlers, errors
-// become JSON bodies, and every request is counted and timed.
+// become JSON bodies, and every request is counted and timed. The route's
+// metric series are resolved once here, not per request.
 func (s *Server) instrument(route string, h func(http.ResponseWriter, *http.Request) error) http.Handler {
+	ok := s.metrics.requests.WithLabelValues(route, "200")
+	lat := s.metrics.latency.WithLabelValues(route)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		status := http.StatusOK
 		if err := h(w, r); err != nil {
 			ae := s.writeError(w, err)
-			status = ae.Status
-			if status >= 500 {
-				s.log.Warn("server: request failed", "route", route, "status", status, "err", err)
+			if ae.Status >= 500 {
+				s.log.Warn("server: request failed", "route", route, "status", ae.Status, "err", err)
 			}
+			s.metrics.requests.WithLabelValues(route, strconv.Itoa(ae.Status)).Inc()
+		} else {
+			ok.Inc()
 		}
-		s.metrics.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
-		s.metrics.latency.WithLabelValues(route).Observe(time.Since(start).Seconds())
+		lat.Observe(time.Since(start).Seconds())
 	})
 }
 
@@ -147,19 +156,9 @@ func (s *Server) authorize(h http.Header, tag string, snowflake, admin bool) err
 	if s.tokens == nil {
 		return nil
 	}
-	auth := h.Get("Authorization")
-	secret, ok := strings.CutPrefix(auth, "Bearer ")
-	if !ok || secret == "" {
-		return apiErrorf(http.StatusUnauthorized, codeUnauth, "missing bearer token (Authorization: Bearer <token>)")
-	}
-	var tok *Token
-	for k, t := range s.tokens { // constant-time compare against each
-		if subtle.ConstantTimeCompare([]byte(k), []byte(secret)) == 1 {
-			tok = t
-		}
-	}
-	if tok == nil {
-		return apiErrorf(http.StatusUnauthorized, codeUnauth, "unknown bearer token")
+	tok, err := s.token(h)
+	if err != nil {
+		return err
 	}
 	switch {
 	case snowflake && !tok.Snowflake:
@@ -170,6 +169,26 @@ func (s *Server) authorize(h http.Header, tag string, snowflake, admin bool) err
 		return apiErrorf(http.StatusForbidden, codeForbidden, "token %q may not use tag %q", tok.Name, tag)
 	}
 	return nil
+}
+
+// token returns the configured token whose secret the request's bearer
+// token is; call it only when tokens are configured.
+func (s *Server) token(h http.Header) (*Token, error) {
+	auth := h.Get("Authorization")
+	secret, ok := strings.CutPrefix(auth, "Bearer ")
+	if !ok || secret == "" {
+		return nil, apiErrorf(http.StatusUnauthorized, codeUnauth, "missing bearer token (Authorization: Bearer <token>)")
+	}
+	var tok *Token
+	for k, t := range s.tokens { // constant-time compare against each
+		if subtle.ConstantTimeCompare([]byte(k), []byte(secret)) == 1 {
+			tok = t
+		}
+	}
+	if tok == nil {
+		return nil, apiErrorf(http.StatusUnauthorized, codeUnauth, "unknown bearer token")
+	}
+	return tok, nil
 }
 
 func tokenHasTag(t *Token, tag string) bool {
@@ -183,7 +202,7 @@ func tokenHasTag(t *Token, tag string) bool {
 
 // count reads ?count=, default 1.
 func (s *Server) count(r *http.Request) (int64, error) {
-	v := r.URL.Query().Get("count")
+	v := query(r, "count")
 	if v == "" {
 		return 1, nil
 	}
@@ -217,80 +236,171 @@ func wantsText(r *http.Request) bool {
 	return strings.Contains(a, "text/plain") && !strings.Contains(a, "application/json")
 }
 
-// writeIDs answers runs of IDs: JSON strings by default, ranges with
-// ?format=ranges, one per line for Accept: text/plain.
-func writeIDs(w http.ResponseWriter, r *http.Request, extra map[string]any, runs func(yield func(first, count, stride int64) bool)) error {
-	format := r.URL.Query().Get("format")
-	// Size the buffer to the answer (≤ 22 bytes an ID, at most 32 KiB): a
-	// fixed 32 KiB buffer per single-ID request was 20 % of the CPU in GC.
-	var total int64
-	runs(func(_, count, _ int64) bool { total += count; return true })
-	bufSize := int(min(total*22+64, 32<<10))
-	switch {
-	case wantsText(r):
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		buf := make([]byte, 0, bufSize)
-		runs(func(first, count, stride int64) bool {
-			for i := range count {
-				buf = strconv.AppendInt(buf, first+i*stride, 10)
-				buf = append(buf, '\n')
-				if len(buf) > 30<<10 {
-					w.Write(buf)
-					buf = buf[:0]
+// query returns the value of key in the request's query, without parsing
+// the query into a map when there is none (the single-ID hot path).
+func query(r *http.Request, key string) string {
+	q := r.URL.RawQuery
+	if q == "" {
+		return ""
+	}
+	if strings.ContainsAny(q, "%+;") { // escapes: let net/url decode them
+		return r.URL.Query().Get(key)
+	}
+	for q != "" {
+		var kv string
+		kv, q, _ = strings.Cut(q, "&")
+		if k, v, _ := strings.Cut(kv, "="); k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+// getBuf returns a buffer for an answer from the server's pool; putBuf
+// returns it. Answers are written in chunks of at most flushAt bytes, so
+// pooled buffers stay small.
+func (s *Server) getBuf() *[]byte {
+	if b, ok := s.bufs.Get().(*[]byte); ok {
+		return b
+	}
+	b := make([]byte, 0, 512)
+	return &b
+}
+
+func (s *Server) putBuf(b *[]byte) {
+	if cap(*b) <= 2*flushAt {
+		*b = (*b)[:0]
+		s.bufs.Put(b)
+	}
+}
+
+// flushAt is the size at which a long answer is written out and its buffer
+// reused.
+const flushAt = 30 << 10
+
+// run is a run of IDs: first, first+stride, … (count of them).
+type run struct{ first, count, stride int64 }
+
+// batchRuns appends the runs of Snowflake batches to dst.
+func batchRuns(dst []run, batches []snowflake.Batch) []run {
+	for _, b := range batches {
+		dst = append(dst, run{int64(b.First), int64(b.Count), 1})
+	}
+	return dst
+}
+
+// spanRuns appends the runs of segment spans to dst.
+func spanRuns(dst []run, spans []segment.Span) []run {
+	for _, sp := range spans {
+		dst = append(dst, run{sp.First, sp.Count, sp.Stride})
+	}
+	return dst
+}
+
+// ids yields the IDs of runs in order, with their index among them all.
+func ids(runs []run) iter.Seq2[int, int64] {
+	return func(yield func(int, int64) bool) {
+		n := 0
+		for _, rn := range runs {
+			for i := range rn.count {
+				if !yield(n, rn.first+i*rn.stride) {
+					return
 				}
+				n++
 			}
-			return true
-		})
-		_, err := w.Write(buf)
-		return err
+		}
+	}
+}
+
+// writeIDs answers runs of IDs: JSON strings by default, ranges with
+// ?format=ranges, one per line for Accept: text/plain. tag, when not "", is
+// echoed in the JSON answers. With mk not nil every ID is written as its
+// masked text (and ranges are refused: masked IDs do not form runs).
+func (s *Server) writeIDs(w http.ResponseWriter, r *http.Request, tag string, runs []run, mk *masking) error {
+	format, text := query(r, "format"), wantsText(r)
+	switch {
+	case format == "ranges" && mk != nil:
+		return apiErrorf(http.StatusBadRequest, codeInvalid, "format=ranges is not available: this server hands out masked IDs%s, which do not form runs", forTag(tag))
+	case text:
 	case format == "ranges":
 		body := map[string]any{}
-		for k, v := range extra {
-			body[k] = v
+		if tag != "" {
+			body["tag"] = tag
 		}
-		var rs []rangeJSON
+		rs := make([]rangeJSON, 0, len(runs))
 		var total int64
-		runs(func(first, count, stride int64) bool {
-			rs = append(rs, rangeJSON{snowflake.ID(first), count, stride})
-			total += count
-			return true
-		})
+		for _, rn := range runs {
+			rs = append(rs, rangeJSON{snowflake.ID(rn.first), rn.count, rn.stride})
+			total += rn.count
+		}
 		body["ranges"], body["count"] = rs, total
 		writeJSON(w, http.StatusOK, body)
 		return nil
-	case format == "" || format == "ids":
-		// {"ids":["…",…]} written by hand: one allocation-free pass.
-		w.Header().Set("Content-Type", "application/json")
-		buf := make([]byte, 0, bufSize)
+	case format != "" && format != "ids":
+		return apiErrorf(http.StatusBadRequest, codeInvalid, "format %q: want ids or ranges", clip(format))
+	}
+	if mk != nil {
+		if err := mk.check(runs); err != nil {
+			return err
+		}
+	}
+	// One allocation-free pass: {"ids":["…",…]}, or one ID per line.
+	bp := s.getBuf()
+	defer s.putBuf(bp)
+	buf := *bp
+	if text {
+		w.Header()["Content-Type"] = s.ctText
+	} else {
+		w.Header()["Content-Type"] = s.ctJSON
 		buf = append(buf, '{')
-		for k, v := range extra {
-			kb, _ := json.Marshal(k)
-			vb, _ := json.Marshal(v)
-			buf = append(append(append(append(buf, kb...), ':'), vb...), ',')
+		if tag != "" {
+			buf = append(buf, `"tag":`...)
+			buf = strconv.AppendQuote(buf, tag) // tag names are ASCII letters, digits and _-.:
+			buf = append(buf, ',')
+		}
+		if mk != nil {
+			buf = append(buf, `"masked":true,`...)
 		}
 		buf = append(buf, `"ids":[`...)
-		first := true
-		runs(func(f, count, stride int64) bool {
-			for i := range count {
-				if !first {
-					buf = append(buf, ',')
-				}
-				first = false
-				buf = append(buf, '"')
-				buf = strconv.AppendInt(buf, f+i*stride, 10)
-				buf = append(buf, '"')
-				if len(buf) > 30<<10 {
-					w.Write(buf)
-					buf = buf[:0]
-				}
-			}
-			return true
-		})
-		buf = append(buf, "]}\n"...)
-		_, err := w.Write(buf)
+	}
+	buf, err := appendIDs(w, buf, runs, mk, !text)
+	if err != nil {
+		*bp = buf[:0]
 		return err
 	}
-	return apiErrorf(http.StatusBadRequest, codeInvalid, "format %q: want ids or ranges", clip(format))
+	if !text {
+		buf = append(buf, "]}\n"...)
+	}
+	_, err = w.Write(buf)
+	*bp = buf
+	return err
+}
+
+// appendIDs appends the IDs of runs to buf, masked when mk is not nil: as
+// JSON strings separated by commas when json is set, else one per line. It
+// writes buf out to w whenever it passes flushAt.
+func appendIDs(w io.Writer, buf []byte, runs []run, mk *masking, json bool) ([]byte, error) {
+	if mk != nil {
+		return mk.appendTexts(w, buf, runs, json)
+	}
+	for i, id := range ids(runs) {
+		if json {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			buf = append(buf, '"')
+			buf = strconv.AppendInt(buf, id, 10)
+			buf = append(buf, '"')
+		} else {
+			buf = strconv.AppendInt(buf, id, 10)
+			buf = append(buf, '\n')
+		}
+		if len(buf) > flushAt {
+			w.Write(buf)
+			buf = buf[:0]
+		}
+	}
+	return buf, nil
 }
 
 func (s *Server) handleSnowflakeNext(w http.ResponseWriter, r *http.Request) error {
@@ -301,21 +411,17 @@ func (s *Server) handleSnowflakeNext(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	batches, err := s.nextSnowflake(n, nil)
+	var arr [4]snowflake.Batch
+	batches, err := s.nextSnowflake(n, arr[:0])
 	if err != nil {
 		return err
 	}
-	return writeIDs(w, r, nil, func(yield func(int64, int64, int64) bool) {
-		for _, b := range batches {
-			if !yield(int64(b.First), int64(b.Count), 1) {
-				return
-			}
-		}
-	})
+	var rarr [4]run
+	return s.writeIDs(w, r, "", batchRuns(rarr[:0], batches), s.mask.forSnowflake())
 }
 
 func (s *Server) handleSegmentNext(w http.ResponseWriter, r *http.Request) error {
-	tag := r.PathValue("tag")
+	tag := pathName(r, segmentNextPrefix, segmentNextSuffix)
 	if err := segment.ValidName(tag); err != nil {
 		return err
 	}
@@ -326,36 +432,41 @@ func (s *Server) handleSegmentNext(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	spans, err := s.nextSegment(r.Context(), tag, n)
+	var sarr [4]segment.Span
+	spans, err := s.nextSegment(r.Context(), tag, n, sarr[:0])
 	if err != nil {
 		return err
 	}
-	return writeIDs(w, r, map[string]any{"tag": tag}, func(yield func(int64, int64, int64) bool) {
-		for _, sp := range spans {
-			if !yield(sp.First, sp.Count, sp.Stride) {
-				return
-			}
-		}
-	})
+	var rarr [4]run
+	return s.writeIDs(w, r, tag, spanRuns(rarr[:0], spans), s.mask.forTag(tag))
 }
 
 // decodeJSON is the answer of /v1/decode/{id}.
 type decodeJSON struct {
-	ID         snowflake.ID `json:"id"`
-	Time       string       `json:"time"`
-	UnixMs     int64        `json:"unix_ms"`
-	Tick       int64        `json:"tick"`
-	Datacenter int64        `json:"datacenter"`
-	Worker     int64        `json:"worker"`
-	Sequence   int64        `json:"sequence"`
+	ID snowflake.ID `json:"id"`
+	// Masked and KeyID are set when the input was a masked ID: the text and
+	// the id of the key that unmasks it.
+	Masked     string `json:"masked,omitempty"`
+	KeyID      *uint8 `json:"key_id,omitempty"`
+	Time       string `json:"time"`
+	UnixMs     int64  `json:"unix_ms"`
+	Tick       int64  `json:"tick"`
+	Datacenter int64  `json:"datacenter"`
+	Worker     int64  `json:"worker"`
+	Sequence   int64  `json:"sequence"`
 }
 
 func (s *Server) handleDecode(w http.ResponseWriter, r *http.Request) error {
-	id, p, err := s.decode(r.PathValue("id"))
+	in, p, err := s.decode(r.Header, r.PathValue("id"), query(r, "as"))
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, decodeJSON{ID: id, Time: p.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00"),
+	id := in.id
+	var keyID *uint8
+	if in.masked != "" {
+		keyID = &in.keyID
+	}
+	writeJSON(w, http.StatusOK, decodeJSON{ID: id, Masked: in.masked, KeyID: keyID, Time: p.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00"),
 		UnixMs: p.Time.UnixMilli(), Tick: p.Tick, Datacenter: p.Datacenter, Worker: p.Worker, Sequence: p.Sequence})
 	return nil
 }
@@ -495,7 +606,10 @@ type statusJSON struct {
 	Layout       string             `json:"layout"`
 	Snowflake    snowflake.Stats    `json:"snowflake"`
 	Segments     []segment.TagStats `json:"segments"`
-	Uptime       string             `json:"uptime"`
+	// Mask tells what the server masks, when it has mask keys (never the
+	// keys themselves).
+	Mask   *maskStatusJSON `json:"mask,omitempty"`
+	Uptime string          `json:"uptime"`
 }
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) error {
@@ -505,7 +619,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) error {
 	st := s.node.Status()
 	out := statusJSON{Held: st.Held, DatacenterID: st.DatacenterID, WorkerID: st.WorkerID, ReservedTo: st.Until,
 		Leases: st.Leases, Layout: s.node.Layout().String(), Snowflake: st.Stats, Segments: []segment.TagStats{},
-		Uptime: time.Since(s.started).Round(time.Second).String()}
+		Mask: s.mask.status(), Uptime: time.Since(s.started).Round(time.Second).String()}
 	if err := s.Ready(); err != nil {
 		out.Reason = err.Error()
 	} else {
@@ -526,41 +640,66 @@ func (s *Server) handleLeafSnowflake(w http.ResponseWriter, r *http.Request) err
 	if err := s.authorize(r.Header, "", true, false); err != nil {
 		return err
 	}
-	b, err := s.nextSnowflake(1, nil)
+	var arr [1]snowflake.Batch
+	b, err := s.nextSnowflake(1, arr[:0])
 	if err != nil {
 		return err
 	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	_, err = io.WriteString(w, b[0].First.String())
+	return s.writeOne(w, int64(b[0].First), s.mask.forSnowflake())
+}
+
+// writeOne answers one ID as text, as Leaf does: decimal, or its masked
+// text when mk is not nil.
+func (s *Server) writeOne(w http.ResponseWriter, id int64, mk *masking) error {
+	bp := s.getBuf()
+	defer s.putBuf(bp)
+	if mk != nil {
+		var err error
+		if *bp, err = mk.appendText((*bp)[:0], id); err != nil {
+			return err
+		}
+	} else {
+		*bp = strconv.AppendInt((*bp)[:0], id, 10)
+	}
+	w.Header()["Content-Type"] = s.ctText
+	_, err := w.Write(*bp)
 	return err
+}
+
+// forTag is " for tag X", or "" for Snowflake IDs.
+func forTag(tag string) string {
+	if tag == "" {
+		return ""
+	}
+	return fmt.Sprintf(" for tag %q", tag)
 }
 
 // Leaf's segment path answers the next ID of tag key as text.
 func (s *Server) handleLeafSegment(w http.ResponseWriter, r *http.Request) error {
-	tag := r.PathValue("key")
+	tag := pathName(r, leafSegmentPrefix, "")
 	if err := segment.ValidName(tag); err != nil {
 		return err
 	}
 	if err := s.authorize(r.Header, tag, false, false); err != nil {
 		return err
 	}
-	spans, err := s.nextSegment(r.Context(), tag, 1)
+	var arr [1]segment.Span
+	spans, err := s.nextSegment(r.Context(), tag, 1, arr[:0])
 	if err != nil {
 		return err
 	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	_, err = io.WriteString(w, strconv.FormatInt(spans[0].First, 10))
-	return err
+	return s.writeOne(w, spans[0].First, s.mask.forTag(tag))
 }
 
 // Leaf's decode answers {"timestamp","workerId","sequenceId"} as Leaf's
 // LeafMonitorController does (timestamp in ms, as a string), plus the
 // datacenter and an RFC 3339 time.
 func (s *Server) handleLeafDecode(w http.ResponseWriter, r *http.Request) error {
-	id, p, err := s.decode(r.URL.Query().Get("snowflakeId"))
+	in, p, err := s.decode(r.Header, query(r, "snowflakeId"), query(r, "as"))
 	if err != nil {
 		return err
 	}
+	id := in.id
 	writeJSON(w, http.StatusOK, map[string]any{
 		"snowflakeId":  id.String(),
 		"timestamp":    strconv.FormatInt(p.Time.UnixMilli(), 10),

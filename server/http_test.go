@@ -365,8 +365,9 @@ func TestGracefulShutdown(t *testing.T) {
 }
 
 // FuzzHandlers drives the HTTP API with random methods, paths, queries and
-// bodies: it must never panic (the recoverer would answer 500) nor answer
-// an unexplained 5xx.
+// bodies, on a plain server and on one that masks (Snowflake IDs and tag
+// orders, base62): it must never panic (the recoverer would answer 500)
+// nor answer an unexplained 5xx.
 func FuzzHandlers(f *testing.F) {
 	for _, seed := range []struct{ method, path, body string }{
 		{"GET", "/v1/snowflake/next?count=3", ""},
@@ -377,12 +378,22 @@ func FuzzHandlers(f *testing.F) {
 		{"GET", "/decodeSnowflakeId?snowflakeId=-1", ""},
 		{"GET", "/api/segment/get/%00", ""},
 		{"PUT", "/v1/status", "{"},
+		{"GET", "/v1/decode/3aZ09bY7cQk2L?as=masked", ""},
+		{"GET", "/v1/decode/0123456789012?as=plain", ""},
+		{"GET", "/api/snowflake/get/x", ""},
 	} {
-		f.Add(seed.method, seed.path, seed.body)
+		f.Add(seed.method, seed.path, seed.body, false)
+		f.Add(seed.method, seed.path, seed.body, true)
 	}
-	fx := newFixture(f, nil)
-	h := fx.srv.Handler()
-	f.Fuzz(func(t *testing.T, method, path, body string) {
+	plain := newFixture(f, nil).srv.Handler()
+	masked := newFixture(f, func(c *Config) {
+		c.Mask = MaskConfig{Keys: []MaskKey{{ID: 3, Key: maskKeyOld}}, Form: "base62", Snowflake: true, Tags: []string{"orders"}}
+	}).srv.Handler()
+	f.Fuzz(func(t *testing.T, method, path, body string, mask bool) {
+		h := plain
+		if mask {
+			h = masked
+		}
 		if !strings.HasPrefix(path, "/") {
 			path = "/" + path
 		}

@@ -7,9 +7,11 @@ import (
 
 // metrics are the server's Prometheus metrics (all prefixed flakeid_).
 type metrics struct {
-	issued   *prometheus.CounterVec
-	requests *prometheus.CounterVec
-	latency  *prometheus.HistogramVec
+	issued *prometheus.CounterVec
+	// issuedSnowflake is issued's {kind="snowflake",tag=""} series.
+	issuedSnowflake prometheus.Counter
+	requests        *prometheus.CounterVec
+	latency         *prometheus.HistogramVec
 }
 
 // newMetrics registers the metrics of s on its registry: request counts and
@@ -27,6 +29,7 @@ func newMetrics(s *Server) (*metrics, error) {
 			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}},
 			[]string{"route"}),
 	}
+	m.issuedSnowflake = m.issued.WithLabelValues("snowflake", "")
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}

@@ -14,11 +14,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/flakeid/flakeid/idmask"
 	"github.com/flakeid/flakeid/node"
 	"github.com/flakeid/flakeid/segment"
 	"github.com/flakeid/flakeid/snowflake"
@@ -52,6 +53,9 @@ type Config struct {
 	// ReadHeaderTimeout bounds reading a request's headers. Range 1s–5m.
 	// Default 10s.
 	ReadHeaderTimeout time.Duration `json:"read_header_timeout"`
+	// Mask hands out masked (non-guessable) IDs, globally or per segment
+	// tag, and lets decode read them; see MaskConfig. Default off.
+	Mask MaskConfig `json:"mask"`
 }
 
 // Token is one bearer token and what it may do.
@@ -65,8 +69,11 @@ type Token struct {
 	Tags []string `json:"tags"`
 	// Snowflake allows Snowflake IDs.
 	Snowflake bool `json:"snowflake"`
-	// Admin allows creating and changing tags.
+	// Admin allows creating and changing tags (and unmasking IDs).
 	Admin bool `json:"admin"`
+	// Unmask allows decoding masked IDs into internal ones (see
+	// MaskConfig): whoever may unmask learns the volumes masking hides.
+	Unmask bool `json:"unmask"`
 }
 
 // DefaultConfig returns the defaults.
@@ -102,6 +109,9 @@ func (c Config) Validate() error {
 		return bad("shutdown timeout %v, want 0–5m", c.ShutdownTimeout)
 	case c.ReadHeaderTimeout < time.Second || c.ReadHeaderTimeout > 5*time.Minute:
 		return bad("read header timeout %v, want 1s–5m", c.ReadHeaderTimeout)
+	}
+	if err := c.Mask.validate(); err != nil {
+		return bad("%v", err)
 	}
 	seen := map[string]bool{}
 	for i, t := range c.Tokens {
@@ -159,8 +169,14 @@ type Server struct {
 	tokens   map[string]*Token
 	clock    ClockShifter
 	handler  http.Handler
+	mask     *masking // nil: nothing masked, masked IDs not read
 	started  time.Time
 	draining chan struct{}
+
+	// Hot-path helpers: answer buffers, and Content-Type values shared by
+	// every answer (net/http only reads header values).
+	bufs           sync.Pool
+	ctJSON, ctText []string
 }
 
 // New checks o and builds the server's handlers.
@@ -178,13 +194,24 @@ func New(o Options) (*Server, error) {
 		o.Registry = prometheus.NewRegistry()
 	}
 	s := &Server{cfg: o.Config, node: o.Node, segs: o.Segments, log: o.Logger, reg: o.Registry,
-		clock: o.TestClock, started: time.Now(), draining: make(chan struct{})}
+		clock: o.TestClock, started: time.Now(), draining: make(chan struct{}),
+		ctJSON: []string{"application/json"}, ctText: []string{"text/plain; charset=utf-8"}}
 	if len(o.Config.Tokens) > 0 {
 		s.tokens = map[string]*Token{}
 		for i := range o.Config.Tokens {
 			s.tokens[o.Config.Tokens[i].Token] = &o.Config.Tokens[i]
 		}
 	}
+	bits := maskBits(o.Node.Layout())
+	if b := o.Config.Mask.Bits; b != 0 && b != bits {
+		return nil, fmt.Errorf("%w: mask bits %d, but the layout's IDs are masked in %d bits (%d for a layout whose IDs all stay below 2^53, such as jssafe)",
+			ErrInvalidConfig, b, bits, idmask.Bits53)
+	}
+	mk, err := newMasking(o.Config.Mask, bits)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	s.mask = mk
 	m, err := newMetrics(s)
 	if err != nil {
 		return nil, err
@@ -274,19 +301,19 @@ func (s *Server) nextSnowflake(n int64, dst []snowflake.Batch) ([]snowflake.Batc
 		dst = append(dst, b)
 		left -= int64(b.Count)
 	}
-	s.metrics.issued.WithLabelValues("snowflake", "").Add(float64(n))
+	s.metrics.issuedSnowflake.Add(float64(n))
 	return dst, nil
 }
 
 // nextSegment returns n IDs of tag as spans.
-func (s *Server) nextSegment(ctx context.Context, tag string, n int64) ([]segment.Span, error) {
+func (s *Server) nextSegment(ctx context.Context, tag string, n int64, dst []segment.Span) ([]segment.Span, error) {
 	if s.segs == nil {
 		return nil, apiErrorf(http.StatusNotFound, codeNotFound, "segment mode is not enabled on this server")
 	}
 	if n < 1 || n > int64(s.cfg.MaxCount) {
 		return nil, apiErrorf(http.StatusBadRequest, codeInvalid, "count %d is out of range: want 1 to %d", n, s.cfg.MaxCount)
 	}
-	spans, err := s.segs.Next(ctx, tag, int(n))
+	spans, err := s.segs.AppendNext(ctx, tag, int(n), dst)
 	if err != nil {
 		return nil, err
 	}
@@ -294,14 +321,16 @@ func (s *Server) nextSegment(ctx context.Context, tag string, n int64) ([]segmen
 	return spans, nil
 }
 
-// decode parses an ID in any text form and splits it with the node's layout.
-func (s *Server) decode(text string) (snowflake.ID, snowflake.Parts, error) {
-	id, err := snowflake.ParseAny(strings.TrimSpace(text))
+// decode reads an ID in any plain text form, or a masked one (see
+// readID; as is "", "plain" or "masked"), and splits it with the node's
+// layout.
+func (s *Server) decode(h http.Header, text, as string) (decodeInput, snowflake.Parts, error) {
+	in, err := s.readID(h, text, as)
 	if err != nil {
-		return 0, snowflake.Parts{}, err
+		return in, snowflake.Parts{}, err
 	}
-	p, err := s.node.Decode(id)
-	return id, p, err
+	p, err := s.node.Decode(in.id)
+	return in, p, err
 }
 
 // API error codes, shared by the JSON API and (mapped) Connect.

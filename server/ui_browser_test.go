@@ -19,6 +19,7 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/flakeid/flakeid/idmask"
 	"github.com/flakeid/flakeid/snowflake"
 )
 
@@ -385,4 +386,91 @@ func saveScreenshot(t *testing.T, ctx context.Context) {
 		return
 	}
 	t.Logf("screenshot saved to %s (%d bytes)", dst, len(png))
+}
+
+// TestUIBrowserMasked: on a server that masks Snowflake IDs the console
+// says so (without the key), and its decode tool reads a masked ID: the
+// "New ID" button takes one, and the decoded parts are those of the
+// internal ID the test unmasks with its own copy of the key.
+func TestUIBrowserMasked(t *testing.T) {
+	ctx, jsErrors := browser(t)
+	key := MaskKey{ID: 5, Key: maskKeyNew}
+	f := maskedFixture(t, MaskConfig{Keys: []MaskKey{key}, Snowflake: true})
+	kr := ring(t, 63, key)
+
+	step(t, ctx, "loading /ui/", 20*time.Second, chromedp.Navigate(f.http.URL+"/ui/"))
+	waitJS(t, ctx, "the masking line", `/^Snowflake IDs · base32, 15 characters, 63-bit, key id 5$/.test(document.getElementById("masking").textContent.trim())`, 10*time.Second)
+	if html := text(t, ctx, "node-card"); strings.Contains(html, maskKeyNew) {
+		t.Fatal("the console shows the key")
+	}
+	step(t, ctx, "taking a new (masked) ID", 10*time.Second, chromedp.Click(chromedp.ID("decode-fresh")))
+	waitJS(t, ctx, "the decoded masked ID", `!document.getElementById("decode-out").hidden && !document.getElementById("d-masked-row").hidden`, 5*time.Second)
+	masked := text(t, ctx, "d-masked")
+	want, err := kr.UnmaskText(masked)
+	if err != nil {
+		t.Fatalf("the console decoded %q, which does not unmask: %v", masked, err)
+	}
+	parts, _ := f.node.Decode(snowflake.ID(want))
+	if got := text(t, ctx, "d-id"); got != strconv.FormatInt(want, 10) {
+		t.Errorf("masked %s shows ID %q, want %d", masked, got, want)
+	}
+	if got := text(t, ctx, "d-key-id"); got != "5" {
+		t.Errorf("key id shows %q, want 5", got)
+	}
+	if got := text(t, ctx, "d-sequence"); got != strconv.FormatInt(parts.Sequence, 10) {
+		t.Errorf("sequence shows %q, want %d", got, parts.Sequence)
+	}
+	// A plain ID after a masked one hides the masked row again.
+	id, _ := f.node.NextID()
+	step(t, ctx, "decoding a plain ID", 10*time.Second, typeInto("decode-input", id.String()), chromedp.Click(chromedp.ID("decode-btn")))
+	waitJS(t, ctx, "the plain ID", textIs("d-id", id.String())+` && document.getElementById("d-masked-row").hidden`, 5*time.Second)
+	if errs := jsErrors(); len(errs) > 0 {
+		t.Fatalf("JavaScript errors: %v", errs)
+	}
+}
+
+// TestUIBrowserAmbiguous: on a server with base62 texts most masked IDs are
+// valid plain base32 IDs too. The console's "New ID" decodes its own masked
+// ID as masked; a pasted text that reads both ways gets the server's
+// refusal and the hint to choose, and "read as: masked" decodes it.
+func TestUIBrowserAmbiguous(t *testing.T) {
+	ctx, jsErrors := browser(t)
+	key := MaskKey{ID: 0, Key: maskKeyNew}
+	f := maskedFixture(t, MaskConfig{Keys: []MaskKey{key}, Form: "base62", Snowflake: true})
+	kr := ring(t, 63, key)
+	var amb string
+	var internal int64
+	for amb == "" {
+		id, err := f.node.NextID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx, err := kr.MaskText(id.Int64(), idmask.Base62)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := snowflake.ParseAny(tx); err == nil {
+			amb, internal = tx, id.Int64()
+		}
+	}
+
+	step(t, ctx, "loading /ui/", 20*time.Second, chromedp.Navigate(f.http.URL+"/ui/"))
+	waitJS(t, ctx, "the masking line", `/base62/.test(document.getElementById("masking").textContent)`, 10*time.Second)
+	for range 5 { // most fresh base62 IDs read both ways too
+		step(t, ctx, "taking a new (masked) ID", 10*time.Second,
+			chromedp.Evaluate[chromedp.Void](`document.getElementById("decode-out").hidden = true`),
+			chromedp.Click(chromedp.ID("decode-fresh")))
+		waitJS(t, ctx, "the decoded new ID", `!document.getElementById("decode-out").hidden && !document.getElementById("d-masked-row").hidden`, 5*time.Second)
+	}
+	step(t, ctx, "decoding an ambiguous text", 10*time.Second, typeInto("decode-input", amb), chromedp.Click(chromedp.ID("decode-btn")))
+	waitJS(t, ctx, "the refusal", `!document.getElementById("decode-error").hidden && document.getElementById("decode-out").hidden`, 5*time.Second)
+	if msg := text(t, ctx, "decode-error"); !strings.Contains(msg, "reads both as a masked ID") || !strings.Contains(msg, "Choose masked or plain") {
+		t.Fatalf("the refusal of %q says %q", amb, msg)
+	}
+	step(t, ctx, "decoding it as masked", 10*time.Second,
+		chromedp.SetValue(chromedp.ID("decode-as"), "masked"), chromedp.Click(chromedp.ID("decode-btn")))
+	waitJS(t, ctx, "the masked reading", textIs("d-id", strconv.FormatInt(internal, 10))+` && document.getElementById("decode-error").hidden`, 5*time.Second)
+	if errs := jsErrors(); len(errs) > 0 {
+		t.Fatalf("JavaScript errors: %v", errs)
+	}
 }

@@ -1,18 +1,13 @@
 package etcd
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"net"
+	"cmp"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
+	"github.com/flakeid/flakeid/internal/etcdproc"
 	"github.com/flakeid/flakeid/internal/testenv"
 	"github.com/flakeid/flakeid/worker/workertest"
 )
@@ -21,9 +16,7 @@ import (
 // stop the process without disturbing the other packages' tests that share
 // the etcd of scripts/services.sh.
 type privateEtcd struct {
-	addr string
-	cmd  *exec.Cmd
-	log  string
+	*etcdproc.Server
 
 	mu      sync.Mutex
 	stopped bool
@@ -35,116 +28,31 @@ type privateEtcd struct {
 // under CI=true and is skipped elsewhere.
 func startPrivateEtcd(t *testing.T) *privateEtcd {
 	t.Helper()
-	bin := os.Getenv("FLAKEID_ETCD_BIN")
-	if bin == "" {
-		bin = "etcd"
-	}
-	path, err := exec.LookPath(bin)
-	if err != nil {
-		msg := fmt.Sprintf("a private etcd server is needed to pause it: %v; install etcd-server (./scripts/services.sh does) or set FLAKEID_ETCD_BIN", err)
-		if testenv.CI() {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	var errs []error
-	for range 3 { // a free port may be taken between probing it and etcd binding it
-		p, err := tryStartEtcd(t, path)
-		if err == nil {
-			return p
-		}
-		errs = append(errs, err)
-	}
-	t.Fatalf("starting a private etcd: %v", errors.Join(errs...))
-	return nil
-}
-
-func freePort(t *testing.T) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	bin := testenv.Command(t, cmp.Or(os.Getenv("FLAKEID_ETCD_BIN"), "etcd"),
+		"a private etcd server is needed to pause it; install etcd-server (./scripts/services.sh does) or set FLAKEID_ETCD_BIN")
+	s, err := etcdproc.Start(t.Context(), etcdproc.Options{
+		Bin: bin, Dir: t.TempDir(), Name: "private",
+		// Die with the test binary even when it is killed (go test -timeout).
+		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-func tryStartEtcd(t *testing.T, bin string) (*privateEtcd, error) {
-	dir := t.TempDir()
-	client, peer := freePort(t), freePort(t)
-	clientURL := fmt.Sprintf("http://127.0.0.1:%d", client)
-	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peer)
-	logPath := filepath.Join(dir, "etcd.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	defer logFile.Close()
-	cmd := exec.Command(bin,
-		"--name", "private",
-		"--data-dir", filepath.Join(dir, "data"),
-		"--listen-client-urls", clientURL, "--advertise-client-urls", clientURL,
-		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
-		"--initial-cluster", "private="+peerURL,
-	)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	// Die with the test binary even when it is killed (go test -timeout).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	p := &privateEtcd{addr: fmt.Sprintf("127.0.0.1:%d", client), cmd: cmd, log: logPath}
-	kill := func() {
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		<-exited
-	}
-
-	c := testClient(t, p.addr)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-		_, err := c.Get(ctx, "ready")
-		cancel()
-		if err == nil {
-			break
-		}
-		select {
-		case werr := <-exited:
-			exited <- werr
-			kill()
-			return nil, fmt.Errorf("etcd exited (%v) before serving; log:\n%s", werr, tail(logPath))
-		default:
-		}
-		if time.Now().After(deadline) {
-			kill()
-			return nil, fmt.Errorf("etcd did not serve on %s within 20s (%v); log:\n%s", p.addr, err, tail(logPath))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 	t.Cleanup(func() {
-		kill()
+		s.Kill()
 		if t.Failed() {
-			t.Logf("private etcd log:\n%s", tail(logPath))
+			t.Logf("private etcd log:\n%s", s.Tail(4000))
 		}
 	})
-	requireMinTTL(t, c)
-	return p, nil
+	requireMinTTL(t, testClient(t, s.Addr()))
+	return &privateEtcd{Server: s}
 }
 
 // faultyServer gives the fencing test of the suite a server to pause: a
 // private etcd that every client of the test uses.
 func faultyServer(t *testing.T, shared string) (faulty, healthy string, fault workertest.Fault) {
 	p := startPrivateEtcd(t)
-	return p.addr, p.addr, p
-}
-
-func tail(path string) string {
-	b, _ := os.ReadFile(path)
-	if len(b) > 4000 {
-		b = b[len(b)-4000:]
-	}
-	return string(b)
+	return p.Addr(), p.Addr(), p
 }
 
 // Cut pauses the etcd process (SIGSTOP): its connections stay open and every
@@ -153,7 +61,7 @@ func (p *privateEtcd) Cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.stopped {
-		_ = p.cmd.Process.Signal(syscall.SIGSTOP)
+		_ = p.Cmd().Process.Signal(syscall.SIGSTOP)
 		p.stopped = true
 	}
 }
@@ -163,7 +71,7 @@ func (p *privateEtcd) Heal() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.stopped {
-		_ = p.cmd.Process.Signal(syscall.SIGCONT)
+		_ = p.Cmd().Process.Signal(syscall.SIGCONT)
 		p.stopped = false
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -122,42 +121,17 @@ func BenchmarkWorkers(b *testing.B) {
 	workertest.Benchmark(b, func(b *testing.B) worker.Coordinator { return New(testClient(b, addr), prefix) })
 }
 
-// leaseConfig is the Leaser configuration of the fault tests: the suite's.
-func leaseConfig(t *testing.T) worker.Config {
-	return worker.Config{
-		Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Workers: 1, TTL: testTTL,
-		RenewEvery: testTTL / 8, ReserveAhead: testTTL / 4, SafetyMargin: testTTL / 4, RetryEvery: testTTL / 20,
+// proxied is a coordinator of prefix on the etcd at addr, reached through
+// a faultnet proxy that the test can cut; the proxy closes when the test
+// ends.
+func proxied(t *testing.T, addr, prefix string) (*Workers, *faultnet.Proxy) {
+	t.Helper()
+	proxy, err := faultnet.Listen(addr)
+	if err != nil {
+		t.Fatal(err)
 	}
-}
-
-type fencer struct {
-	mu      sync.Mutex
-	until   time.Time
-	revoked time.Time
-}
-
-func (f *fencer) SetUntil(t time.Time) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.revoked.IsZero() {
-		f.until = t
-	}
-}
-
-func (f *fencer) Revoke() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.revoked.IsZero() {
-		f.revoked = time.Now()
-	}
-}
-
-func (f *fencer) Now() time.Time { return time.Now() }
-
-func (f *fencer) state() (until, revoked time.Time) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.until, f.revoked
+	t.Cleanup(func() { proxy.Close() })
+	return New(testClient(t, proxy.Addr()), prefix), proxy
 }
 
 // TestPartitionLosesLeaseBeforeTakeover cuts a holder off the shared etcd
@@ -167,83 +141,11 @@ func (f *fencer) state() (until, revoked time.Time) {
 func TestPartitionLosesLeaseBeforeTakeover(t *testing.T) {
 	addr := testenv.Etcd().Require(t)
 	prefix := testPrefix(t, addr)
-	proxy, err := faultnet.Listen(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
-	faulty, healthy := New(testClient(t, proxy.Addr()), prefix), New(testClient(t, addr), prefix)
-
-	cfg := leaseConfig(t)
-	lrA, err := worker.NewLeaser(faulty, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	a, err := lrA.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	var f fencer
-	a.Bind(&f)
-	time.Sleep(3 * cfg.RenewEvery)
-
-	cutAt := time.Now()
-	proxy.Cut()
-	defer proxy.Heal()
-
-	cfgB := cfg
-	cfgB.Owner = "taker"
-	lrB, err := worker.NewLeaser(healthy, cfgB)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b worker.Lease
-	var takenAt time.Time
-	for deadline := cutAt.Add(3 * testTTL); b == nil; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("nobody took the worker id within %v of the cut (A: %v)", 3*testTTL, a.Err())
-		}
-		l, err := lrB.Acquire(ctx)
-		switch {
-		case err == nil:
-			b, takenAt = l, time.Now()
-		case !errors.Is(err, worker.ErrExhausted):
-			t.Fatalf("B's Acquire on the healthy side: %v", err)
-		}
-	}
-	defer b.Close()
-	select {
-	case <-a.Done():
-	default:
-		t.Fatalf("B took worker %d %v after the cut while A still holds it", b.WorkerID(), takenAt.Sub(cutAt))
-	}
-	if !errors.Is(a.Err(), worker.ErrLeaseLost) {
-		t.Fatalf("A's Err = %v, want ErrLeaseLost", a.Err())
-	}
-	until, revoked := f.state()
-	if revoked.IsZero() || !revoked.Before(takenAt) {
-		t.Fatalf("A's generator revoked at %v, B took the id at %v: want revoke first", revoked, takenAt)
-	}
-	if b.NotBefore().Before(until) {
-		t.Fatalf("B starts at %v, before A's last reservation %v", b.NotBefore(), until)
-	}
-	t.Logf("A gave up %v after the cut; B took the id %v after the cut", revoked.Sub(cutAt).Round(time.Millisecond), takenAt.Sub(cutAt).Round(time.Millisecond))
-
-	// A's requests held in the partition arrive now; B must keep its id.
-	proxy.Heal()
-	time.Sleep(4 * cfg.RenewEvery)
-	select {
-	case <-b.Done():
-		t.Fatalf("B's lease ended after the partition healed: %v", b.Err())
-	default:
-	}
-	infos, err := healthy.List(ctx, 0)
-	if err != nil || len(infos) != 1 || !strings.HasPrefix(infos[0].Holder, "taker/") || infos[0].HighWater.Before(b.Until()) {
-		t.Fatalf("after the heal List = %+v, %v; want held by taker/… with high-water ≥ %v", infos, err, b.Until())
-	}
+	faulty, proxy := proxied(t, addr, prefix)
+	workertest.Takeover{
+		Faulty: faulty, Fault: proxy, Healthy: New(testClient(t, addr), prefix),
+		TTL: testTTL, Partition: true, Within: 3 * testTTL,
+	}.Run(t)
 }
 
 // TestLateWritesAreFenced holds a former holder's guarded write and
@@ -253,12 +155,8 @@ func TestPartitionLosesLeaseBeforeTakeover(t *testing.T) {
 func TestLateWritesAreFenced(t *testing.T) {
 	addr := testenv.Etcd().Require(t)
 	prefix := testPrefix(t, addr)
-	proxy, err := faultnet.Listen(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
-	faulty, healthy := New(testClient(t, proxy.Addr()), prefix), New(testClient(t, addr), prefix)
+	faulty, proxy := proxied(t, addr, prefix)
+	healthy := New(testClient(t, addr), prefix)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	req := worker.Request{Workers: 1, Owner: "old", TTL: testTTL, Reserve: time.UnixMilli(1_000_000)}
@@ -315,13 +213,7 @@ func TestLateWritesAreFenced(t *testing.T) {
 // ErrUnavailable and the context's error.
 func TestUnavailable(t *testing.T) {
 	addr := testenv.Etcd().Require(t)
-	prefix := testPrefix(t, addr)
-	proxy, err := faultnet.Listen(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { proxy.Close() })
-	w := New(testClient(t, proxy.Addr()), prefix)
+	w, proxy := proxied(t, addr, testPrefix(t, addr))
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 	cl, err := w.Acquire(ctx, worker.Request{Workers: 1, Owner: "o", TTL: testTTL, Reserve: time.Now()})

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"os/exec"
 	"strconv"
@@ -87,14 +86,7 @@ func freePort(t testing.TB) int {
 // test ends.
 func startServer(t testing.TB) *server {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		msg := "redis-server is not installed (" + err.Error() + "); the fault tests start a private one"
-		if testenv.CI() {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	bin := testenv.Command(t, "redis-server", "the fault tests start a private redis-server")
 	dir := t.TempDir()
 	var lastErr error
 	for range 3 { // another process may take the free port first
@@ -262,37 +254,6 @@ func TestPauseFault(t *testing.T) {
 	}
 }
 
-// fencer records what a lease did to its generator.
-type fencer struct {
-	mu      sync.Mutex
-	until   time.Time
-	revoked time.Time
-}
-
-func (f *fencer) SetUntil(t time.Time) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.revoked.IsZero() {
-		f.until = t
-	}
-}
-
-func (f *fencer) Revoke() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.revoked.IsZero() {
-		f.revoked = time.Now()
-	}
-}
-
-func (f *fencer) Now() time.Time { return time.Now() }
-
-func (f *fencer) state() (time.Time, time.Time) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.until, f.revoked
-}
-
 // TestPartitionLosesLeaseBeforeTakeover cuts one node from the shared Redis
 // through a TCP proxy: its lease must end, and its generator be revoked,
 // before another node can take the worker id; and the renewals it had in
@@ -305,88 +266,11 @@ func TestPartitionLosesLeaseBeforeTakeover(t *testing.T) {
 	}
 	t.Cleanup(func() { proxy.Close() })
 	prefix := newPrefix(t, addr)
-	cutOff := NewWorkers(newClient(t, proxy.Addr()), prefix)
-	direct := NewWorkers(newClient(t, addr), prefix)
-
-	cfg := worker.Config{
-		Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Workers: 1, TTL: testTTL,
-		RenewEvery: 100 * time.Millisecond, RetryEvery: 50 * time.Millisecond,
-		ReserveAhead: 300 * time.Millisecond, SafetyMargin: 250 * time.Millisecond,
-	}
-	lrA, err := worker.NewLeaser(cutOff, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := lrA.Acquire(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	var f fencer
-	a.Bind(&f)
-	time.Sleep(3 * cfg.RenewEvery)
-
-	cutAt := time.Now()
-	proxy.Cut()
-	defer proxy.Heal()
-
-	cfgB := cfg
-	cfgB.Owner = "taker"
-	lrB, err := worker.NewLeaser(direct, cfgB)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b worker.Lease
-	var takenAt time.Time
-	for deadline := time.Now().Add(5 * testTTL); b == nil && time.Now().Before(deadline); {
-		ctx, cancel := context.WithTimeout(t.Context(), testTTL/2)
-		l, err := lrB.Acquire(ctx)
-		cancel()
-		if err == nil {
-			b, takenAt = l, time.Now()
-			break
-		}
-		if !errors.Is(err, worker.ErrExhausted) {
-			t.Fatalf("B's Acquire: %v, want ErrExhausted until A's lease lapses", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if b == nil {
-		t.Fatalf("nobody took the worker id within %v of the cut (A: %v)", 5*testTTL, a.Err())
-	}
-	defer b.Close()
-	select {
-	case <-a.Done():
-	default:
-		t.Fatalf("B holds worker %d while A's lease still runs", b.WorkerID())
-	}
-	if !errors.Is(a.Err(), worker.ErrLeaseLost) {
-		t.Fatalf("A's Err = %v, want ErrLeaseLost", a.Err())
-	}
-	until, revoked := f.state()
-	if revoked.IsZero() || !revoked.Before(takenAt) {
-		t.Fatalf("A's generator revoked at %v, B took the id at %v: want revoke first", revoked, takenAt)
-	}
-	if revoked.Sub(cutAt) > testTTL {
-		t.Fatalf("A revoked %v after the cut, more than the TTL", revoked.Sub(cutAt))
-	}
-	if b.NotBefore().Before(until) {
-		t.Fatalf("B starts at %v, before A's last reservation %v", b.NotBefore(), until)
-	}
-	t.Logf("cut → A revoked %v, B took over %v", revoked.Sub(cutAt).Round(time.Millisecond), takenAt.Sub(cutAt).Round(time.Millisecond))
-
-	// The held bytes (A's last renewals) reach Redis now; they must fail.
-	proxy.Heal()
-	time.Sleep(5 * cfg.RenewEvery)
-	select {
-	case <-b.Done():
-		t.Fatalf("B's lease ended after the link healed: %v", b.Err())
-	default:
-	}
-	infos, err := direct.List(t.Context(), 0)
-	if err != nil || len(infos) != 1 || !strings.HasPrefix(infos[0].Holder, "taker/") || !infos[0].Held(time.Now()) {
-		t.Fatalf("after the heal List = %+v, %v; want held by B", infos, err)
-	}
+	workertest.Takeover{
+		Faulty: NewWorkers(newClient(t, proxy.Addr()), prefix), Fault: proxy,
+		Healthy: NewWorkers(newClient(t, addr), prefix),
+		TTL:     testTTL, Partition: true, Within: 5 * testTTL,
+	}.Run(t)
 }
 
 // shared is a coordinator on the shared Redis under a fresh prefix, and a

@@ -1,6 +1,7 @@
 package sqldb
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 
+	"github.com/flakeid/flakeid/internal/backoff"
 	"github.com/flakeid/flakeid/worker"
 )
 
@@ -266,6 +268,37 @@ func OpenDB(dsn string) (*sql.DB, Dialect, error) {
 	db.SetMaxIdleConns(4)
 	db.SetConnMaxIdleTime(time.Minute)
 	return db, d, nil
+}
+
+// createTable runs schema, a CREATE TABLE IF NOT EXISTS, so that several
+// nodes may run it at once. MySQL serialises such statements itself (a
+// metadata lock). PostgreSQL does not: two sessions creating the same table
+// both pass the "if not exists" check, and the second fails on the catalog's
+// unique indexes (duplicate key 23505 on pg_type or pg_class, or "type
+// already exists" 42710) once the first has committed; run again, it finds
+// the table. So such a collision is retried, whoever the other creator is
+// (another node, Leaf, an operator).
+func createTable(ctx context.Context, db *sql.DB, schema string) error {
+	const attempts = 4
+	bo := backoff.Backoff{Min: 20 * time.Millisecond, Max: 200 * time.Millisecond}
+	var err error
+	for attempt := range attempts {
+		if _, err = db.ExecContext(ctx, schema); err == nil || !retryable(err) && !duplicateObject(err) || attempt == attempts-1 {
+			break
+		}
+		if sleepCtx(ctx, bo.Next(attempt)) != nil {
+			break
+		}
+	}
+	return err
+}
+
+// duplicateObject reports a catalog collision of two concurrent CREATE …
+// IF NOT EXISTS on PostgreSQL: duplicate_object (42710) or duplicate_table
+// (42P07).
+func duplicateObject(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "42710" || pe.Code == "42P07")
 }
 
 // retryable reports whether err is a transient conflict after which an

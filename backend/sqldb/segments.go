@@ -94,8 +94,8 @@ func SegmentSchemaSQL(d Dialect, table string) (string, error) {
 // NewSegments for its dialect and table.
 type segmentStatements struct {
 	schema  string
-	fetch   string // PostgreSQL: UPDATE … RETURNING; MySQL: the UPDATE of Leaf's transaction
-	readMax string // MySQL: the SELECT of Leaf's transaction; both: why a fetch matched no row
+	fetch   string // PostgreSQL: UPDATE … RETURNING; MySQL: UPDATE … LAST_INSERT_ID(…)
+	readMax string // why a fetch matched no row
 	get     string
 	list    string
 	insert  string
@@ -123,9 +123,11 @@ func newSegmentStatements(d Dialect, table string) (segmentStatements, error) {
 	// The guard max_id BETWEEN 0 AND MaxInt64 − n refuses a fetch that
 	// would pass the int64 range (or start below zero) without changing
 	// the row; the row is then read to tell why.
-	fetch := "UPDATE " + t + " SET max_id = max_id + ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ? AND max_id BETWEEN 0 AND ?"
-	if d == Postgres {
-		fetch += " RETURNING max_id"
+	// On MySQL the new max_id comes back as the statement's insert id
+	// (LAST_INSERT_ID(expr) in an UPDATE sets it), in the OK packet.
+	fetch := "UPDATE " + t + " SET max_id = max_id + ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ? AND max_id BETWEEN 0 AND ? RETURNING max_id"
+	if d == MySQL {
+		fetch = "UPDATE " + t + " SET max_id = LAST_INSERT_ID(max_id + ?), update_time = CURRENT_TIMESTAMP WHERE biz_tag = ? AND max_id BETWEEN 0 AND ?"
 	}
 	q := segmentStatements{
 		schema:  schema,
@@ -152,17 +154,23 @@ func newSegmentStatements(d Dialect, table string) (segmentStatements, error) {
 // processes and alongside Leaf servers on the same table.
 //
 // Fetch is one atomic step on the tag's row, serialised with every other
-// fetch (flakeid's or Leaf's) by the row lock its UPDATE takes:
+// fetch (flakeid's or Leaf's) by the row lock its UPDATE takes. It is one
+// autocommitted statement, one round trip, the same step as Leaf's
+// transaction (UPDATE max_id = max_id + n, SELECT max_id, COMMIT); the
+// range is [new max_id − n, new max_id):
 //
-//   - MySQL/MariaDB: exactly Leaf's transaction, in the session's default
-//     isolation: UPDATE max_id = max_id + n (with update_time and the
-//     overflow guard), then SELECT max_id, then COMMIT; the range is
-//     [max_id − n, max_id).
-//   - PostgreSQL: one autocommitted UPDATE … RETURNING max_id, which is the
-//     same step in one round trip, and holds the row lock for no longer
-//     than the statement (a client cut off from the server cannot keep
-//     it). Under READ COMMITTED an UPDATE that waited for Leaf's lock
-//     re-reads the row it then changes, so the two never overlap.
+//   - PostgreSQL: UPDATE … SET max_id = max_id + n … RETURNING max_id.
+//     Under READ COMMITTED an UPDATE that waited for Leaf's lock re-reads
+//     the row it then changes, so the two never overlap.
+//   - MySQL/MariaDB: UPDATE … SET max_id = LAST_INSERT_ID(max_id + n) …;
+//     the server returns the new max_id as the statement's insert id. (So
+//     the connection's LAST_INSERT_ID() is that max_id afterwards; a db
+//     shared with other code should not rely on it across statements.)
+//     InnoDB's UPDATE locks and re-reads the current row, so it never
+//     overlaps Leaf's transaction either.
+//
+// Each holds the row lock for no longer than the statement: a client cut
+// off from the server cannot keep it.
 //
 // A fetch that would pass the int64 range changes nothing and fails with
 // segment.ErrExhausted. Deadlocks, serialisation failures and lock wait
@@ -172,9 +180,9 @@ func newSegmentStatements(d Dialect, table string) (segmentStatements, error) {
 // fetch whose outcome is unknown (the connection dropped at COMMIT) may
 // have taken its range: that range is then lost, never handed out twice.
 //
-// On MySQL/MariaDB a client partitioned away between Leaf's UPDATE and
-// COMMIT keeps the row locked, for flakeid and Leaf alike, until the
-// server drops its connection (wait_timeout, TCP keepalive, or MariaDB's
+// A Leaf server partitioned away between its UPDATE and COMMIT keeps the
+// row locked, for flakeid and Leaf alike, until the database drops its
+// connection (wait_timeout, TCP keepalive, or MariaDB's
 // idle_transaction_timeout if the operator sets it); meanwhile fetches of
 // that tag fail with ErrUnavailable at their deadlines and the allocators
 // serve from their buffers.
@@ -252,19 +260,7 @@ func (s *Segments) SegmentSchemaSQL() string { return s.q.schema }
 // TABLE IF NOT EXISTS); it is safe to run at every start, by several nodes
 // at once, and on a table Leaf created, which it leaves as it is.
 func (s *Segments) CreateSegmentSchema(ctx context.Context) error {
-	var err error
-	for attempt := range 3 {
-		// Concurrent CREATE TABLE IF NOT EXISTS can collide in PostgreSQL's
-		// catalog (a duplicate key on pg_type); the retry then finds the
-		// table.
-		if _, err = s.db.ExecContext(ctx, s.q.schema); err == nil || !retryable(err) {
-			break
-		}
-		if serr := sleepCtx(ctx, time.Duration(attempt+1)*20*time.Millisecond); serr != nil {
-			break
-		}
-	}
-	if err != nil {
+	if err := createTable(ctx, s.db, s.q.schema); err != nil {
 		return s.unavailable(ctx, "creating the table", err)
 	}
 	return nil
@@ -349,7 +345,7 @@ func (s *Segments) Fetch(ctx context.Context, tag string, n int64) (segment.Rang
 		if s.d == Postgres {
 			r, err = s.fetchReturning(ctx, tag, n)
 		} else {
-			r, err = s.fetchLeaf(ctx, tag, n)
+			r, err = s.fetchLastInsertID(ctx, tag, n)
 		}
 		if err == nil {
 			return r, nil
@@ -370,7 +366,7 @@ func (s *Segments) fetchReturning(ctx context.Context, tag string, n int64) (seg
 	var maxID int64
 	err := s.db.QueryRowContext(ctx, s.q.fetch, n, tag, math.MaxInt64-n).Scan(&maxID)
 	if errors.Is(err, sql.ErrNoRows) {
-		return segment.Range{}, s.refused(ctx, s.db, tag, n)
+		return segment.Range{}, s.refused(ctx, tag, n)
 	}
 	if err != nil {
 		return segment.Range{}, err
@@ -378,50 +374,39 @@ func (s *Segments) fetchReturning(ctx context.Context, tag string, n int64) (seg
 	return segment.Range{Start: maxID - n, End: maxID}, nil
 }
 
-// fetchLeaf is one MySQL fetch: Leaf's transaction.
-func (s *Segments) fetchLeaf(ctx context.Context, tag string, n int64) (r segment.Range, err error) {
-	tx, err := s.db.BeginTx(ctx, nil)
+// fetchLastInsertID is one MySQL fetch: a single UPDATE whose insert id is
+// the new max_id.
+func (s *Segments) fetchLastInsertID(ctx context.Context, tag string, n int64) (segment.Range, error) {
+	res, err := s.db.ExecContext(ctx, s.q.fetch, n, tag, math.MaxInt64-n)
 	if err != nil {
-		return r, err
-	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
-	res, err := tx.ExecContext(ctx, s.q.fetch, n, tag, math.MaxInt64-n)
-	if err != nil {
-		return r, err
+		return segment.Range{}, err
 	}
 	// max_id changes (n ≥ 1), so the count is right with or without
 	// clientFoundRows.
 	k, err := res.RowsAffected()
 	if err != nil {
-		return r, err
+		return segment.Range{}, err
 	}
 	if k == 0 {
-		err = s.refused(ctx, tx, tag, n)
-		return r, err
+		return segment.Range{}, s.refused(ctx, tag, n)
 	}
-	var maxID int64
-	if err = tx.QueryRowContext(ctx, s.q.readMax, tag).Scan(&maxID); err != nil {
-		return r, err
+	maxID, err := res.LastInsertId()
+	if err != nil {
+		return segment.Range{}, err
 	}
-	if err = tx.Commit(); err != nil {
-		return r, err
+	if maxID < n {
+		// The guard keeps max_id in [n, MaxInt64]; anything else means the
+		// insert id did not carry it (a proxy rewriting OK packets).
+		return segment.Range{}, fmt.Errorf("%w: %s: the fetch of tag %q returned insert id %d, not its new max_id",
+			segment.ErrUnavailable, s.where("fetching"), tag, maxID)
 	}
 	return segment.Range{Start: maxID - n, End: maxID}, nil
 }
 
-// querier is a *sql.DB or a *sql.Tx.
-type querier interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
 // refused tells why a fetch's guarded UPDATE matched no row.
-func (s *Segments) refused(ctx context.Context, q querier, tag string, n int64) error {
+func (s *Segments) refused(ctx context.Context, tag string, n int64) error {
 	var maxID int64
-	err := q.QueryRowContext(ctx, s.q.readMax, tag).Scan(&maxID)
+	err := s.db.QueryRowContext(ctx, s.q.readMax, tag).Scan(&maxID)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return fmt.Errorf("%w: %s: tag %q has no row", segment.ErrUnknownTag, s.where("fetching"), tag)

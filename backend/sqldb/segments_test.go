@@ -2,9 +2,7 @@ package sqldb
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -18,20 +16,10 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/flakeid/flakeid/internal/faultnet"
 	"github.com/flakeid/flakeid/internal/testenv"
 	"github.com/flakeid/flakeid/segment"
 	"github.com/flakeid/flakeid/segment/segmenttest"
-	"github.com/flakeid/flakeid/worker"
 )
-
-func randomHex(t testing.TB) string {
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b[:])
-}
 
 // segTable is a fresh table name; dropSegTable drops it after the test,
 // once the clients' own cleanups (registered later, so run earlier) are
@@ -39,13 +27,7 @@ func randomHex(t testing.TB) string {
 func segTable(t testing.TB, admin *sql.DB, d Dialect) string {
 	t.Helper()
 	name := "leaf_alloc_" + randomHex(t)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if _, err := admin.ExecContext(ctx, "DROP TABLE IF EXISTS "+d.quote(name)); err != nil {
-			t.Errorf("dropping %s: %v", name, err)
-		}
-	})
+	dropAfter(t, admin, d, name)
 	return name
 }
 
@@ -75,20 +57,6 @@ func segClient(t testing.TB, dsn, table string) (*Segments, *sql.DB) {
 		t.Fatal(err)
 	}
 	return s, db
-}
-
-// throughProxy starts a faultnet proxy to dsn's server and returns the DSN
-// that goes through it; the proxy closes after the test (after the clients'
-// databases, whose cleanups the caller registers later).
-func throughProxy(t testing.TB, dsn string) (string, *faultnet.Proxy) {
-	t.Helper()
-	hostport := testenv.HostPort(dsn)
-	p, err := faultnet.Listen(hostport)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	return strings.Replace(dsn, hostport, p.Addr(), 1), p
 }
 
 // withPGParam sets a query parameter of a postgres:// URL DSN.
@@ -613,26 +581,13 @@ func TestSegmentsUpdateTimeZone(t *testing.T) {
 }
 
 func TestSegmentsTableNames(t *testing.T) {
-	db, err := sql.Open("pgx", "postgres://nobody@127.0.0.1:1/none") // never connects
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := offlineDB(t)
 	good := []string{"leaf_alloc", "_x", "A", "t1", strings.Repeat("a", 63)}
-	bad := []string{"1t", "a-b", "a.b", "a b", `x"; DROP TABLE y; --`, "x`y", "é", strings.Repeat("a", 64), "a\x00"}
 	for _, d := range []Dialect{Postgres, MySQL} {
 		for _, name := range good {
 			s, err := NewSegments(db, d, name)
 			if err != nil || s.Table() != name || s.Dialect() != d || !strings.Contains(s.SegmentSchemaSQL(), d.quote(name)) {
 				t.Errorf("%v: NewSegments(%q) = %v, %v", d, name, s, err)
-			}
-		}
-		for _, name := range bad {
-			if _, err := NewSegments(db, d, name); !errors.Is(err, worker.ErrInvalidConfig) {
-				t.Errorf("%v: NewSegments(%q) = %v, want ErrInvalidConfig", d, name, err)
-			}
-			if _, err := SegmentSchemaSQL(d, name); !errors.Is(err, worker.ErrInvalidConfig) {
-				t.Errorf("%v: SegmentSchemaSQL(%q) = %v, want ErrInvalidConfig", d, name, err)
 			}
 		}
 		s, err := NewSegments(db, d, "")
@@ -650,22 +605,16 @@ func TestSegmentsTableNames(t *testing.T) {
 			}
 		}
 	}
-	if _, err := NewSegments(db, Dialect(0), "t"); !errors.Is(err, worker.ErrInvalidConfig) {
-		t.Errorf("NewSegments with no dialect: %v", err)
-	}
-	if _, err := NewSegments(nil, Postgres, "t"); !errors.Is(err, worker.ErrInvalidConfig) {
-		t.Errorf("NewSegments with no db: %v", err)
-	}
+	checkRefusesTables(t, "NewSegments", func(db *sql.DB, d Dialect, name string) error {
+		_, err := NewSegments(db, d, name)
+		return err
+	}, SegmentSchemaSQL)
 }
 
 // Bad arguments are refused before any statement runs: the database here
 // does not exist.
 func TestSegmentsBadArguments(t *testing.T) {
-	db, err := sql.Open("pgx", "postgres://nobody@127.0.0.1:1/none")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := offlineDB(t)
 	for _, d := range []Dialect{Postgres, MySQL} {
 		s, err := NewSegments(db, d, "")
 		if err != nil {
@@ -817,15 +766,7 @@ func TestSegmentsCreateSchemaIsIdempotent(t *testing.T) {
 		if err := s.Create(ctx, segment.Tag{Name: "kept", Step: 7, MaxID: 42}); err != nil {
 			t.Fatal(err)
 		}
-		errs := make(chan error, 4)
-		for range 4 {
-			go func() { errs <- s.CreateSegmentSchema(ctx) }()
-		}
-		for range 4 {
-			if err := <-errs; err != nil {
-				t.Errorf("concurrent CreateSegmentSchema: %v", err)
-			}
-		}
+		concurrently(t, 4, "concurrent CreateSegmentSchema", func() error { return s.CreateSegmentSchema(ctx) })
 		if got, err := s.Get(ctx, "kept"); err != nil || got.MaxID != 42 || got.Step != 7 {
 			t.Fatalf("after CreateSegmentSchema again: %+v, %v", got, err)
 		}
@@ -865,18 +806,7 @@ func TestSegmentsClosedDB(t *testing.T) {
 func TestSegmentsUpdateWithoutFoundRows(t *testing.T) {
 	dsn := testenv.MySQL().Require(t)
 	s, _ := newSegments(t, dsn)
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ClientFoundRows = false
-	conn, err := mysql.NewConnector(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := sql.OpenDB(conn)
-	defer db.Close()
-	c, err := NewSegments(db, MySQL, s.table)
+	c, err := NewSegments(noFoundRowsDB(t, dsn), MySQL, s.table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -899,16 +829,10 @@ func TestSegmentsUpdateWithoutFoundRows(t *testing.T) {
 }
 
 func TestOpenSegments(t *testing.T) {
-	if _, err := OpenSegments(t.Context(), "nonsense"); !errors.Is(err, worker.ErrInvalidConfig) {
-		t.Errorf("OpenSegments of a bad DSN: %v, want ErrInvalidConfig", err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
-	for _, dsn := range []string{"postgres://u@127.0.0.1:1/x?sslmode=disable", "u@tcp(127.0.0.1:1)/x"} {
-		if _, err := OpenSegments(ctx, dsn); !errors.Is(err, segment.ErrUnavailable) {
-			t.Errorf("OpenSegments(%q) with no server: %v, want ErrUnavailable", dsn, err)
-		}
-	}
+	checkOpenFails(t, "OpenSegments", func(ctx context.Context, dsn string) error {
+		_, err := OpenSegments(ctx, dsn)
+		return err
+	}, segment.ErrUnavailable)
 	forEach(t, func(t *testing.T, dsn string) {
 		s, err := OpenSegments(ctx10(t), dsn)
 		if err != nil {

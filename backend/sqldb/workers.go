@@ -25,11 +25,11 @@
 //     times. Acquire never locks a held slot, so a slow or partitioned
 //     acquirer delays other acquisitions in its datacenter, never a renewal.
 //     On PostgreSQL the transaction sets idle_in_transaction_session_timeout
-//     (5s) so that a client partitioned mid-Acquire frees the lock row; on
-//     MySQL/MariaDB it is freed when the server drops that connection
-//     (wait_timeout, TCP keepalive, or MariaDB's idle_transaction_timeout if
-//     the operator sets it), and meanwhile Acquire in that datacenter fails
-//     with ErrUnavailable at the caller's deadline.
+//     (5s), on MariaDB its session's idle_transaction_timeout (5s, reset
+//     afterwards), so that a client partitioned mid-Acquire frees the lock
+//     row; on MySQL, which has neither, it is freed when the server drops
+//     that connection (wait_timeout, TCP keepalive), and meanwhile Acquire
+//     in that datacenter fails with ErrUnavailable at the caller's deadline.
 //   - Renew and Release are single UPDATEs guarded by holder = owner AND
 //     expires_at_ms > now; matching no row is worker.ErrNotHeld. The
 //     high-water mark only ever moves up (GREATEST).
@@ -45,11 +45,15 @@ package sqldb
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/flakeid/flakeid/internal/backoff"
 	"github.com/flakeid/flakeid/worker"
@@ -59,16 +63,51 @@ import (
 // transient conflict.
 const maxAttempts = 10
 
-// lockHoldLimit is, on PostgreSQL, how long an Acquire transaction may sit
-// idle on the server between two of its statements before the server ends
-// the session (idle_in_transaction_session_timeout, set LOCAL to the
-// transaction): a client partitioned away in the middle of Acquire would
-// otherwise keep the datacenter's lock row, and so every other Acquire in
-// the datacenter waiting, until the server notices the dead connection
-// (TCP keepalive: two hours by default). MySQL has no per-transaction
-// equivalent (MariaDB's idle_transaction_timeout is a server or session
-// setting left to the operator).
+// lockHoldLimit is how long an Acquire transaction may sit idle on the
+// server between two of its statements before the server ends the session:
+// a client partitioned away in the middle of Acquire would otherwise keep
+// the datacenter's lock row, and so every other Acquire in the datacenter
+// waiting, until the server notices the dead connection (TCP keepalive: two
+// hours by default). PostgreSQL: idle_in_transaction_session_timeout, set
+// LOCAL to the transaction. MariaDB: idle_transaction_timeout (whole
+// seconds), set on the transaction's connection and reset after it. MySQL
+// has no equivalent.
 const lockHoldLimit = 5 * time.Second
+
+// mariaDBIdleLimit returns a connection of w.db whose session has MariaDB's
+// idle_transaction_timeout set to the lock-hold limit, or nil when the
+// server does not know the variable (MySQL), which it remembers.
+func (w *Workers) mariaDBIdleLimit(ctx context.Context) (*sql.Conn, error) {
+	conn, err := w.db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	secs := max(1, int64((w.lockHold+time.Second-1)/time.Second))
+	_, err = conn.ExecContext(ctx, fmt.Sprintf("SET SESSION idle_transaction_timeout = %d", secs))
+	var me *mysql.MySQLError
+	switch {
+	case err == nil:
+		w.idleTxTimeout.Store(1)
+		return conn, nil
+	case errors.As(err, &me) && me.Number == 1193: // unknown system variable
+		w.idleTxTimeout.Store(-1)
+		return nil, conn.Close()
+	}
+	conn.Close()
+	return nil, err
+}
+
+// releaseIdleLimit resets the session's idle_transaction_timeout and gives
+// conn back to the pool, or drops the connection when the reset fails (so
+// that no other user of the pool gets the limit).
+func (w *Workers) releaseIdleLimit(conn *sql.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := conn.ExecContext(ctx, "SET SESSION idle_transaction_timeout = DEFAULT"); err != nil {
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	}
+	_ = conn.Close()
+}
 
 // Workers is a worker.Coordinator over a table of a SQL database.
 type Workers struct {
@@ -79,6 +118,9 @@ type Workers struct {
 	ownedDB bool // Close closes db: Open made it
 
 	lockHold time.Duration // lockHoldLimit; tests shorten it
+	// idleTxTimeout is, on MySQL, whether the server has MariaDB's
+	// idle_transaction_timeout: 0 not known yet, 1 yes, -1 no.
+	idleTxTimeout atomic.Int32
 	// testHookLocked, when set, runs in Acquire right after the lock row
 	// is locked.
 	testHookLocked func()
@@ -148,19 +190,7 @@ func (w *Workers) SchemaSQL() string { return w.q.schema }
 // CreateSchema creates the table when it does not exist (CREATE TABLE IF NOT
 // EXISTS); it is safe to run at every start, and by several nodes at once.
 func (w *Workers) CreateSchema(ctx context.Context) error {
-	var err error
-	for attempt := range 3 {
-		// Concurrent CREATE TABLE IF NOT EXISTS can collide in PostgreSQL's
-		// catalog (a duplicate key on pg_type); the retry then finds the
-		// table.
-		if _, err = w.db.ExecContext(ctx, w.q.schema); err == nil || !retryable(err) {
-			break
-		}
-		if serr := sleepCtx(ctx, time.Duration(attempt+1)*20*time.Millisecond); serr != nil {
-			break
-		}
-	}
-	if err != nil {
+	if err := createTable(ctx, w.db, w.q.schema); err != nil {
 		return w.unavailable(ctx, "creating the table", err)
 	}
 	return nil
@@ -266,11 +296,24 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 	if err := validOwner(req.Owner); err != nil {
 		return nil, fmt.Errorf("%w: sqldb: %w", worker.ErrInvalidConfig, err)
 	}
+	// On MariaDB the transactions run on one connection whose idle
+	// transaction timeout is set for the whole Acquire, retries included.
+	var begin beginner = w.db
+	if w.d == MySQL && w.idleTxTimeout.Load() >= 0 {
+		conn, err := w.mariaDBIdleLimit(ctx)
+		if err != nil {
+			return nil, w.unavailable(ctx, "acquiring a worker id", err)
+		}
+		if conn != nil {
+			defer w.releaseIdleLimit(conn)
+			begin = conn
+		}
+	}
 	bo := backoff.Backoff{Min: 5 * time.Millisecond, Max: 200 * time.Millisecond}
 	var err error
 	for attempt := 0; attempt < maxAttempts; attempt++ {
 		var c *claim
-		c, err = w.acquireOnce(ctx, req)
+		c, err = w.acquireOnce(ctx, begin, req)
 		if err == nil {
 			return c, nil
 		}
@@ -288,10 +331,15 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 	return nil, w.unavailable(ctx, "acquiring a worker id", err)
 }
 
-// acquireOnce is one Acquire transaction. Errors of the database are
-// returned unwrapped, for retryable to classify.
-func (w *Workers) acquireOnce(ctx context.Context, req worker.Request) (c *claim, err error) {
-	tx, err := w.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+// beginner starts transactions: a *sql.DB, or one *sql.Conn.
+type beginner interface {
+	BeginTx(context.Context, *sql.TxOptions) (*sql.Tx, error)
+}
+
+// acquireOnce is one Acquire transaction, begun by begin. Errors of the
+// database are returned unwrapped, for retryable to classify.
+func (w *Workers) acquireOnce(ctx context.Context, begin beginner, req worker.Request) (c *claim, err error) {
+	tx, err := begin.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return nil, err
 	}

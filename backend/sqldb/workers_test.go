@@ -2,9 +2,7 @@ package sqldb
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,56 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
-	"github.com/flakeid/flakeid/internal/faultnet"
 	"github.com/flakeid/flakeid/internal/testenv"
 	"github.com/flakeid/flakeid/worker"
 	"github.com/flakeid/flakeid/worker/workertest"
 )
 
-// service is one database the tests run against.
-type service struct {
-	name string
-	env  testenv.Service
-}
-
-func services() []service {
-	return []service{{"postgres", testenv.Postgres()}, {"mysql", testenv.MySQL()}}
-}
-
-// forEach runs fn as parallel subtests "postgres" and "mysql", each with the
-// service's DSN (a missing service skips, or fails under CI=true).
-func forEach(t *testing.T, fn func(t *testing.T, dsn string)) {
-	for _, s := range services() {
-		t.Run(s.name, func(t *testing.T) {
-			t.Parallel()
-			fn(t, s.env.Require(t))
-		})
-	}
-}
-
-// testDB opens dsn as a client node would, closed at the end of the test.
-func testDB(t testing.TB, dsn string) (*sql.DB, Dialect) {
-	t.Helper()
-	db, d, err := OpenDB(dsn)
-	if err != nil {
-		t.Fatalf("OpenDB(%q): %v", dsn, err)
-	}
-	db.SetMaxOpenConns(4)
-	db.SetMaxIdleConns(4)
-	db.SetConnMaxLifetime(time.Minute)
-	t.Cleanup(func() { db.Close() })
-	return db, d
-}
-
-func tableName(t testing.TB) string {
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	return "flakeid_workers_" + hex.EncodeToString(b[:])
-}
+func tableName(t testing.TB) string { return "flakeid_workers_" + randomHex(t) }
 
 // newTable creates a uniquely named table and drops it after the test, once
 // the clients' own cleanups (registered later, so run earlier) are done.
@@ -72,18 +26,12 @@ func newTable(t testing.TB, dsn string) (*Workers, *sql.DB) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	dropAfter(t, admin, d, w.table)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	if err := w.CreateSchema(ctx); err != nil {
 		t.Fatalf("CreateSchema: %v", err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if _, err := admin.ExecContext(ctx, "DROP TABLE IF EXISTS "+d.quote(w.table)); err != nil {
-			t.Errorf("dropping %s: %v", w.table, err)
-		}
-	})
 	return w, admin
 }
 
@@ -104,13 +52,7 @@ func (c connector) Connect(t *testing.T) worker.Coordinator {
 // ConnectFaulty connects through a faultnet proxy: Cut holds every byte
 // between this client and the database, as a network partition would.
 func (c connector) ConnectFaulty(t *testing.T) (worker.Coordinator, workertest.Fault) {
-	hostport := testenv.HostPort(c.dsn)
-	p, err := faultnet.Listen(hostport)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() }) // after the db's Close, registered below
-	dsn := strings.Replace(c.dsn, hostport, p.Addr(), 1)
+	dsn, p := throughProxy(t, c.dsn)
 	db, d := testDB(t, dsn)
 	w, err := NewWorkers(db, d, c.table)
 	if err != nil {
@@ -143,12 +85,6 @@ func BenchmarkWorkers(b *testing.B) {
 	}
 }
 
-func ctx10(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 func req(owner string, workers int64) worker.Request {
 	return worker.Request{Workers: workers, Owner: owner, TTL: 2 * time.Second, Reserve: time.Now().Truncate(time.Millisecond)}
 }
@@ -172,39 +108,17 @@ func TestCreateSchemaIsIdempotent(t *testing.T) {
 			t.Fatalf("after CreateSchema again: List = %+v, %v; want the slot held by a", infos, err)
 		}
 		// Several nodes creating it at once.
-		errs := make(chan error, 4)
-		for range 4 {
-			go func() { errs <- w.CreateSchema(ctx) }()
-		}
-		for range 4 {
-			if err := <-errs; err != nil {
-				t.Errorf("concurrent CreateSchema: %v", err)
-			}
-		}
+		concurrently(t, 4, "concurrent CreateSchema", func() error { return w.CreateSchema(ctx) })
 	})
 }
 
 func TestTableNameValidation(t *testing.T) {
-	db, err := sql.Open("pgx", "postgres://nobody@127.0.0.1:1/none") // never connects
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := offlineDB(t)
 	good := []string{"flakeid_workers", "_x", "A", "t1", "Workers_2026", strings.Repeat("a", 63)}
-	bad := []string{"1t", "a-b", "a.b", "a b", `x"; DROP TABLE y; --`, "x`y", "é", strings.Repeat("a", 64), "a\x00"}
 	for _, d := range []Dialect{Postgres, MySQL} {
 		for _, name := range good {
 			if _, err := NewWorkers(db, d, name); err != nil {
 				t.Errorf("%v: NewWorkers(%q): %v", d, name, err)
-			}
-		}
-		for _, name := range bad {
-			_, err := NewWorkers(db, d, name)
-			if !errors.Is(err, worker.ErrInvalidConfig) {
-				t.Errorf("%v: NewWorkers(%q) = %v, want ErrInvalidConfig", d, name, err)
-			}
-			if _, err := SchemaSQL(d, name); !errors.Is(err, worker.ErrInvalidConfig) {
-				t.Errorf("%v: SchemaSQL(%q) = %v, want ErrInvalidConfig", d, name, err)
 			}
 		}
 		w, err := NewWorkers(db, d, "")
@@ -215,12 +129,10 @@ func TestTableNameValidation(t *testing.T) {
 			t.Errorf("%v: schema %q does not create %s", d, w.SchemaSQL(), DefaultTable)
 		}
 	}
-	if _, err := NewWorkers(db, Dialect(0), "t"); !errors.Is(err, worker.ErrInvalidConfig) {
-		t.Errorf("NewWorkers with no dialect: %v", err)
-	}
-	if _, err := NewWorkers(nil, Postgres, "t"); !errors.Is(err, worker.ErrInvalidConfig) {
-		t.Errorf("NewWorkers with no db: %v", err)
-	}
+	checkRefusesTables(t, "NewWorkers", func(db *sql.DB, d Dialect, name string) error {
+		_, err := NewWorkers(db, d, name)
+		return err
+	}, SchemaSQL)
 }
 
 func TestDialectOf(t *testing.T) {
@@ -241,17 +153,10 @@ func TestDialectOf(t *testing.T) {
 			t.Errorf("DialectOf(%q) = %v, %v; want ErrInvalidConfig", dsn, got, err)
 		}
 	}
-	if _, err := Open(t.Context(), "nonsense"); !errors.Is(err, worker.ErrInvalidConfig) {
-		t.Errorf("Open of a bad DSN: %v", err)
-	}
-	// Nothing listens on port 1.
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
-	for _, dsn := range []string{"postgres://u@127.0.0.1:1/x?sslmode=disable", "u@tcp(127.0.0.1:1)/x"} {
-		if _, err := Open(ctx, dsn); !errors.Is(err, worker.ErrUnavailable) {
-			t.Errorf("Open(%q) with no server: %v, want ErrUnavailable", dsn, err)
-		}
-	}
+	checkOpenFails(t, "Open", func(ctx context.Context, dsn string) error {
+		_, err := Open(ctx, dsn)
+		return err
+	}, worker.ErrUnavailable)
 }
 
 func TestOpen(t *testing.T) {
@@ -320,17 +225,7 @@ func TestExpiryUsesDatabaseClock(t *testing.T) {
 func TestRenewWithoutFoundRows(t *testing.T) {
 	dsn := testenv.MySQL().Require(t)
 	w, _ := newTable(t, dsn)
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ClientFoundRows = false
-	conn, err := mysql.NewConnector(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := sql.OpenDB(conn)
-	defer db.Close()
+	db := noFoundRowsDB(t, dsn)
 	db.SetMaxOpenConns(1)
 	pw, err := NewWorkers(db, MySQL, w.table)
 	if err != nil {
@@ -434,12 +329,7 @@ func TestClosedDB(t *testing.T) {
 }
 
 func TestBadRequests(t *testing.T) {
-	db, err := sql.Open("pgx", "postgres://nobody@127.0.0.1:1/none")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	w, err := NewWorkers(db, Postgres, "")
+	w, err := NewWorkers(offlineDB(t), Postgres, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -474,9 +364,10 @@ func TestCeilMs(t *testing.T) {
 }
 
 // A client partitioned away in the middle of Acquire, holding its
-// datacenter's lock row, blocks no renewal; on PostgreSQL the server ends its
-// transaction after the lock-hold limit, so other nodes acquire again; on
-// MySQL they wait until the link heals or the server drops the connection.
+// datacenter's lock row, blocks no renewal; on PostgreSQL and MariaDB the
+// server ends its transaction after the lock-hold limit, so other nodes
+// acquire again without the link healing; on MySQL they wait until the link
+// heals or the server drops the connection.
 func TestPartitionedAcquirer(t *testing.T) {
 	forEach(t, func(t *testing.T, dsn string) {
 		w, _ := newTable(t, dsn)
@@ -510,6 +401,15 @@ func TestPartitionedAcquirer(t *testing.T) {
 		}
 		start := time.Now()
 		if healthy.d == MySQL {
+			var version string
+			if err := healthy.db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+				t.Fatal(err)
+			}
+			if mariaDB := strings.Contains(version, "MariaDB"); mariaDB != (faulty.idleTxTimeout.Load() == 1) {
+				t.Fatalf("server %q: idle_transaction_timeout in use = %v, want %v", version, !mariaDB, mariaDB)
+			}
+		}
+		if healthy.d == MySQL && faulty.idleTxTimeout.Load() != 1 {
 			bctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 			_, err := healthy.Acquire(bctx, req("blocked", 4))
 			cancel()
@@ -635,5 +535,53 @@ func TestRecoversAfterHeal(t *testing.T) {
 			}
 		}
 		t.Logf("recovered in %v", time.Since(start).Round(time.Millisecond))
+	})
+}
+
+// TestCreateSchemaRace has several nodes, each with its own connections,
+// create a table that does not exist yet at the same moment, as a cluster's
+// nodes do at their first start; every one must succeed. Plain CREATE TABLE
+// IF NOT EXISTS fails here on PostgreSQL ("type … already exists").
+func TestCreateSchemaRace(t *testing.T) {
+	forEach(t, func(t *testing.T, dsn string) {
+		admin, d := testDB(t, dsn)
+		const nodes, rounds = 6, 8
+		dbs := make([]*sql.DB, nodes)
+		for i := range dbs {
+			dbs[i], _ = testDB(t, dsn)
+		}
+		ctx := ctx10(t)
+		for round := range rounds {
+			workers, segments := tableName(t), "flakeid_segments_"+randomHex(t)
+			dropAfter(t, admin, d, workers)
+			dropAfter(t, admin, d, segments)
+			start := make(chan struct{})
+			errs := make(chan error, 2*nodes)
+			for _, db := range dbs {
+				w, err := NewWorkers(db, d, workers)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s, err := NewSegments(db, d, segments)
+				if err != nil {
+					t.Fatal(err)
+				}
+				go func() { <-start; errs <- w.CreateSchema(ctx) }()
+				go func() { <-start; errs <- s.CreateSegmentSchema(ctx) }()
+			}
+			close(start)
+			for range 2 * nodes {
+				if err := <-errs; err != nil {
+					t.Errorf("round %d: concurrent create: %v", round, err)
+				}
+			}
+			if t.Failed() {
+				return
+			}
+			w, _ := NewWorkers(admin, d, workers)
+			if _, err := w.List(ctx, 0); err != nil {
+				t.Fatalf("round %d: the table is not usable after the race: %v", round, err)
+			}
+		}
 	})
 }

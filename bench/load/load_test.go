@@ -226,3 +226,25 @@ func TestRunAbortsOnErrors(t *testing.T) {
 		t.Errorf("worker setup error: %v", err)
 	}
 }
+
+func TestParseRedisBenchmark(t *testing.T) {
+	out := "\"test\",\"rps\",\"avg_latency_ms\",\"min_latency_ms\",\"p50_latency_ms\",\"p95_latency_ms\",\"p99_latency_ms\",\"max_latency_ms\"\n" +
+		"\"INCR\",\"52882.07\",\"0.101\",\"0.024\",\"0.095\",\"0.151\",\"0.191\",\"8.591\"\n"
+	rec, err := ParseRedisBenchmark(strings.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Record{Mode: "redis-benchmark", Target: "redis INCR", OpsPerS: 52882.07, IDsPerS: 52882.07, P50: 95, P99: 191, Max: 8591}
+	for _, p := range []*float64{&rec.P50, &rec.P99, &rec.Max} {
+		*p = math.Round(*p*1000) / 1000
+	}
+	if rec != want {
+		t.Errorf("got  %+v\nwant %+v", rec, want)
+	}
+	for _, bad := range []string{"", "\"test\",\"rps\"\n", "\"test\",\"rps\"\n\"INCR\",\"fast\"\n",
+		"\"test\",\"rps\"\n\"INCR\",\"1\"\n"} {
+		if _, err := ParseRedisBenchmark(strings.NewReader(bad)); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}

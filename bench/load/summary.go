@@ -66,17 +66,20 @@ func WriteSummary(w io.Writer, recs []Record) {
 		for _, r := range rs {
 			errs += r.Errors
 		}
-		p999 := "–"
-		if v := Median(field(rs, func(r Record) float64 { return r.P999 })); v > 0 {
-			p999 = Us(v)
+		// A tool that does not report a percentile leaves it 0: show "–".
+		opt := func(get func(Record) float64) string {
+			if v := Median(field(rs, get)); v > 0 {
+				return Us(v)
+			}
+			return "–"
 		}
 		fmt.Fprintf(w, "| %s | %d | %s | %s–%s | %s | %s | %s | %s | %s | %d | %.2f |\n",
 			g.Label, len(rs), Si(Median(ops)), Si(slices.Min(ops)), Si(slices.Max(ops)),
 			Si(Median(field(rs, func(r Record) float64 { return r.IDsPerS }))),
 			Us(Median(field(rs, func(r Record) float64 { return r.P50 }))),
-			Us(Median(field(rs, func(r Record) float64 { return r.P90 }))),
+			opt(func(r Record) float64 { return r.P90 }),
 			Us(Median(field(rs, func(r Record) float64 { return r.P99 }))),
-			p999, errs, Median(field(rs, func(r Record) float64 { return r.Load1 })))
+			opt(func(r Record) float64 { return r.P999 }), errs, Median(field(rs, func(r Record) float64 { return r.Load1 })))
 	}
 }
 

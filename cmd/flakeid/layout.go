@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flakeid/flakeid/internal/humanize"
 	"github.com/flakeid/flakeid/snowflake"
 )
 
@@ -105,7 +106,7 @@ func (c *layoutCmd) Run(out *streams) error {
 			{"bits", drawBits(l)},
 			{"epoch", fmt.Sprintf("%s (Unix ms %d)", info.Epoch, info.EpochUnixMilli)},
 			{"time unit", info.TimeUnit},
-			{"IDs per tick", group(capa.IDsPerTick)},
+			{"IDs per tick", humanize.Thousands(capa.IDsPerTick)},
 			{"IDs/s per node", perSecond(capa.IDsPerSecond)},
 			{"nodes", fmt.Sprintf("%s × %s = %s",
 				count(capa.Datacenters, "datacenter"), count(capa.WorkersPerDatacenter, "worker"), count(capa.Nodes, "node"))},
@@ -171,9 +172,9 @@ func perSecond(v float64) string {
 	case v < 1:
 		return strconv.FormatFloat(v, 'g', 3, 64)
 	case v == math.Trunc(v) && v < math.MaxInt64:
-		return group(int64(v))
+		return humanize.Thousands(int64(v))
 	case v < math.MaxInt64:
-		return "about " + group(int64(math.Round(v)))
+		return "about " + humanize.Thousands(int64(math.Round(v)))
 	}
 	return strconv.FormatFloat(v, 'g', 3, 64)
 }
@@ -195,5 +196,5 @@ func count(n int64, noun string) string {
 	if n == 1 {
 		return "1 " + noun
 	}
-	return group(n) + " " + noun + "s"
+	return humanize.Thousands(n) + " " + noun + "s"
 }

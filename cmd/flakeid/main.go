@@ -30,6 +30,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/flakeid/flakeid/internal/humanize"
 	"github.com/flakeid/flakeid/snowflake"
 )
 
@@ -101,7 +102,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 		}}),
 		kong.Vars{
 			"presets":    strings.Join(snowflake.PresetNames(), ", "),
-			"max_count":  group(maxCount),
+			"max_count":  humanize.Thousands(maxCount),
 			"max_borrow": snowflake.DefaultMaxBorrow.String(),
 		},
 		kong.BindTo(ctx, (*context.Context)(nil)),
@@ -245,22 +246,4 @@ func writeFields(w io.Writer, fields [][2]string) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
-}
-
-// group writes n with thousands separators: 4096000 → "4,096,000".
-func group(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	if neg {
-		b.WriteByte('-')
-	}
-	for i, r := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }

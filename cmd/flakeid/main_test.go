@@ -199,16 +199,6 @@ func TestEpochFlag(t *testing.T) {
 	}
 }
 
-func TestGroup(t *testing.T) {
-	t.Parallel()
-	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 4096000: "4,096,000",
-		-1234567: "-1,234,567", 9223372036854775807: "9,223,372,036,854,775,807"} {
-		if got := group(n); got != want {
-			t.Errorf("group(%d) = %q, want %q", n, got, want)
-		}
-	}
-}
-
 // TestBinary builds the real binary and runs it, to check what the
 // in-process tests cannot: main's exit status and the streams it writes to.
 func TestBinary(t *testing.T) {

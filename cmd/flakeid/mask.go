@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 
@@ -12,55 +13,133 @@ import (
 	"github.com/flakeid/flakeid/snowflake"
 )
 
-// maskKeyFlags choose the masking key; mask and unmask embed them.
+// maskKeyFlags say which masking keys to use: one key (--key with its
+// --key-id) or a keyring file (--keyring) whose first key masks and whose
+// every key unmasks, for rotation. mask and unmask embed them as they are,
+// serve with the prefix mask- (--mask-key, …); the environment variables
+// are the same for all three, so one deployment's settings serve both.
 type maskKeyFlags struct {
-	Key   string `required:"" env:"FLAKEID_MASK_KEY" placeholder:"HEX" help:"The 128-bit masking key: 32 hex digits (make one with: openssl rand -hex 16). Prefer the environment variable: a key given on the command line can be seen by other users in ps and stays in the shell history."`
-	KeyID uint8  `name:"key-id" default:"0" env:"FLAKEID_MASK_KEY_ID" placeholder:"N" help:"The key's id, 0–31: written as the first character of every text, and checked when reading one, so that keys can be rotated."`
-	Bits  int    `default:"63" enum:"63,53" env:"FLAKEID_MASK_BITS" placeholder:"N" help:"The ID space: 63 (every non-negative int64, the default layouts) or 53 (IDs below 2^53, the jssafe layout). A masked ID stays in the same space."`
+	Key     string `env:"FLAKEID_MASK_KEY" placeholder:"HEX" help:"The 128-bit masking key: 32 hex digits (make one with: openssl rand -hex 16). Prefer the environment variable: a key given on the command line can be seen by other users in ps and stays in the shell history."`
+	KeyID   uint8  `name:"key-id" default:"0" env:"FLAKEID_MASK_KEY_ID" placeholder:"N" help:"The key's id, 0–31: written as the first character of every text, and checked when reading one, so that keys can be rotated."`
+	Keyring string `type:"path" env:"FLAKEID_MASK_KEYRING" placeholder:"FILE" help:"Instead of a single key, a keyring file for rotation: one key-id:32-hex-digit key per line (# starts a comment); the first masks, every one unmasks. Keep it readable only by its users."`
+	Bits    int    `env:"FLAKEID_MASK_BITS" placeholder:"N" help:"The ID space: 63 (every non-negative int64, the default layouts) or 53 (IDs below 2^53, the jssafe layout); a masked ID stays in the same space. Default 63; serve takes it from the layout and refuses another."`
 }
 
-// masker builds the Masker the flags describe. Errors never quote the key.
-func (f *maskKeyFlags) masker() (*idmask.Masker, error) {
-	key, err := parseMaskKey(f.Key)
-	if err != nil {
-		return nil, fmt.Errorf("--key (or FLAKEID_MASK_KEY): %w", err)
-	}
-	m, err := idmask.New(key, f.KeyID, f.Bits)
-	if errors.Is(err, idmask.ErrInvalidKeyID) {
-		return nil, fmt.Errorf("--key-id %d: %w", f.KeyID, err)
-	}
-	return m, err
+// maskKey is one key of maskKeyFlags.
+type maskKey struct {
+	id  uint8
+	key []byte
 }
 
-// parseMaskKey reads a 128-bit key written as 32 hex digits, in either
-// case. Its errors describe what is wrong without repeating the key, which
-// is a secret.
-func parseMaskKey(s string) ([]byte, error) {
-	s = strings.TrimSpace(s)
-	if len(s) != 2*idmask.KeySize {
-		return nil, fmt.Errorf("the key is %d characters long, want %d hex digits (a %d-bit key)", len(s), 2*idmask.KeySize, 8*idmask.KeySize)
-	}
-	key := make([]byte, idmask.KeySize)
-	for i := range len(s) {
-		d, ok := hexDigit(s[i])
-		if !ok {
-			return nil, fmt.Errorf("character %d of the key is not a hex digit (0–9, a–f)", i+1)
-		}
-		key[i/2] = key[i/2]<<4 | d
-	}
-	return key, nil
-}
-
-func hexDigit(c byte) (byte, bool) {
+// keys returns the configured keys, the masking one first, or none when
+// neither a key nor a keyring is given. prefix is the flags' prefix ("" or
+// "mask-"), for the messages. Errors name the flag, or the keyring's file
+// and line, and never quote a key.
+func (f *maskKeyFlags) keys(prefix string) ([]maskKey, error) {
 	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
+	case f.Key != "" && f.Keyring != "":
+		return nil, fmt.Errorf("--%skey and --%skeyring both given (FLAKEID_MASK_KEY, FLAKEID_MASK_KEYRING): give one", prefix, prefix)
+	case f.Key != "":
+		key, err := idmask.ParseKey(f.Key)
+		if err != nil {
+			return nil, fmt.Errorf("--%skey (or FLAKEID_MASK_KEY): %w", prefix, err)
+		}
+		if f.KeyID > idmask.MaxKeyID {
+			return nil, fmt.Errorf("--%skey-id %d (or FLAKEID_MASK_KEY_ID): %w: want 0–%d", prefix, f.KeyID, idmask.ErrInvalidKeyID, idmask.MaxKeyID)
+		}
+		return []maskKey{{f.KeyID, key}}, nil
+	case f.Keyring != "":
+		keys, err := readKeyring(f.Keyring)
+		if err != nil {
+			return nil, fmt.Errorf("--%skeyring (or FLAKEID_MASK_KEYRING): %w", prefix, err)
+		}
+		return keys, nil
 	}
-	return 0, false
+	return nil, nil
+}
+
+// readKeyring reads a keyring file: one key-id:hex-key per line, the
+// masking key first; blank lines and text after # are ignored.
+func readKeyring(path string) ([]maskKey, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var keys []maskKey
+	seen := map[uint8]bool{}
+	n := 0
+	for line := range strings.Lines(string(b)) {
+		n++
+		line, _, _ = strings.Cut(line, "#")
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		idText, hexKey, ok := strings.Cut(line, ":")
+		if !ok {
+			return nil, fmt.Errorf("%s line %d: not of the form key-id:hex-key", path, n)
+		}
+		id, err := strconv.ParseUint(strings.TrimSpace(idText), 10, 8)
+		if err != nil || id > idmask.MaxKeyID {
+			return nil, fmt.Errorf("%s line %d: the key id is not a whole number 0–%d (write key-id:hex-key)", path, n, idmask.MaxKeyID)
+		}
+		if seen[uint8(id)] {
+			return nil, fmt.Errorf("%s line %d: key id %d is listed twice", path, n, id)
+		}
+		seen[uint8(id)] = true
+		key, err := idmask.ParseKey(strings.TrimSpace(hexKey))
+		if err != nil {
+			return nil, fmt.Errorf("%s line %d (key id %d): %w", path, n, id, err)
+		}
+		keys = append(keys, maskKey{uint8(id), key})
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("%s holds no key", path)
+	}
+	return keys, nil
+}
+
+// bits returns --bits, or def when it is not given.
+func (f *maskKeyFlags) bits(prefix string, def int) (int, error) {
+	switch f.Bits {
+	case 0:
+		return def, nil
+	case idmask.Bits63, idmask.Bits53:
+		return f.Bits, nil
+	}
+	return 0, fmt.Errorf("--%sbits %d (or FLAKEID_MASK_BITS): want %d or %d", prefix, f.Bits, idmask.Bits63, idmask.Bits53)
+}
+
+// validate checks, for mask and unmask, that the flags name one key source
+// and a valid space: mistakes in the command line, reported as usage errors.
+func (f *maskKeyFlags) validate() error {
+	if f.Key == "" && f.Keyring == "" {
+		return errors.New("no masking key: give --key (or FLAKEID_MASK_KEY), or --keyring (or FLAKEID_MASK_KEYRING)")
+	}
+	if f.Key != "" && f.Keyring != "" {
+		return errors.New("--key and --keyring both given (FLAKEID_MASK_KEY, FLAKEID_MASK_KEYRING): give one")
+	}
+	_, err := f.bits("", idmask.Bits63)
+	return err
+}
+
+// keyring builds the Keyring the flags describe, for mask and unmask.
+func (f *maskKeyFlags) keyring() (*idmask.Keyring, error) {
+	keys, err := f.keys("")
+	if err != nil {
+		return nil, err
+	}
+	bits, err := f.bits("", idmask.Bits63)
+	if err != nil {
+		return nil, err
+	}
+	ms := make([]*idmask.Masker, len(keys))
+	for i, k := range keys {
+		if ms[i], err = idmask.New(k.key, k.id, bits); err != nil {
+			return nil, err
+		}
+	}
+	return idmask.NewKeyring(ms[0], ms[1:]...)
 }
 
 // maskCmd masks internal IDs into external ones.
@@ -75,12 +154,16 @@ type maskCmd struct {
 	IDs  []string `arg:"" name:"id" help:"Internal IDs to mask, in decimal. An ID that does not parse or does not fit --bits is reported on stderr and skipped; the exit status is then 1."`
 }
 
+// Validate reports a missing or doubled key source as a usage error.
+func (c *maskCmd) Validate() error { return c.validate() }
+
 // Run masks every argument.
 func (c *maskCmd) Run(out *streams) error {
-	m, err := c.masker()
+	ring, err := c.keyring()
 	if err != nil {
 		return err
 	}
+	m := ring.Current()
 	return eachArg(out, "mask", c.IDs, "IDs could not be masked", func(arg string) (string, error) {
 		id, err := snowflake.Parse(arg)
 		if err != nil {
@@ -106,16 +189,16 @@ type unmaskCmd struct {
 	Texts []string `arg:"" name:"text" help:"Masked IDs to unmask. One that is mistyped (the check character catches single typos), made with another key id or otherwise unreadable is reported on stderr and skipped; the exit status is then 1."`
 }
 
+// Validate reports a missing or doubled key source as a usage error.
+func (c *unmaskCmd) Validate() error { return c.validate() }
+
 // Run unmasks every argument.
 func (c *unmaskCmd) Run(out *streams) error {
-	m, err := c.masker()
+	ring, err := c.keyring()
 	if err != nil {
 		return err
 	}
-	ring, err := idmask.NewKeyring(m)
-	if err != nil {
-		return err
-	}
+	m := ring.Current()
 	return eachArg(out, "unmask", c.Texts, "texts could not be unmasked", func(arg string) (string, error) {
 		var (
 			id  int64
@@ -139,7 +222,7 @@ func (c *unmaskCmd) Run(out *streams) error {
 			}
 		}
 		if errors.Is(err, idmask.ErrUnknownKeyID) {
-			err = fmt.Errorf("%w (give that key with its --key-id)", err)
+			err = fmt.Errorf("%w (give that key with its --key-id, or a --keyring that holds it)", err)
 		}
 		return strconv.FormatInt(id, 10), err
 	})

@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/hex"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -137,7 +139,9 @@ func TestMaskBadKey(t *testing.T) {
 		code int
 		want []string
 	}{
-		{[]string{"mask", "1"}, exitUsage, []string{"missing flags: --key=HEX", "flakeid mask --help"}},
+		{[]string{"mask", "1"}, exitUsage, []string{"no masking key: give --key (or FLAKEID_MASK_KEY), or --keyring", "flakeid mask --help"}},
+		{[]string{"mask", "--key", maskTestKey, "--keyring", "ring", "1"}, exitUsage, []string{"--key and --keyring both given"}},
+		{[]string{"unmask", "--keyring", "/nonexistent/ring", "0ABC"}, exitError, []string{"--keyring", "/nonexistent/ring", "no such file"}},
 		{[]string{"unmask", "0ABC"}, exitUsage, []string{"--key"}},
 		{[]string{"mask", "--key", maskTestKey[:30], "1"}, exitError, []string{"--key", "30 characters long, want 32 hex digits (a 128-bit key)"}},
 		{[]string{"unmask", "--key", maskTestKey + "00", "0ABC"}, exitError, []string{"--key", "34 characters long"}},
@@ -237,6 +241,56 @@ func TestUnmaskBadTexts(t *testing.T) {
 	}
 }
 
+// TestMaskKeyring: a keyring file masks with its first key and unmasks
+// texts of every key it holds (rotation), from the flag or the environment.
+func TestMaskKeyring(t *testing.T) {
+	t.Parallel()
+	ring := filepath.Join(t.TempDir(), "keyring")
+	os.WriteFile(ring, []byte("# the new key masks\n3:"+maskTestKey2+"\n\n1:"+maskTestKey+"  # the old one, until its texts are gone\n"), 0o600)
+	oldText, _ := testMasker(t, maskTestKey, 1, 63).MaskText(4242, idmask.Base32)
+	newText, _ := testMasker(t, maskTestKey2, 3, 63).MaskText(4242, idmask.Base32)
+
+	r := runCLI(t, "mask", "--keyring", ring, "4242")
+	mustSucceed(t, r)
+	if r.stdout != newText+"\n" {
+		t.Errorf("mask --keyring: %q, want %q (the first key's)", r.stdout, newText)
+	}
+	r = runCLI(t, "unmask", "--keyring", ring, oldText, newText)
+	mustSucceed(t, r)
+	if r.stdout != "4242\n4242\n" {
+		t.Errorf("unmask --keyring of an old and a new text: %q", r.stdout)
+	}
+	// A text of a key the ring does not hold names the way out.
+	other, _ := testMasker(t, maskTestKey, 9, 63).MaskText(1, idmask.Base32)
+	mustFail(t, runCLI(t, "unmask", "--keyring", ring, other), exitError, "key id 9", "--keyring that holds it")
+}
+
+// TestMaskBadKeyring: a keyring's mistakes are reported with the file and
+// line, never quoting a key.
+func TestMaskBadKeyring(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for i, c := range []struct {
+		text, want string
+	}{
+		{"", "holds no key"},
+		{"# only a comment\n", "holds no key"},
+		{"1:" + maskTestKey + "\n" + maskTestKey2 + "\n", "line 2: not of the form key-id:hex-key"},
+		{"x:" + maskTestKey + "\n", "line 1: the key id is not a whole number 0–31"},
+		{"32:" + maskTestKey + "\n", "line 1: the key id is not a whole number 0–31"},
+		{"1:" + maskTestKey + "\n1:" + maskTestKey2 + "\n", "line 2: key id 1 is listed twice"},
+		{"\n\n4:" + maskTestKey[:31] + "z\n", "line 3 (key id 4): idmask: invalid key: character 32 of the key is not a hex digit"},
+	} {
+		path := filepath.Join(dir, fmt.Sprintf("ring%d", i))
+		os.WriteFile(path, []byte(c.text), 0o600)
+		r := runCLI(t, "mask", "--keyring", path, "1")
+		mustFail(t, r, exitError, "--keyring (or FLAKEID_MASK_KEYRING)", path, c.want)
+		if strings.Contains(r.stderr, maskTestKey[:20]) || strings.Contains(r.stderr, maskTestKey2[:20]) {
+			t.Errorf("the error quotes a key:\n%s", r.stderr)
+		}
+	}
+}
+
 func TestMaskHelp(t *testing.T) {
 	t.Parallel()
 	r := runCLI(t, "--help")
@@ -249,7 +303,7 @@ func TestMaskHelp(t *testing.T) {
 	for _, cmd := range []string{"mask", "unmask"} {
 		r := runCLI(t, cmd, "--help")
 		mustSucceed(t, r)
-		for _, w := range []string{"FLAKEID_MASK_KEY", "in ps", "32 hex digits", "--key-id", "0–31", "--bits", "53", "--form"} {
+		for _, w := range []string{"FLAKEID_MASK_KEY", "in ps", "32 hex digits", "--key-id", "0–31", "--bits", "53", "--form", "--keyring", "FLAKEID_MASK_KEYRING"} {
 			if !strings.Contains(r.stdout, w) {
 				t.Errorf("%s --help does not mention %q:\n%s", cmd, w, r.stdout)
 			}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/flakeid/flakeid/client"
+	"github.com/flakeid/flakeid/internal/humanize"
 	"github.com/flakeid/flakeid/node"
 	"github.com/flakeid/flakeid/segment"
 	"github.com/flakeid/flakeid/snowflake"
@@ -36,7 +37,7 @@ type nextCmd struct {
 	MaxWait   time.Duration `default:"10s" placeholder:"DURATION" env:"FLAKEID_MAX_WAIT" help:"How long to wait for the clock to pass the worker id's high-water mark (a previous holder's reservation), 0–1m."`
 
 	Tag       string `placeholder:"TAG" env:"FLAKEID_TAG" help:"Segment mode: print the next IDs of this tag (dense integers from --store, Leaf-style) instead of Snowflake IDs."`
-	Server    string `placeholder:"URL[,URL…]" env:"FLAKEID_SERVER" help:"Ask running flakeid servers for the IDs (failing over between them) instead of generating them here."`
+	Server    string `placeholder:"URL[,URL…]" env:"FLAKEID_SERVER" help:"Ask running flakeid servers for the IDs (failing over between them) instead of generating them here; a server that masks its IDs gets its masked texts printed."`
 	Token     string `placeholder:"TOKEN" env:"FLAKEID_TOKEN" help:"Bearer token for --server."`
 	CreateTag bool   `env:"FLAKEID_CREATE_TAG" help:"Segment mode: create the tag (step 1000) if it does not exist."`
 
@@ -49,7 +50,7 @@ type nextCmd struct {
 // Run prints c.Count IDs.
 func (c *nextCmd) Run(ctx context.Context, out *streams) error {
 	if c.Count < 1 || c.Count > maxCount {
-		return fmt.Errorf("-n %d is out of range: want 1 to %s IDs", c.Count, group(maxCount))
+		return fmt.Errorf("-n %d is out of range: want 1 to %s IDs", c.Count, humanize.Thousands(maxCount))
 	}
 	if c.MaxWait < 0 || c.MaxWait > snowflake.MaxMaxWait {
 		return fmt.Errorf("--max-wait %v is out of range: want 0 to %v", c.MaxWait, snowflake.MaxMaxWait)
@@ -244,6 +245,25 @@ func (c *nextCmd) segments(ctx context.Context, out *streams) error {
 }
 
 // remote prints c.Count IDs fetched from the servers in --server.
+// fetchIDs asks the servers for n IDs (of --tag, if set).
+func (c *nextCmd) fetchIDs(ctx context.Context, cl *client.Client, n int) ([]int64, error) {
+	if c.Tag != "" {
+		return cl.NextSegmentIDs(ctx, c.Tag, n)
+	}
+	return cl.NextIDs(ctx, n)
+}
+
+// fetchTexts asks the servers for n IDs as the texts they write.
+func (c *nextCmd) fetchTexts(ctx context.Context, cl *client.Client, n int) ([]string, error) {
+	if c.Tag != "" {
+		return cl.NextSegmentTexts(ctx, c.Tag, n)
+	}
+	return cl.NextTexts(ctx, n)
+}
+
+// remote prints IDs from running servers. From a server that masks its IDs
+// (which refuses the ranges NextIDs reads) it prints the masked texts as the
+// server writes them.
 func (c *nextCmd) remote(ctx context.Context, out *streams) error {
 	if c.Format == "json" {
 		return fmt.Errorf("--format json is not available with --server; use decimal, base32 or base58")
@@ -257,6 +277,7 @@ func (c *nextCmd) remote(ctx context.Context, out *streams) error {
 	w := bufio.NewWriterSize(out.stdout, 64<<10)
 	defer w.Flush()
 	var buf []byte
+	masked := false // the server masks: print its texts
 	for left := c.Count; left > 0; {
 		want := min(left, 100_000)
 		if c.Every > 0 {
@@ -268,13 +289,30 @@ func (c *nextCmd) remote(ctx context.Context, out *streams) error {
 			}
 		}
 		var ids []int64
-		if c.Tag != "" {
-			ids, err = cl.NextSegmentIDs(ctx, c.Tag, want)
+		var texts []string
+		if !masked {
+			ids, err = c.fetchIDs(ctx, cl, want)
+			var ae *client.APIError
+			if errors.As(err, &ae) && ae.Status == 400 {
+				// A server that masks its IDs refuses the ranges NextIDs
+				// reads; if it hands out the same IDs as texts, it masks.
+				if texts, err = c.fetchTexts(ctx, cl, want); err == nil {
+					masked = true
+					if c.Format != "decimal" {
+						return fmt.Errorf("the server hands out masked IDs (%s…), which --format %s cannot re-encode; use the default format", texts[0], c.Format)
+					}
+				}
+			}
 		} else {
-			ids, err = cl.NextIDs(ctx, want)
+			texts, err = c.fetchTexts(ctx, cl, want)
 		}
 		if err != nil {
 			return err
+		}
+		for _, t := range texts {
+			if _, err := fmt.Fprintln(w, t); err != nil {
+				return err
+			}
 		}
 		for _, id := range ids {
 			buf = buf[:0]
@@ -291,7 +329,7 @@ func (c *nextCmd) remote(ctx context.Context, out *streams) error {
 				return err
 			}
 		}
-		left -= len(ids)
+		left -= len(ids) + len(texts)
 		if c.Every > 0 {
 			if err := w.Flush(); err != nil {
 				return err

@@ -331,9 +331,12 @@ func TestProofContention(t *testing.T) {
 				ids, _ := newcomer.snapshot()
 				return len(ids) >= 20
 			})
-			if n := heldCount(t, bin, url); n != 4 {
-				t.Errorf("%d worker ids held after the takeover, want 4", n)
-			}
+			// All four worker ids held again. Eventually: on a loaded
+			// machine a holder can miss a renewal of its 2 s lease, stop
+			// issuing (fencing) and take an id again a moment later.
+			waitFor(t, "four worker ids held after the takeover", 15*time.Second, func() bool {
+				return heldCount(t, bin, url) == 4
+			})
 			for _, p := range procs {
 				if p != victim {
 					p.kill()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -30,6 +31,10 @@ type serveCmd struct {
 	Policy          string        `default:"wait" enum:"wait,borrow" env:"FLAKEID_POLICY" help:"When a tick's sequence is used up: wait for the next tick, or borrow up to ${max_borrow} from the future (${enum})."`
 	AutoCreateTags  bool          `env:"FLAKEID_AUTO_CREATE_TAGS" help:"Create an unknown segment tag on first use (step 1000) instead of answering 404."`
 	SegmentDuration time.Duration `default:"15m" env:"FLAKEID_SEGMENT_DURATION" help:"Dynamic step target: a step of a tag should last about this long (Leaf's 15m); longer rides out longer database outages (see docs/GUARANTEES.md)."`
+	MaskForm        string        `default:"base32" enum:"base32,base62" env:"FLAKEID_MASK_FORM" help:"Text form of masked IDs (${enum}): base32 is case-insensitive (15 characters, 13 for the jssafe layout), base62 case-sensitive (13, or 11)."`
+	MaskSnowflake   bool          `env:"FLAKEID_MASK_SNOWFLAKE" help:"Hand out every Snowflake ID masked (needs --mask-key or --mask-keyring)."`
+	MaskTags        []string      `placeholder:"TAG" env:"FLAKEID_MASK_TAGS" help:"Segment tags whose IDs are handed out masked; * means every tag (needs --mask-key or --mask-keyring)."`
+	Mask            maskKeyFlags  `embed:"" prefix:"mask-"`
 	LogFormat       string        `default:"text" enum:"text,json" env:"FLAKEID_LOG_FORMAT" help:"Log format (${enum})."`
 	LogLevel        string        `default:"info" enum:"debug,info,warn,error" env:"FLAKEID_LOG_LEVEL" help:"Log level (${enum})."`
 
@@ -55,6 +60,17 @@ func (c *serveCmd) config() (server.Config, error) {
 		if len(cfg.Tokens) == 0 {
 			return cfg, fmt.Errorf("--tokens-file %s lists no tokens", c.TokensFile)
 		}
+	}
+	cfg.Mask = server.MaskConfig{Form: c.MaskForm, Snowflake: c.MaskSnowflake, Tags: c.MaskTags}
+	keys, err := c.Mask.keys("mask-")
+	if err != nil {
+		return cfg, err
+	}
+	for _, k := range keys {
+		cfg.Mask.Keys = append(cfg.Mask.Keys, server.MaskKey{ID: k.id, Key: hex.EncodeToString(k.key)})
+	}
+	if cfg.Mask.Bits, err = c.Mask.bits("mask-", 0); err != nil {
+		return cfg, err
 	}
 	return cfg, cfg.Validate()
 }

@@ -105,6 +105,10 @@ func TestServeBadConfig(t *testing.T) {
 	os.WriteFile(tokens, []byte(`[{"name":"x","token":"short"}]`), 0o600)
 	badJSON := filepath.Join(dir, "bad.json")
 	os.WriteFile(badJSON, []byte(`[{"name":`), 0o600)
+	ring := filepath.Join(dir, "keyring")
+	os.WriteFile(ring, []byte("1:000102030405060708090a0b0c0d0e0f\n"), 0o600)
+	badRing := filepath.Join(dir, "bad-keyring")
+	os.WriteFile(badRing, []byte("0:000102030405060708090a0b0c0d0e0f\n0:f0e0d0c0b0a090807060504030201000\n"), 0o600)
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -116,6 +120,14 @@ func TestServeBadConfig(t *testing.T) {
 		{[]string{"--tokens-file", filepath.Join(dir, "missing.json")}, "no such file"},
 		{[]string{"--listen", "nonsense"}, "listen address"},
 		{[]string{"--time-bits", "60"}, "overflows"},
+		{[]string{"--mask-snowflake"}, "no mask keys"},
+		{[]string{"--mask-key", "abcd", "--mask-snowflake"}, "--mask-key (or FLAKEID_MASK_KEY): idmask: invalid key: the key is 4 characters long"},
+		{[]string{"--mask-key", "000102030405060708090a0b0c0d0e0f", "--mask-key-id", "40"}, "--mask-key-id 40 (or FLAKEID_MASK_KEY_ID)"},
+		{[]string{"--mask-key", "000102030405060708090a0b0c0d0e0f", "--mask-keyring", ring}, "--mask-key and --mask-keyring both given"},
+		{[]string{"--mask-keyring", badRing, "--mask-snowflake"}, badRing + " line 2: key id 0 is listed twice"},
+		{[]string{"--mask-keyring", filepath.Join(dir, "missing")}, "--mask-keyring (or FLAKEID_MASK_KEYRING)"},
+		{[]string{"--mask-key", "000102030405060708090a0b0c0d0e0f", "--mask-bits", "53"}, "mask bits 53, but the layout's IDs are masked in 63 bits"},
+		{[]string{"--mask-key", "000102030405060708090a0b0c0d0e0f", "--mask-bits", "64"}, "--mask-bits 64 (or FLAKEID_MASK_BITS): want 63 or 53"},
 	} {
 		r := runCLI(t, append([]string{"serve", "--data-dir", dir}, tc.args...)...)
 		mustFail(t, r, exitError, tc.want)
@@ -140,6 +152,121 @@ func TestConfigFile(t *testing.T) {
 		t.Fatalf("count=6 with max_count 5 from the file: %d %s", code, body)
 	}
 	mustFail(t, runCLI(t, "--config", filepath.Join(t.TempDir(), "missing.json"), "layout"), exitUsage, "missing.json")
+}
+
+// TestServeMasked: --mask-snowflake and --mask-tags with the key from the
+// variables `flakeid mask` reads (as a deployment would give a secret) hand
+// out masked IDs, and `flakeid unmask` with the same key reads them back.
+func TestServeMasked(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	bin := proofBin.get(t)
+	const key = "000102030405060708090a0b0c0d0e0f"
+	t.Setenv("FLAKEID_MASK_KEY", key)
+	t.Setenv("FLAKEID_MASK_KEY_ID", "2")
+	p, url := startServe(t, bin, "--data-dir", t.TempDir(), "--mask-snowflake", "--mask-tags", "orders", "--auto-create-tags")
+	defer p.kill()
+	code, text := get(t, url+"/api/snowflake/get/x")
+	if code != 200 || len(text) != 15 || text[0] != '2' {
+		t.Fatalf("masked Snowflake ID: %d %q", code, text)
+	}
+	out, err := exec.Command(bin, "unmask", "--key", key, "--key-id", "2", text).Output()
+	if err != nil {
+		t.Fatalf("unmask %s: %v", text, err)
+	}
+	id := strings.TrimSpace(string(out))
+	if _, err := strconv.ParseInt(id, 10, 64); err != nil {
+		t.Fatalf("unmask printed %q", out)
+	}
+	if code, body := get(t, url+"/v1/decode/"+text); code != 200 || !strings.Contains(body, `"id":"`+id+`"`) {
+		t.Fatalf("decode %s: %d %s (want id %s)", text, code, body, id)
+	}
+	if code, seg := get(t, url+"/api/segment/get/orders"); code != 200 || len(seg) != 15 {
+		t.Fatalf("masked segment ID: %d %q", code, seg)
+	}
+	if code, seg := get(t, url+"/api/segment/get/plain"); code != 200 || seg != "1" {
+		t.Fatalf("tag plain is not masked: %d %q", code, seg)
+	}
+
+	// `flakeid next --server` prints the masked texts the server hands out
+	// (it refuses the ranges the client reads first), of Snowflake IDs and
+	// of a masked tag, and the plain IDs of a tag it does not mask.
+	for _, tc := range []struct {
+		args   []string
+		masked bool
+	}{
+		{nil, true},
+		{[]string{"--tag", "orders"}, true},
+		{[]string{"--tag", "plain"}, false},
+	} {
+		r := runCLI(t, append([]string{"next", "-n", "4", "--server", url}, tc.args...)...)
+		mustSucceed(t, r)
+		lines := strings.Fields(r.stdout)
+		if len(lines) != 4 {
+			t.Fatalf("next %v: %q, want 4 lines", tc.args, r.stdout)
+		}
+		prev := int64(0)
+		for _, l := range lines {
+			if tc.masked {
+				if len(l) != 15 || l[0] != '2' {
+					t.Fatalf("next %v: %q is not a masked text of key 2", tc.args, l)
+				}
+				out, err := exec.Command(bin, "unmask", "--key", key, "--key-id", "2", l).Output()
+				if err != nil {
+					t.Fatalf("unmask %s: %v", l, err)
+				}
+				l = strings.TrimSpace(string(out))
+			}
+			v, err := strconv.ParseInt(l, 10, 64)
+			if err != nil || v <= prev {
+				t.Fatalf("next %v: %q after %d; want increasing IDs", tc.args, r.stdout, prev)
+			}
+			prev = v
+		}
+	}
+	// A format that re-encodes IDs cannot apply to masked texts.
+	mustFail(t, runCLI(t, "next", "-n", "2", "--format", "base58", "--server", url), 1,
+		"masked IDs", "--format base58")
+}
+
+// TestServeKeyring: with a keyring file the server masks with the ring's
+// first key and decodes texts of every key in it, so a key is rotated
+// without breaking the texts already handed out; `flakeid unmask` with the
+// same file reads both.
+func TestServeKeyring(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	t.Parallel()
+	bin := proofBin.get(t)
+	const oldKey, newKey = "000102030405060708090a0b0c0d0e0f", "f0e0d0c0b0a090807060504030201000"
+	ring := filepath.Join(t.TempDir(), "keyring")
+	os.WriteFile(ring, []byte("5:"+newKey+"  # masks\n2:"+oldKey+"  # unmasks texts made before the rotation\n"), 0o600)
+	p, url := startServe(t, bin, "--data-dir", t.TempDir(), "--mask-snowflake", "--mask-keyring", ring)
+	defer p.kill()
+
+	code, text := get(t, url+"/api/snowflake/get/x")
+	if code != 200 || len(text) != 15 || text[0] != '5' {
+		t.Fatalf("masked Snowflake ID: %d %q, want a text of key 5", code, text)
+	}
+	out, err := exec.Command(bin, "unmask", "--keyring", ring, text).CombinedOutput()
+	if err != nil {
+		t.Fatalf("unmask --keyring %s: %v\n%s", text, err, out)
+	}
+	id := strings.TrimSpace(string(out))
+	if code, body := get(t, url+"/v1/decode/"+text); code != 200 || !strings.Contains(body, `"id":"`+id+`"`) || !strings.Contains(body, `"key_id":5`) {
+		t.Fatalf("decode %s: %d %s (want id %s, key 5)", text, code, body, id)
+	}
+	// A text of the old key, as handed out before the rotation.
+	out, err = exec.Command(bin, "mask", "--key", oldKey, "--key-id", "2", id).CombinedOutput()
+	if err != nil {
+		t.Fatalf("mask: %v\n%s", err, out)
+	}
+	old := strings.TrimSpace(string(out))
+	if code, body := get(t, url+"/v1/decode/"+old); code != 200 || !strings.Contains(body, `"id":"`+id+`"`) || !strings.Contains(body, `"key_id":2`) {
+		t.Fatalf("decode of the old key's text %s: %d %s (want id %s, key 2)", old, code, body, id)
+	}
 }
 
 // TestTestClockAdmin: the hidden test flag mounts POST /admin/test/clock; a

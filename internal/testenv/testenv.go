@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -64,14 +65,33 @@ func (s Service) Require(t testing.TB) string {
 	hostport := HostPort(dsn)
 	c, err := net.DialTimeout("tcp", hostport, 2*time.Second)
 	if err != nil {
-		msg := s.Name + " is not reachable at " + hostport + " (" + err.Error() + "); start it with ./scripts/services.sh or set " + s.Env
-		if CI() {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		missing(t, s.Name+" is not reachable at "+hostport+" ("+err.Error()+"); start it with ./scripts/services.sh or set "+s.Env)
 	}
 	c.Close()
 	return dsn
+}
+
+// Command returns the path of the executable file (a name looked up in
+// PATH, or a path) that a test runs itself, such as a private server to
+// pause. A missing one fails the test under CI and skips it elsewhere, with
+// the message why followed by the lookup's error.
+func Command(t testing.TB, file, why string) string {
+	t.Helper()
+	path, err := exec.LookPath(file)
+	if err != nil {
+		missing(t, why+" ("+err.Error()+")")
+	}
+	return path
+}
+
+// missing ends a test whose service or program is missing: a failure under
+// CI, a skip elsewhere.
+func missing(t testing.TB, msg string) {
+	t.Helper()
+	if CI() {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
 }
 
 // HostPort extracts host:port from an address, a URL DSN or a MySQL DSN

@@ -1,6 +1,9 @@
 package testenv
 
-import "testing"
+import (
+	"os"
+	"testing"
+)
 
 func TestHostPort(t *testing.T) {
 	for in, want := range map[string]string{
@@ -13,4 +16,15 @@ func TestHostPort(t *testing.T) {
 			t.Errorf("HostPort(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+func TestCommand(t *testing.T) {
+	if got := Command(t, os.Args[0], "the test binary runs this test"); got != os.Args[0] {
+		t.Fatalf("Command(%q) = %q", os.Args[0], got)
+	}
+	t.Run("Missing", func(t *testing.T) {
+		t.Setenv("CI", "")
+		Command(t, "flakeid-no-such-program", "a program that is never installed")
+		t.Fatal("Command of a missing program returned")
+	})
 }

@@ -236,9 +236,6 @@ func TestVerifyTable(t *testing.T) {
 	if b.String() != want {
 		t.Fatalf("table:\n%s", b.String())
 	}
-	if group(1234567) != "1,234,567" || group(-1000) != "-1,000" || group(12) != "12" {
-		t.Fatal("group")
-	}
 }
 
 func TestVerifyTakeFitting(t *testing.T) {

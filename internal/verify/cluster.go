@@ -17,7 +17,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/flakeid/flakeid/backend/sqldb"
 	"github.com/flakeid/flakeid/gen/flakeid/v1/flakeidv1connect"
+	"github.com/flakeid/flakeid/internal/etcdproc"
 	"github.com/flakeid/flakeid/internal/faultnet"
 )
 
@@ -41,99 +41,23 @@ type node struct {
 
 // etcdProc is the run's private etcd server, which the nemesis pauses.
 type etcdProc struct {
-	addr   string
-	cmd    *exec.Cmd
-	exited chan struct{}
-	log    string
+	*etcdproc.Server
+	cmd *exec.Cmd // the server's: the nemesis stops and resumes its process
 }
 
-// startEtcd runs etcd on free loopback ports with its data under dir and
-// waits until it answers /health.
+// startEtcd runs the run's etcd on free loopback ports with its data under
+// the run's directory, and waits until it serves.
 func (r *runner) startEtcd(ctx context.Context) error {
 	bin, err := exec.LookPath(r.cfg.EtcdBin)
 	if err != nil {
 		return fmt.Errorf("the nemesis needs a private etcd server to pause: %w; install etcd-server (./scripts/services.sh does) or set --etcd-bin / FLAKEID_ETCD_BIN", err)
 	}
-	var errs []error
-	for attempt := range 3 { // a free port may be taken between probing and binding it
-		e, err := tryEtcd(ctx, bin, filepath.Join(r.dir, "etcd-"+strconv.Itoa(attempt)))
-		if err == nil {
-			r.etcd = e
-			return nil
-		}
-		errs = append(errs, err)
-	}
-	return fmt.Errorf("starting a private etcd: %w", errors.Join(errs...))
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	s, err := etcdproc.Start(ctx, etcdproc.Options{Bin: bin, Dir: r.dir, Name: "flakeid-verify", SysProcAttr: procAttr()})
 	if err != nil {
-		return 0, err
+		return err
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-func tryEtcd(ctx context.Context, bin, dir string) (*etcdProc, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
-	client, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	peer, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	clientURL := fmt.Sprintf("http://127.0.0.1:%d", client)
-	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peer)
-	logPath := filepath.Join(dir, "etcd.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	defer logFile.Close()
-	cmd := exec.Command(bin,
-		"--name", "flakeid-verify",
-		"--data-dir", filepath.Join(dir, "data"),
-		"--listen-client-urls", clientURL, "--advertise-client-urls", clientURL,
-		"--listen-peer-urls", peerURL, "--initial-advertise-peer-urls", peerURL,
-		"--initial-cluster", "flakeid-verify="+peerURL,
-	)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = procAttr()
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	e := &etcdProc{addr: fmt.Sprintf("127.0.0.1:%d", client), cmd: cmd, exited: make(chan struct{}), log: logPath}
-	go func() { cmd.Wait(); close(e.exited) }()
-	hc := &http.Client{Timeout: 500 * time.Millisecond}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := hc.Get(clientURL + "/health")
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK && bytes.Contains(b, []byte(`"true"`)) {
-				return e, nil
-			}
-		}
-		select {
-		case <-e.exited:
-			return nil, fmt.Errorf("etcd exited before serving; log:\n%s", tail(logPath, 2000))
-		case <-ctx.Done():
-			e.kill()
-			return nil, ctx.Err()
-		default:
-		}
-		if time.Now().After(deadline) {
-			e.kill()
-			return nil, fmt.Errorf("etcd did not serve on %s within 20s; log:\n%s", e.addr, tail(logPath, 2000))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	r.etcd = &etcdProc{Server: s, cmd: s.Cmd()}
+	return nil
 }
 
 func (e *etcdProc) kill() {
@@ -141,8 +65,7 @@ func (e *etcdProc) kill() {
 		return
 	}
 	_ = contProcess(e.cmd.Process) // a stopped process dies of SIGKILL too, but be sure
-	_ = e.cmd.Process.Signal(syscall.SIGKILL)
-	<-e.exited
+	e.Kill()
 }
 
 // tail is the end of a log file.
@@ -454,7 +377,7 @@ func (r *runner) setupCluster(ctx context.Context) error {
 		if err := os.MkdirAll(n.dir, 0o755); err != nil {
 			return err
 		}
-		p, err := faultnet.Listen(r.etcd.addr)
+		p, err := faultnet.Listen(r.etcd.Addr())
 		if err != nil {
 			return err
 		}

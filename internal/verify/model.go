@@ -234,24 +234,24 @@ func merge(recs []*recorder) (reqs []request, sf, seg []span) {
 		r.reqs = nil
 	}
 	runtime.GC()
-	sf = make([]span, 0, ns)
-	for i, r := range recs {
-		for _, s := range r.sf {
-			s.req += base[i]
-			sf = append(sf, s)
-		}
-		r.sf = nil
-	}
+	sf = mergeSpans(recs, base, ns, func(r *recorder) *[]span { return &r.sf })
 	runtime.GC()
-	seg = make([]span, 0, ng)
-	for i, r := range recs {
-		for _, s := range r.seg {
-			s.req += base[i]
-			seg = append(seg, s)
-		}
-		r.seg = nil
-	}
+	seg = mergeSpans(recs, base, ng, func(r *recorder) *[]span { return &r.seg })
 	return reqs, sf, seg
+}
+
+// mergeSpans moves the spans of kind of every recorder into one slice of
+// capacity n, renumbering their requests by the recorders' bases.
+func mergeSpans(recs []*recorder, base []int32, n int, kind func(*recorder) *[]span) []span {
+	out := make([]span, 0, n)
+	for i, r := range recs {
+		for _, s := range *kind(r) {
+			s.req += base[i]
+			out = append(out, s)
+		}
+		*kind(r) = nil
+	}
+	return out
 }
 
 // sortedFaults returns the faults by start.

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/flakeid/flakeid/internal/humanize"
 )
 
 // table is a Markdown table.
@@ -48,24 +50,6 @@ func (t *table) write(w io.Writer) {
 	}
 }
 
-// group writes n with thousands separators.
-func group(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	if neg {
-		b.WriteByte('-')
-	}
-	for i, r := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
 func pct(part, all int64) string {
 	if all == 0 {
 		return "—"
@@ -99,23 +83,18 @@ func (rep *report) write(w io.Writer) {
 	fmt.Fprintln(w, "Load:")
 	fmt.Fprintln(w)
 	rep.load.write(w)
-	if len(rep.faults.rows) > 0 {
-		fmt.Fprintln(w)
-		fmt.Fprintln(w, "Faults (availability counts the requests sent from the fault's start until every node answered again, at least 2 s):")
-		fmt.Fprintln(w)
-		rep.faults.write(w)
-	}
-	if len(rep.events.rows) > 0 {
-		fmt.Fprintln(w)
-		fmt.Fprintln(w, "Fault timeline:")
-		fmt.Fprintln(w)
-		rep.events.write(w)
-	}
-	if len(rep.errors.rows) > 0 {
-		fmt.Fprintln(w)
-		fmt.Fprintln(w, "Most frequent errors (digits replaced by #):")
-		fmt.Fprintln(w)
-		rep.errors.write(w)
+	for _, sec := range []struct {
+		title string
+		t     *table
+	}{
+		{"Faults (availability counts the requests sent from the fault's start until every node answered again, at least 2 s):", &rep.faults},
+		{"Fault timeline:", &rep.events},
+		{"Most frequent errors (digits replaced by #):", &rep.errors},
+	} {
+		if len(sec.t.rows) > 0 {
+			fmt.Fprintf(w, "\n%s\n\n", sec.title)
+			sec.t.write(w)
+		}
 	}
 	if len(rep.details) > 0 {
 		fmt.Fprintln(w)
@@ -170,50 +149,50 @@ func (r *runner) check(h *history, loadStart, loadEnd int64) *report {
 			}
 		}
 	}
-	rep.checks.add("Snowflake IDs acknowledged", fmt.Sprintf("%s in %s answers", group(sfIDs), group(sfAnswers)), "")
+	rep.checks.add("Snowflake IDs acknowledged", fmt.Sprintf("%s in %s answers", humanize.Thousands(sfIDs), humanize.Thousands(sfAnswers)), "")
 	if r.segments {
-		rep.checks.add(fmt.Sprintf("segment IDs acknowledged (tag %q)", r.cfg.Tag), fmt.Sprintf("%s in %s answers", group(segIDs), group(segAnswers)), "")
+		rep.checks.add(fmt.Sprintf("segment IDs acknowledged (tag %q)", r.cfg.Tag), fmt.Sprintf("%s in %s answers", humanize.Thousands(segIDs), humanize.Thousands(segAnswers)), "")
 	}
 
 	// Order within each answer and stream, before the spans are sorted.
 	n1, v1 := c.withinAnswers(h.sf)
 	n2, v2 := c.withinAnswers(h.seg)
-	rep.checks.add("IDs increase within each answer and stream", fmt.Sprintf("%s violations", group(int64(n1+n2))), verdict(n1+n2 > 0))
+	rep.checks.add("IDs increase within each answer and stream", fmt.Sprintf("%s violations", humanize.Thousands(int64(n1+n2))), verdict(n1+n2 > 0))
 	rep.detail(c, "IDs out of order within an answer", append(v1, v2...), n1+n2)
 
 	nw, unv, checked, vw := c.workers(h.sf)
-	rep.checks.add("each ID's worker id held by the process that answered", fmt.Sprintf("%s violations in %s answers (%s unverifiable)", group(int64(nw)), group(checked), group(int64(unv))), verdict(nw > 0))
+	rep.checks.add("each ID's worker id held by the process that answered", fmt.Sprintf("%s violations in %s answers (%s unverifiable)", humanize.Thousands(int64(nw)), humanize.Thousands(checked), humanize.Thousands(int64(unv))), verdict(nw > 0))
 	rep.detail(c, "IDs of a worker id the process did not hold", vw, nw)
 
 	nl, windows, lostFor, refused, vl := c.leaseLost()
 	rep.checks.add("no ID while the process's lease was lost", fmt.Sprintf("%s answers in %d lease-lost windows (%s in all; %s requests refused in them)",
-		group(int64(nl)), windows, secs(lostFor), group(int64(refused))), verdict(nl > 0))
+		humanize.Thousands(int64(nl)), windows, secs(lostFor), humanize.Thousands(int64(refused))), verdict(nl > 0))
 	rep.detail(c, "IDs issued while the lease was lost", vl, nl)
 
 	ne, ve := c.exclusive()
-	rep.checks.add("one process holds a worker id at a time (status polls)", fmt.Sprintf("%s violations", group(int64(ne))), verdict(ne > 0))
+	rep.checks.add("one process holds a worker id at a time (status polls)", fmt.Sprintf("%s violations", humanize.Thousands(int64(ne))), verdict(ne > 0))
 	rep.detail(c, "a worker id held by two processes", ve, ne)
 
 	no, pairs, vo := c.order(false)
-	rep.checks.add("per process, Snowflake IDs increase across non-overlapping requests", fmt.Sprintf("%s violations in %s answers that followed another", group(int64(no)), group(pairs)), verdict(no > 0))
+	rep.checks.add("per process, Snowflake IDs increase across non-overlapping requests", fmt.Sprintf("%s violations in %s answers that followed another", humanize.Thousands(int64(no)), humanize.Thousands(pairs)), verdict(no > 0))
 	rep.detail(c, "Snowflake IDs going backwards in one process", vo, no)
 	if r.segments {
 		nso, spairs, vso := c.order(true)
-		rep.checks.add("per process, segment IDs increase across non-overlapping requests", fmt.Sprintf("%s violations in %s answers that followed another", group(int64(nso)), group(spairs)), verdict(nso > 0))
+		rep.checks.add("per process, segment IDs increase across non-overlapping requests", fmt.Sprintf("%s violations in %s answers that followed another", humanize.Thousands(int64(nso)), humanize.Thousands(spairs)), verdict(nso > 0))
 		rep.detail(c, "segment IDs going backwards in one process", vso, nso)
 	}
 
 	nh, hpairs, handovers, vh := c.byWorker(h.sf)
 	rep.checks.add("per worker id, IDs increase across non-overlapping requests, whichever process answered (the high-water mark)",
-		fmt.Sprintf("%s violations in %s answers that followed another, %s of them one of another process", group(int64(nh)), group(hpairs), group(handovers)), verdict(nh > 0))
+		fmt.Sprintf("%s violations in %s answers that followed another, %s of them one of another process", humanize.Thousands(int64(nh)), humanize.Thousands(hpairs), humanize.Thousands(handovers)), verdict(nh > 0))
 	rep.detail(c, "a worker id's IDs going backwards across processes", vh, nh)
 
 	nd, vd := duplicates(h.sf)
-	rep.checks.add("duplicate Snowflake IDs", group(nd), verdict(nd > 0))
+	rep.checks.add("duplicate Snowflake IDs", humanize.Thousands(nd), verdict(nd > 0))
 	rep.detail(c, "duplicate Snowflake IDs", vd, int(min(nd, 1<<31-1)))
 	if r.segments {
 		nsd, vsd := duplicates(h.seg)
-		rep.checks.add(fmt.Sprintf("duplicate segment IDs (tag %q)", r.cfg.Tag), group(nsd), verdict(nsd > 0))
+		rep.checks.add(fmt.Sprintf("duplicate segment IDs (tag %q)", r.cfg.Tag), humanize.Thousands(nsd), verdict(nsd > 0))
 		rep.detail(c, "duplicate segment IDs", vsd, int(min(nsd, 1<<31-1)))
 	}
 
@@ -223,7 +202,7 @@ func (r *runner) check(h *history, loadStart, loadEnd int64) *report {
 			malformed++
 		}
 	}
-	rep.checks.add("malformed answers (wrong count, unparsable)", group(malformed), verdict(malformed > 0))
+	rep.checks.add("malformed answers (wrong count, unparsable)", humanize.Thousands(malformed), verdict(malformed > 0))
 	crashed := 0
 	for _, inc := range h.incs {
 		if inc.crashed {
@@ -257,7 +236,7 @@ func (r *runner) check(h *history, loadStart, loadEnd int64) *report {
 			}
 		}
 	}
-	rep.checks.add("availability: requests answered with IDs", fmt.Sprintf("%s of %s", pct(answered, total), group(total)), "")
+	rep.checks.add("availability: requests answered with IDs", fmt.Sprintf("%s of %s", pct(answered, total), humanize.Thousands(total)), "")
 	r.errorTable(rep)
 	return rep
 }
@@ -289,13 +268,13 @@ func (r *runner) loadTable(rep *report, h *history) {
 		var f []string
 		for e := errDown; e < numErr; e++ {
 			if n := fails[a][e]; n > 0 {
-				f = append(f, fmt.Sprintf("%s %s", group(n), e))
+				f = append(f, fmt.Sprintf("%s %s", humanize.Thousands(n), e))
 			}
 		}
-		rep.load.add(a.String(), group(reqs[a]), pct(ok[a], reqs[a]), group(ids[a]), strings.Join(f, ", "))
+		rep.load.add(a.String(), humanize.Thousands(reqs[a]), pct(ok[a], reqs[a]), humanize.Thousands(ids[a]), strings.Join(f, ", "))
 		tr, to, ti = tr+reqs[a], to+ok[a], ti+ids[a]
 	}
-	rep.load.add("all", group(tr), pct(to, tr), group(ti), "")
+	rep.load.add("all", humanize.Thousands(tr), pct(to, tr), humanize.Thousands(ti), "")
 }
 
 // faultTables summarize the faults per kind, with the availability while
@@ -384,7 +363,7 @@ func (r *runner) faultTables(rep *report, h *history, loadStart int64) {
 		if a.unrecovered > 0 {
 			longest += fmt.Sprintf(" (%d not within %v)", a.unrecovered, healthWait)
 		}
-		rep.faults.add(k, strconv.FormatInt(a.n, 10), group(a.all), pct(a.ok, a.all), nodeCol, longest)
+		rep.faults.add(k, strconv.FormatInt(a.n, 10), humanize.Thousands(a.all), pct(a.ok, a.all), nodeCol, longest)
 		if a.n < int64(r.cfg.MinFaults) {
 			missing = true
 		}
@@ -406,7 +385,7 @@ func (r *runner) faultTables(rep *report, h *history, loadStart int64) {
 			ok++
 		}
 	}
-	rep.faults.add("(no fault in progress)", "", group(all), pct(ok, all), "", "")
+	rep.faults.add("(no fault in progress)", "", humanize.Thousands(all), pct(ok, all), "", "")
 	if len(r.cfg.Faults) > 0 {
 		v := "ok"
 		if failed > 0 {
@@ -455,7 +434,7 @@ func (r *runner) errorTable(rep *report) {
 		if i == 12 {
 			break
 		}
-		rep.errors.add(group(int64(e.n)), strings.ReplaceAll(e.k, "|", "/"))
+		rep.errors.add(humanize.Thousands(int64(e.n)), strings.ReplaceAll(e.k, "|", "/"))
 	}
 }
 
@@ -468,7 +447,7 @@ func (rep *report) detail(c *checker, title string, vs []violation, n int) {
 	}
 	h := c.h
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n### %s: %s (the first %d)\n", title, group(int64(n)), len(vs))
+	fmt.Fprintf(&b, "\n### %s: %s (the first %d)\n", title, humanize.Thousands(int64(n)), len(vs))
 	for _, v := range vs {
 		fmt.Fprintf(&b, "- %s\n", v.what)
 		for _, id := range v.ids {

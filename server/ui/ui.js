@@ -315,7 +315,19 @@
     setText("waits", fmtInt(sf.waits));
     setText("borrowed", fmtInt(sf.borrowed_ticks));
     setText("layout", (st.layout || "–").replace(" since ", "\nsince "));
+    setText("masking", maskingText(st.mask));
     renderSegments(st.segments || []);
+  }
+
+  // maskingText describes what the server masks (never a key: the server
+  // does not send them).
+  function maskingText(m) {
+    if (!m) return "off";
+    const what = [];
+    if (m.snowflake) what.push("Snowflake IDs");
+    if (m.tags && m.tags.length) what.push(m.tags.indexOf("*") >= 0 ? "all tags" : "tags " + m.tags.slice().sort().join(", "));
+    return (what.length ? what.join(" and ") : "nothing (decode only)") +
+      " · " + m.form + ", " + m.text_len + " characters, " + m.bits + "-bit, key id " + m.key_id;
   }
 
   function bar(frac, cls) {
@@ -388,20 +400,22 @@
 
   // ---- Decode ------------------------------------------------------------------
 
-  // decodeID asks the server to split an ID typed in any plain form.
-  //
-  // HOOK for masked IDs (idmask): a masked ID cannot be split here, because
-  // unmasking needs the mask key and that key never reaches the browser.
-  // When the server offers an unmasking endpoint (behind the token), try it
-  // here when /v1/decode/ rejects the text, then show the unmasked ID's
-  // parts the same way. Not implemented yet.
-  async function decodeID(text) {
-    return api("decode/" + encodeURIComponent(text));
+  // decodeID asks the server to split an ID typed in any plain form, or a
+  // masked one: the server unmasks it with its keys (which never reach the
+  // browser; with tokens configured, the token must be allowed to unmask).
+  // as is "" (the server tells by the text, and refuses a text that reads
+  // both ways), "masked" or "plain".
+  async function decodeID(text, as) {
+    return api("decode/" + encodeURIComponent(text) + (as ? "?as=" + encodeURIComponent(as) : ""));
   }
 
-  async function onDecode(ev) {
+  function onDecode(ev) {
     ev.preventDefault();
-    const text = $("decode-input").value.trim();
+    showDecoded($("decode-input").value.trim(), $("decode-as").value);
+  }
+
+  // showDecoded decodes text (read as as) and shows its parts, or the error.
+  async function showDecoded(text, as) {
     const errEl = $("decode-error");
     if (!text) {
       errEl.textContent = "Paste an ID first.";
@@ -410,8 +424,13 @@
       return;
     }
     try {
-      const d = await decodeID(text);
+      const d = await decodeID(text, as);
       errEl.hidden = true;
+      const masked = !!d.masked;
+      $("d-masked-label").hidden = !masked;
+      $("d-masked-row").hidden = !masked;
+      setText("d-masked", masked ? d.masked : "–");
+      setText("d-key-id", masked ? String(d.key_id) : "–");
       setText("d-id", d.id);
       setText("d-time", fmtTime(d.time));
       setText("d-age", "(" + fmtAgo(Date.now() - d.unix_ms) + ")");
@@ -422,7 +441,7 @@
       setText("d-sequence", String(d.sequence));
       $("decode-out").hidden = false;
     } catch (e) {
-      errEl.textContent = e.message;
+      errEl.textContent = e.message + (/reads both as/.test(e.message) ? " Choose masked or plain beside the box." : "");
       errEl.hidden = false;
       $("decode-out").hidden = true;
     }
@@ -431,8 +450,9 @@
   async function onFreshID() {
     try {
       const r = await api("snowflake/next");
+      // The server's own fresh ID is known to be masked or plain.
       $("decode-input").value = r.ids[0];
-      $("decode-form").requestSubmit();
+      await showDecoded(r.ids[0], r.masked ? "masked" : "plain");
     } catch (e) {
       const errEl = $("decode-error");
       errEl.textContent = "New ID: " + e.message;

@@ -339,9 +339,31 @@ func (s *suite) list(t *testing.T) {
 	}
 }
 
-func (s *suite) config(t *testing.T) worker.Config {
-	return worker.Config{Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Workers: 2, TTL: s.h.TTL, RenewEvery: s.h.TTL / 8, ReserveAhead: s.h.TTL / 4,
-		SafetyMargin: s.h.TTL / 4, RetryEvery: s.h.TTL / 20}
+// leaseConfig is the Leaser configuration of the tests: leases of ttl,
+// renewed eight times a TTL.
+func leaseConfig(t *testing.T, ttl time.Duration) worker.Config {
+	return worker.Config{Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Workers: 2, TTL: ttl, RenewEvery: ttl / 8, ReserveAhead: ttl / 4,
+		SafetyMargin: ttl / 4, RetryEvery: ttl / 20}
+}
+
+// newLeaser is a Leaser of c with cfg.
+func newLeaser(t *testing.T, c worker.Coordinator, cfg worker.Config) worker.Leaser {
+	t.Helper()
+	lr, err := worker.NewLeaser(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lr
+}
+
+// acquireLease acquires a lease from lr; the caller closes it.
+func acquireLease(t *testing.T, lr worker.Leaser) worker.Lease {
+	t.Helper()
+	l, err := lr.Acquire(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
 
 // fencer records what a lease did to its generator.
@@ -374,14 +396,7 @@ func (f *fencer) state() (time.Time, time.Time) {
 
 func (s *suite) leaseRenews(t *testing.T) {
 	c := s.h.Open(t).Connect(t)
-	lr, err := worker.NewLeaser(c, s.config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := lr.Acquire(ctxT(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := acquireLease(t, newLeaser(t, c, leaseConfig(t, s.h.TTL)))
 	defer l.Close()
 	var f fencer
 	l.Bind(&f)
@@ -403,14 +418,8 @@ func (s *suite) leaseRenews(t *testing.T) {
 func (s *suite) leaseClose(t *testing.T) {
 	conn := s.h.Open(t)
 	c := conn.Connect(t)
-	lr, err := worker.NewLeaser(c, s.config(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := lr.Acquire(ctxT(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	lr := newLeaser(t, c, leaseConfig(t, s.h.TTL))
+	l := acquireLease(t, lr)
 	var f fencer
 	l.Bind(&f)
 	until := l.Until()
@@ -437,10 +446,7 @@ func (s *suite) leaseClose(t *testing.T) {
 	}
 	// The next acquirer gets an id; if it is the released one, it starts
 	// after the released reservation.
-	l2, err := lr.Acquire(ctxT(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	l2 := acquireLease(t, lr)
 	defer l2.Close()
 	if l2.WorkerID() == l.WorkerID() && l2.NotBefore().Before(until) {
 		t.Fatalf("the next holder starts at %v, before the released reservation %v", l2.NotBefore(), until)
@@ -452,93 +458,7 @@ func (s *suite) leaseClose(t *testing.T) {
 func (s *suite) fencing(t *testing.T) {
 	conn := s.h.Open(t)
 	faulty, fault := conn.ConnectFaulty(t)
-	healthy := conn.Connect(t)
-	cfg := s.config(t)
-	cfg.Workers = 1
-	lrA, err := worker.NewLeaser(faulty, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := lrA.Acquire(ctxT(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	var f fencer
-	a.Bind(&f)
-	time.Sleep(cfg.RenewEvery * 2) // a renewal or two
-	cutAt := time.Now()
-	fault.Cut()
-	healed := false
-	defer func() {
-		if !healed {
-			fault.Heal()
-		}
-	}()
-
-	// Another node keeps trying to take the worker id.
-	cfgB := cfg
-	cfgB.Owner = "taker"
-	lrB, err := worker.NewLeaser(healthy, cfgB)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b worker.Lease
-	var takenAt time.Time
-	deadline := time.Now().Add(3*s.h.TTL + 10*time.Second)
-	for b == nil && time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(t.Context(), s.h.TTL/2)
-		l, err := lrB.Acquire(ctx)
-		cancel()
-		if err == nil {
-			b, takenAt = l, time.Now()
-			break
-		}
-		select {
-		case <-a.Done():
-			if !healed && time.Since(cutAt) > s.h.TTL {
-				// Heal a full outage (a paused server) once A has given up,
-				// so that B can get through.
-				fault.Heal()
-				healed = true
-			}
-		default:
-		}
-		time.Sleep(s.h.TTL / 20)
-	}
-	if b == nil {
-		t.Fatalf("nobody took the worker id within %v of the cut (A: %v)", 3*s.h.TTL+10*time.Second, a.Err())
-	}
-	defer b.Close()
-	select {
-	case <-a.Done():
-	default:
-		t.Fatalf("B holds worker %d while A still holds it", b.WorkerID())
-	}
-	if !errors.Is(a.Err(), worker.ErrLeaseLost) {
-		t.Fatalf("A's Err = %v, want ErrLeaseLost", a.Err())
-	}
-	until, revoked := f.state()
-	if revoked.IsZero() || !revoked.Before(takenAt) {
-		t.Fatalf("A's generator revoked at %v, B took the id at %v: want revoke first", revoked, takenAt)
-	}
-	if limit := cutAt.Add(s.h.TTL); revoked.After(limit) {
-		t.Fatalf("A revoked %v after the cut, more than the TTL %v", revoked.Sub(cutAt), s.h.TTL)
-	}
-	if b.WorkerID() == a.WorkerID() && b.NotBefore().Before(until) {
-		t.Fatalf("B starts at %v, before A's last reservation %v", b.NotBefore(), until)
-	}
-	if !healed {
-		fault.Heal()
-		healed = true
-	}
-	// A's link is back, but its lease stays lost; B's renewals go on.
-	time.Sleep(cfg.RenewEvery * 3)
-	select {
-	case <-b.Done():
-		t.Fatalf("B's lease ended after the fault healed: %v", b.Err())
-	default:
-	}
+	Takeover{Faulty: faulty, Fault: fault, Healthy: conn.Connect(t), TTL: s.h.TTL}.Run(t)
 }
 
 func (s *suite) acquireContext(t *testing.T) {
@@ -550,13 +470,10 @@ func (s *suite) acquireContext(t *testing.T) {
 	}
 	// WaitForFree waits for a held id until the context ends.
 	mustAcquire(t, c, s.req("holder", 1, ms(time.Now())))
-	cfg := s.config(t)
+	cfg := leaseConfig(t, s.h.TTL)
 	cfg.Workers = 1
 	cfg.WaitForFree = true
-	lr, err := worker.NewLeaser(c, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lr := newLeaser(t, c, cfg)
 	ctx, cancel = context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
 	if l, err := lr.Acquire(ctx); err == nil {

@@ -3,7 +3,8 @@
 // server for a fixed window and it prints IDs/s, like cmd/idload (same
 // record, same -json lines). An op is a block of -block NextID calls, so the
 // latency columns are per block, and a block that waited for a refill shows
-// up in p99/max.
+// up in p99/max. With -texts it calls NextText instead, whose buffer holds
+// the server's texts (masked IDs from a server run with --mask-snowflake).
 //
 //	idclient -endpoint http://127.0.0.1:8080 -buffer 100000 -g 1 -d 10s
 package main
@@ -35,15 +36,16 @@ func main() {
 		round    = flag.Int("round", 0, "round number")
 		jsonOut  = flag.String("json", "", "append the result as a JSON line to this file")
 		note     = flag.String("note", "", "free text stored with the result")
+		texts    = flag.Bool("texts", false, "call NextText (the server's texts, masked or decimal) instead of NextID")
 	)
 	flag.Parse()
-	if err := run(*endpoint, *buffer, *lowWater, *g, *block, *warmup, *dur, *label, *round, *jsonOut, *note); err != nil {
+	if err := run(*endpoint, *buffer, *lowWater, *g, *block, *warmup, *dur, *label, *round, *jsonOut, *note, *texts); err != nil {
 		fmt.Fprintln(os.Stderr, "idclient:", err)
 		os.Exit(1)
 	}
 }
 
-func run(endpoint string, buffer int, lowWater float64, g, block int, warmup, dur time.Duration, label string, round int, jsonOut, note string) error {
+func run(endpoint string, buffer int, lowWater float64, g, block int, warmup, dur time.Duration, label string, round int, jsonOut, note string, texts bool) error {
 	u, err := url.Parse(endpoint)
 	if err != nil {
 		return err
@@ -64,8 +66,27 @@ func run(endpoint string, buffer int, lowWater float64, g, block int, warmup, du
 		return err
 	}
 	defer cl.Close()
+	// next is one call; it fails on an ID that cannot be right.
+	next := func(ctx context.Context) error {
+		id, err := cl.NextID(ctx)
+		if err == nil && id <= 0 {
+			err = fmt.Errorf("NextID returned %d", id)
+		}
+		return err
+	}
+	mode := "client-buffer"
+	if texts {
+		mode = "client-text-buffer"
+		next = func(ctx context.Context) error {
+			s, err := cl.NextText(ctx)
+			if err == nil && s == "" {
+				err = errors.New("NextText returned an empty text")
+			}
+			return err
+		}
+	}
 	// Fill the buffer once before the clock starts.
-	if _, err := cl.NextID(ctx); err != nil {
+	if err := next(ctx); err != nil {
 		return err
 	}
 	rec, _, err := load.Run(ctx, load.RunConfig{
@@ -73,17 +94,11 @@ func run(endpoint string, buffer int, lowWater float64, g, block int, warmup, du
 		Warmup:   warmup,
 		Duration: dur,
 		NewWorker: func(context.Context, int) (load.Worker, error) {
-			var last int64
 			return load.Worker{Op: func(ctx context.Context) (int64, error) {
 				for range block {
-					id, err := cl.NextID(ctx)
-					if err != nil {
+					if err := next(ctx); err != nil {
 						return 0, err
 					}
-					last = id
-				}
-				if last <= 0 {
-					return 0, fmt.Errorf("NextID returned %d", last)
 				}
 				return int64(block), nil
 			}}, nil
@@ -92,7 +107,7 @@ func run(endpoint string, buffer int, lowWater float64, g, block int, warmup, du
 	if err != nil {
 		return err
 	}
-	rec.Label, rec.Round, rec.Mode, rec.Target = label, round, "client-buffer", fmt.Sprintf("%s buffer=%d block=%d", endpoint, buffer, block)
+	rec.Label, rec.Round, rec.Mode, rec.Target = label, round, mode, fmt.Sprintf("%s buffer=%d block=%d", endpoint, buffer, block)
 	if note != "" {
 		rec.Note = note
 	}

@@ -19,6 +19,9 @@
 // Subcommands:
 //
 //	idload wrk -label L -round R -json FILE < wrk-output   record wrk --latency output
+//	idload redis-benchmark -label L … < csv               record redis-benchmark --csv output
+//	idload hello -listen ADDR                             serve a constant ID with plain net/http:
+//	                                                      the ceiling of any net/http handler here
 //	idload summary [-ratio A/B]… FILE…                     medians per label, same-round ratios
 //
 // Examples:
@@ -35,9 +38,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/flakeid/flakeid/bench/load"
@@ -62,7 +68,13 @@ func main() {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case "wrk":
-			exit(wrkCmd(os.Args[2:]))
+			exit(ingestCmd("wrk", load.ParseWrk, os.Args[2:]))
+			return
+		case "redis-benchmark":
+			exit(ingestCmd("redis-benchmark", load.ParseRedisBenchmark, os.Args[2:]))
+			return
+		case "hello":
+			exit(helloCmd(os.Args[2:]))
 			return
 		case "summary":
 			exit(summaryCmd(os.Args[2:]))
@@ -160,25 +172,57 @@ func run(o options) error {
 	return nil
 }
 
-func wrkCmd(args []string) error {
-	fs := flag.NewFlagSet("idload wrk", flag.ContinueOnError)
-	label := fs.String("label", "wrk", "label of the result")
+// ingestCmd records the output of another load tool (wrk, redis-benchmark)
+// read from stdin.
+func ingestCmd(tool string, parse func(io.Reader) (load.Record, error), args []string) error {
+	fs := flag.NewFlagSet("idload "+tool, flag.ContinueOnError)
+	label := fs.String("label", tool, "label of the result")
 	round := fs.Int("round", 0, "round number")
 	jsonOut := fs.String("json", "", "append the result as a JSON line to this file")
 	note := fs.String("note", "", "free text stored with the result")
+	workers := fs.Int("c", 0, "connections, when the tool's output does not say (redis-benchmark)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	rec, err := load.ParseWrk(os.Stdin)
+	rec, err := parse(os.Stdin)
 	if err != nil {
 		return err
 	}
 	rec.Label, rec.Round, rec.Note = *label, *round, *note
+	if rec.Workers == 0 {
+		rec.Workers = *workers
+	}
 	rec.Load1 = load.Load1()
 	rec.Load1E = rec.Load1
 	fmt.Println(rec.String())
 	if *jsonOut != "" {
 		return load.Append(*jsonOut, &rec)
+	}
+	return nil
+}
+
+// helloCmd serves GET / with a constant 19-digit ID as text/plain through a
+// bare net/http server: no routing, metrics or generation. wrk against it
+// measures what net/http itself costs on this machine, the ceiling for any
+// handler served by net/http (flakeid's HTTP API is).
+func helloCmd(args []string) error {
+	fs := flag.NewFlagSet("idload hello", flag.ContinueOnError)
+	listen := fs.String("listen", "127.0.0.1:18089", "address to serve on (loopback)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctype := []string{"text/plain; charset=utf-8"}
+	body := []byte("1234567890123456789")
+	srv := &http.Server{Addr: *listen, ReadHeaderTimeout: 10 * time.Second,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header()["Content-Type"] = ctype
+			w.Write(body)
+		})}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() { <-ctx.Done(); srv.Close() }()
+	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+		return err
 	}
 	return nil
 }

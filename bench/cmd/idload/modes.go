@@ -255,32 +255,39 @@ func connectWorkers(o options) (func(context.Context, int) (load.Worker, error),
 	return func(ctx context.Context, _ int) (load.Worker, error) {
 		tr := newTransport(h2c)
 		cl := flakeidv1connect.NewIDServiceClient(&http.Client{Transport: tr}, o.base, opts...)
+		// unary is one RPC of o.count IDs, checked for their number.
+		unary := func(call func(context.Context) ([]*flakeidv1.IDRange, error)) load.Op {
+			return func(ctx context.Context) (int64, error) {
+				rs, err := call(ctx)
+				if err != nil {
+					return 0, err
+				}
+				if n := rangesCount(rs); n != o.count {
+					return n, fmt.Errorf("asked for %d IDs, got %d", o.count, n)
+				}
+				return o.count, nil
+			}
+		}
 		var op load.Op
 		switch {
 		case o.mode == "connect-unary" && o.tag != "":
 			req := connect.NewRequest(&flakeidv1.NextSegmentRequest{Tag: o.tag, Count: o.count})
-			op = func(ctx context.Context) (int64, error) {
+			op = unary(func(ctx context.Context) ([]*flakeidv1.IDRange, error) {
 				res, err := cl.NextSegment(ctx, req)
 				if err != nil {
-					return 0, err
+					return nil, err
 				}
-				if n := rangesCount(res.Msg.GetRanges()); n != o.count {
-					return n, fmt.Errorf("asked for %d IDs, got %d", o.count, n)
-				}
-				return o.count, nil
-			}
+				return res.Msg.GetRanges(), nil
+			})
 		case o.mode == "connect-unary":
 			req := connect.NewRequest(&flakeidv1.NextSnowflakeRequest{Count: o.count})
-			op = func(ctx context.Context) (int64, error) {
+			op = unary(func(ctx context.Context) ([]*flakeidv1.IDRange, error) {
 				res, err := cl.NextSnowflake(ctx, req)
 				if err != nil {
-					return 0, err
+					return nil, err
 				}
-				if n := rangesCount(res.Msg.GetRanges()); n != o.count {
-					return n, fmt.Errorf("asked for %d IDs, got %d", o.count, n)
-				}
-				return o.count, nil
-			}
+				return res.Msg.GetRanges(), nil
+			})
 		default:
 			op = streamOp(cl, o.count, o.batch)
 		}

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/flakeid/flakeid/bench"
+	"github.com/flakeid/flakeid/bench/load"
 )
 
 // parityImpls are the generators the low-traffic check covers.
@@ -299,14 +300,14 @@ func printRace(impls []bench.Impl, gs []int, res map[string]map[int][]window) {
 				ceil = fmt.Sprintf("%.2f %%", 100*m.rate()/im.Ceiling)
 			}
 			fmt.Printf("| %s | %d | %d | %.4f s | %d | %s | %s–%s | %s | %d |\n", im.Name, g, len(ws),
-				m.elapsed.Seconds(), m.ids, human(m.rate()), human(lo), human(hi), ceil, dups)
+				m.elapsed.Seconds(), m.ids, load.Si(m.rate()), load.Si(lo), load.Si(hi), ceil, dups)
 		}
 	}
 	fmt.Println()
 	for _, im := range impls {
 		c := "none"
 		if im.Ceiling > 0 {
-			c = human(im.Ceiling) + "/s"
+			c = load.Si(im.Ceiling) + "/s"
 		}
 		fmt.Printf("- %s: %s; ceiling %s\n", im.Name, im.Note, c)
 	}
@@ -316,21 +317,9 @@ func printRace(impls []bench.Impl, gs []int, res map[string]map[int][]window) {
 		fmt.Println()
 		for _, g := range gs {
 			fmt.Printf("- g=%d: %.3f× (%s / %s)\n", g, median(f[g]).rate()/median(b[g]).rate(),
-				human(median(f[g]).rate()), human(median(b[g]).rate()))
+				load.Si(median(f[g]).rate()), load.Si(median(b[g]).rate()))
 		}
 	}
-}
-
-func human(v float64) string {
-	switch {
-	case v >= 1e9:
-		return fmt.Sprintf("%.3f G", v/1e9)
-	case v >= 1e6:
-		return fmt.Sprintf("%.3f M", v/1e6)
-	case v >= 1e3:
-		return fmt.Sprintf("%.1f k", v/1e3)
-	}
-	return fmt.Sprintf("%.1f", v)
 }
 
 // lowTraffic draws one ID about every millisecond for length from each

@@ -132,10 +132,14 @@ func (x *NextSnowflakeRequest) GetCount() int64 {
 }
 
 type NextSnowflakeResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Ranges        []*IDRange             `protobuf:"bytes,1,rep,name=ranges,proto3" json:"ranges,omitempty"`
-	DatacenterId  int64                  `protobuf:"varint,2,opt,name=datacenter_id,json=datacenterId,proto3" json:"datacenter_id,omitempty"`
-	WorkerId      int64                  `protobuf:"varint,3,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ranges of IDs; empty when the server masks Snowflake IDs.
+	Ranges       []*IDRange `protobuf:"bytes,1,rep,name=ranges,proto3" json:"ranges,omitempty"`
+	DatacenterId int64      `protobuf:"varint,2,opt,name=datacenter_id,json=datacenterId,proto3" json:"datacenter_id,omitempty"`
+	WorkerId     int64      `protobuf:"varint,3,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	// masked_ids are the IDs' masked texts, in order, when the server masks
+	// Snowflake IDs (its mask config); ranges is then empty.
+	MaskedIds     []string `protobuf:"bytes,4,rep,name=masked_ids,json=maskedIds,proto3" json:"masked_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -189,6 +193,13 @@ func (x *NextSnowflakeResponse) GetWorkerId() int64 {
 		return x.WorkerId
 	}
 	return 0
+}
+
+func (x *NextSnowflakeResponse) GetMaskedIds() []string {
+	if x != nil {
+		return x.MaskedIds
+	}
+	return nil
 }
 
 type StreamSnowflakeRequest struct {
@@ -299,9 +310,13 @@ func (x *NextSegmentRequest) GetCount() int64 {
 }
 
 type NextSegmentResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Tag           string                 `protobuf:"bytes,1,opt,name=tag,proto3" json:"tag,omitempty"`
-	Ranges        []*IDRange             `protobuf:"bytes,2,rep,name=ranges,proto3" json:"ranges,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Tag   string                 `protobuf:"bytes,1,opt,name=tag,proto3" json:"tag,omitempty"`
+	// ranges of IDs; empty when the server masks the tag's IDs.
+	Ranges []*IDRange `protobuf:"bytes,2,rep,name=ranges,proto3" json:"ranges,omitempty"`
+	// masked_ids are the IDs' masked texts, in order, when the server masks
+	// the tag's IDs; ranges is then empty.
+	MaskedIds     []string `protobuf:"bytes,3,rep,name=masked_ids,json=maskedIds,proto3" json:"masked_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -350,10 +365,25 @@ func (x *NextSegmentResponse) GetRanges() []*IDRange {
 	return nil
 }
 
+func (x *NextSegmentResponse) GetMaskedIds() []string {
+	if x != nil {
+		return x.MaskedIds
+	}
+	return nil
+}
+
 type DecodeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// id in decimal, 13-character Crockford base32 or 11-character base58.
-	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// id in decimal, 13-character Crockford base32 or 11-character base58, or
+	// a masked ID's text (the server needs its key; with tokens configured,
+	// a token allowed to unmask).
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// as says how to read id: "plain", "masked", or "" to tell by the text:
+	// on a server with mask keys a text that unmasks (length, key id and
+	// check character right) is read as masked, and the answer's masked and
+	// key_id say so; a text that is also a valid plain ID is refused as
+	// ambiguous (InvalidArgument), and as settles it.
+	As            string `protobuf:"bytes,2,opt,name=as,proto3" json:"as,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -395,16 +425,27 @@ func (x *DecodeRequest) GetId() string {
 	return ""
 }
 
+func (x *DecodeRequest) GetAs() string {
+	if x != nil {
+		return x.As
+	}
+	return ""
+}
+
 type DecodeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
 	// time is RFC 3339 with milliseconds, UTC.
-	Time          string `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
-	UnixMs        int64  `protobuf:"varint,3,opt,name=unix_ms,json=unixMs,proto3" json:"unix_ms,omitempty"`
-	Tick          int64  `protobuf:"varint,4,opt,name=tick,proto3" json:"tick,omitempty"`
-	Datacenter    int64  `protobuf:"varint,5,opt,name=datacenter,proto3" json:"datacenter,omitempty"`
-	Worker        int64  `protobuf:"varint,6,opt,name=worker,proto3" json:"worker,omitempty"`
-	Sequence      int64  `protobuf:"varint,7,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	Time       string `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
+	UnixMs     int64  `protobuf:"varint,3,opt,name=unix_ms,json=unixMs,proto3" json:"unix_ms,omitempty"`
+	Tick       int64  `protobuf:"varint,4,opt,name=tick,proto3" json:"tick,omitempty"`
+	Datacenter int64  `protobuf:"varint,5,opt,name=datacenter,proto3" json:"datacenter,omitempty"`
+	Worker     int64  `protobuf:"varint,6,opt,name=worker,proto3" json:"worker,omitempty"`
+	Sequence   int64  `protobuf:"varint,7,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	// masked is the input text when it was a masked ID, and key_id the id of
+	// the key that unmasked it.
+	Masked        string  `protobuf:"bytes,8,opt,name=masked,proto3" json:"masked,omitempty"`
+	KeyId         *uint32 `protobuf:"varint,9,opt,name=key_id,json=keyId,proto3,oneof" json:"key_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -488,6 +529,20 @@ func (x *DecodeResponse) GetSequence() int64 {
 	return 0
 }
 
+func (x *DecodeResponse) GetMasked() string {
+	if x != nil {
+		return x.Masked
+	}
+	return ""
+}
+
+func (x *DecodeResponse) GetKeyId() uint32 {
+	if x != nil && x.KeyId != nil {
+		return *x.KeyId
+	}
+	return 0
+}
+
 var File_flakeid_v1_flakeid_proto protoreflect.FileDescriptor
 
 const file_flakeid_v1_flakeid_proto_rawDesc = "" +
@@ -499,22 +554,27 @@ const file_flakeid_v1_flakeid_proto_rawDesc = "" +
 	"\x05count\x18\x02 \x01(\x03R\x05count\x12\x16\n" +
 	"\x06stride\x18\x03 \x01(\x03R\x06stride\",\n" +
 	"\x14NextSnowflakeRequest\x12\x14\n" +
-	"\x05count\x18\x01 \x01(\x03R\x05count\"\x86\x01\n" +
+	"\x05count\x18\x01 \x01(\x03R\x05count\"\xa5\x01\n" +
 	"\x15NextSnowflakeResponse\x12+\n" +
 	"\x06ranges\x18\x01 \x03(\v2\x13.flakeid.v1.IDRangeR\x06ranges\x12#\n" +
 	"\rdatacenter_id\x18\x02 \x01(\x03R\fdatacenterId\x12\x1b\n" +
-	"\tworker_id\x18\x03 \x01(\x03R\bworkerId\"D\n" +
+	"\tworker_id\x18\x03 \x01(\x03R\bworkerId\x12\x1d\n" +
+	"\n" +
+	"masked_ids\x18\x04 \x03(\tR\tmaskedIds\"D\n" +
 	"\x16StreamSnowflakeRequest\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\x03R\x05count\x12\x14\n" +
 	"\x05batch\x18\x02 \x01(\x03R\x05batch\"<\n" +
 	"\x12NextSegmentRequest\x12\x10\n" +
 	"\x03tag\x18\x01 \x01(\tR\x03tag\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\x03R\x05count\"T\n" +
+	"\x05count\x18\x02 \x01(\x03R\x05count\"s\n" +
 	"\x13NextSegmentResponse\x12\x10\n" +
 	"\x03tag\x18\x01 \x01(\tR\x03tag\x12+\n" +
-	"\x06ranges\x18\x02 \x03(\v2\x13.flakeid.v1.IDRangeR\x06ranges\"\x1f\n" +
+	"\x06ranges\x18\x02 \x03(\v2\x13.flakeid.v1.IDRangeR\x06ranges\x12\x1d\n" +
+	"\n" +
+	"masked_ids\x18\x03 \x03(\tR\tmaskedIds\"/\n" +
 	"\rDecodeRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\xb5\x01\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x0e\n" +
+	"\x02as\x18\x02 \x01(\tR\x02as\"\xf4\x01\n" +
 	"\x0eDecodeResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x12\n" +
 	"\x04time\x18\x02 \x01(\tR\x04time\x12\x17\n" +
@@ -524,7 +584,10 @@ const file_flakeid_v1_flakeid_proto_rawDesc = "" +
 	"datacenter\x18\x05 \x01(\x03R\n" +
 	"datacenter\x12\x16\n" +
 	"\x06worker\x18\x06 \x01(\x03R\x06worker\x12\x1a\n" +
-	"\bsequence\x18\a \x01(\x03R\bsequence2\xd9\x02\n" +
+	"\bsequence\x18\a \x01(\x03R\bsequence\x12\x16\n" +
+	"\x06masked\x18\b \x01(\tR\x06masked\x12\x1a\n" +
+	"\x06key_id\x18\t \x01(\rH\x00R\x05keyId\x88\x01\x01B\t\n" +
+	"\a_key_id2\xd9\x02\n" +
 	"\tIDService\x12V\n" +
 	"\rNextSnowflake\x12 .flakeid.v1.NextSnowflakeRequest\x1a!.flakeid.v1.NextSnowflakeResponse\"\x00\x12\\\n" +
 	"\x0fStreamSnowflake\x12\".flakeid.v1.StreamSnowflakeRequest\x1a!.flakeid.v1.NextSnowflakeResponse\"\x000\x01\x12P\n" +
@@ -577,6 +640,7 @@ func file_flakeid_v1_flakeid_proto_init() {
 	if File_flakeid_v1_flakeid_proto != nil {
 		return
 	}
+	file_flakeid_v1_flakeid_proto_msgTypes[7].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

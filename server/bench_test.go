@@ -1,0 +1,83 @@
+package server
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
+
+// discardWriter is a ResponseWriter that keeps only the status and the
+// header map, so that a benchmark measures the handler and not a recorder.
+type discardWriter struct {
+	h      http.Header
+	status int
+	n      int
+}
+
+func (d *discardWriter) Header() http.Header         { return d.h }
+func (d *discardWriter) WriteHeader(code int)        { d.status = code }
+func (d *discardWriter) Write(p []byte) (int, error) { d.n += len(p); return len(p), nil }
+
+// hotPaths are the single-ID requests (and a small batch) whose handling
+// must not allocate: BenchmarkHandler measures them and
+// TestSingleIDAllocations checks them.
+func hotPaths() []string {
+	return []string{
+		"/v1/snowflake/next",
+		"/api/snowflake/get/x",
+		"/v1/segment/orders/next",
+		"/api/segment/get/orders",
+		"/v1/snowflake/next?count=10",
+	}
+}
+
+// serveHot returns a function that serves one GET of path through h into a
+// reused writer, and the writer.
+func serveHot(h http.Handler, path string) (func(), *discardWriter) {
+	req := httptest.NewRequest(http.MethodGet, path, nil)
+	w := &discardWriter{h: http.Header{}}
+	return func() {
+		clear(w.h)
+		w.status = 0
+		h.ServeHTTP(w, req)
+	}, w
+}
+
+// BenchmarkHandler is the server's own work per single-ID request on the hot
+// paths (routing, auth, metrics, generation, the answer), without net/http's
+// connection handling: compare allocs/op and ns/op between changes.
+func BenchmarkHandler(b *testing.B) {
+	f := newFixture(b, nil)
+	h := f.srv.Handler()
+	for _, path := range hotPaths() {
+		b.Run(path, func(b *testing.B) {
+			serve, w := serveHot(h, path)
+			b.ReportAllocs()
+			for b.Loop() {
+				serve()
+				if w.status != 0 && w.status != http.StatusOK {
+					b.Fatalf("%s: status %d", path, w.status)
+				}
+			}
+		})
+	}
+}
+
+// FuzzQuery checks the allocation-free query reader against net/url's.
+func FuzzQuery(f *testing.F) {
+	for _, q := range []string{"", "count=10", "format=ranges&count=3", "count=1&count=2", "count", "a=b&&count=%31",
+		"count=1+2", "x=1;count=2", "=&count=", "count=é"} {
+		f.Add(q, "count")
+	}
+	f.Fuzz(func(t *testing.T, raw, key string) {
+		r := httptest.NewRequest(http.MethodGet, "/v1/snowflake/next", nil)
+		r.URL.RawQuery = raw
+		if got, want := query(r, key), r.URL.Query().Get(key); got != want {
+			t.Fatalf("query(%q, %q) = %q, net/url says %q", raw, key, got, want)
+		}
+	})
+}
+
+func httptestRequest(target string) *http.Request {
+	return httptest.NewRequest(http.MethodGet, target, nil)
+}
