@@ -34,6 +34,10 @@ need_pkg chromium chromium
 
 # etcd: our own instance on a loopback port, so it never clashes with a system one.
 need_pkg etcd etcd-server
+if up "$ETCD_PORT" && ! curl -fsS --max-time 5 "http://127.0.0.1:$ETCD_PORT/version" 2>/dev/null | grep -q etcdserver; then
+  echo "services: 127.0.0.1:$ETCD_PORT answers but is not etcd; free it, or set FLAKEID_ETCD_PORT and FLAKEID_TEST_ETCD to another port" >&2
+  exit 1
+fi
 if ! up "$ETCD_PORT"; then
   mkdir -p "$ETCD_DIR"
   echo "services: starting etcd on 127.0.0.1:$ETCD_PORT (data in $ETCD_DIR)" >&2

@@ -1,41 +1,45 @@
 #!/usr/bin/env bash
-# The whole test suite: formatting, vet, staticcheck and the race-enabled
-# tests of the main module (integration tests against the real etcd, Redis,
-# PostgreSQL and MariaDB that scripts/services.sh starts) and of the bench
-# module. CI runs exactly this
-# (.ci/run). Extra arguments are passed to `go test` (for example -short or
+# The whole test suite: formatting, vet, staticcheck, fresh generated code,
+# the race-enabled tests of the main module (integration tests against the
+# real etcd, Redis, PostgreSQL and MariaDB that scripts/services.sh starts),
+# the allocation tests (without the race detector, which makes sync.Pool drop
+# items) and the bench module's tests. CI runs exactly this (.ci/run).
+# Extra arguments are passed to `go test` (for example -short or
 # -run Pattern).
-set -euo pipefail
+#
+# Every step runs even when an earlier one failed, and the run ends with a
+# summary (scripts/lib/steps.sh): each step with pass/fail and seconds, the
+# failed tests with their first error lines, and the test counts.
+set -uo pipefail
 cd "$(dirname "$0")/.."
+. scripts/lib/steps.sh
+steps_begin
 
-./scripts/tools.sh
-./scripts/services.sh   # etcd, PostgreSQL, MariaDB, Redis on loopback for the integration tests
+step "tools (scripts/tools.sh)" ./scripts/tools.sh
+step "services (scripts/services.sh)" ./scripts/services.sh # etcd, PostgreSQL, MariaDB, Redis on loopback
 
-fail=0
-step() { echo "== $*" >&2; }
-
-step "gofmt -l"
-unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*') | grep -v '^gen/' || true)
-if [ -n "$unformatted" ]; then
-  echo "gofmt would change:" >&2
-  echo "$unformatted" >&2
-  fail=1
-fi
+gofmt_check() {
+  local unformatted
+  unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*') | grep -v '^gen/' || true)
+  if [ -n "$unformatted" ]; then
+    echo "gofmt would change:"
+    echo "$unformatted"
+    step_detail "  gofmt would change: $(echo $unformatted)"
+    return 1
+  fi
+}
+step "gofmt -l" gofmt_check
 
 for mod in . bench; do
   [ -f "$mod/go.mod" ] || continue
-  step "go vet ($mod)"
-  (cd "$mod" && go vet ./...) || fail=1
-  step "staticcheck ($mod)"
-  (cd "$mod" && "$OLDPWD/bin/staticcheck" ./...) || fail=1
+  step "go vet ($mod)" sh -c "cd '$mod' && go vet ./..."
+  step "staticcheck ($mod)" sh -c "cd '$mod' && '$PWD/bin/staticcheck' ./..."
 done
-step "generated code is fresh (scripts/gen.sh --check)"
-./scripts/gen.sh --check || fail=1
-[ "$fail" = 0 ] || { echo "FAIL: static checks" >&2; exit 1; }
+step "generated code is fresh (scripts/gen.sh --check)" ./scripts/gen.sh --check
 
-step "go test -race (main module)"
-go test -race -count=1 -timeout 15m "$@" ./...
+go_test "go test -race (main module)" . -race -count=1 -timeout 15m "$@" ./...
+go_test "go test, allocation tests without -race (main module)" . -count=1 "$@" -run 'Allocations$' ./server ./idmask
 if [ -f bench/go.mod ]; then
-  step "go test (bench module)"
-  (cd bench && go test -count=1 -timeout 5m "$@" ./...)
+  go_test "go test (bench module)" bench -count=1 -timeout 5m "$@" ./...
 fi
+steps_end

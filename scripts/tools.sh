@@ -11,3 +11,7 @@ if [ ! -x bin/staticcheck ] || [ "$(bin/staticcheck -version 2>/dev/null)" != "$
   echo "tools: installing staticcheck@$STATICCHECK_VERSION" >&2
   GOBIN="$PWD/bin" GOFLAGS=-mod=mod go install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
 fi
+
+# testreport turns `go test -json` into the usual output plus the failures
+# for the summary (scripts/lib/steps.sh).
+go build -o bin/testreport ./scripts/testreport
