@@ -72,6 +72,7 @@ func browser(t *testing.T) (context.Context, func() []string) {
 		chromedp.Flag("force-color-profile", "srgb"),
 		chromedp.Flag("lang", "en-US"),
 		chromedp.UserDataDir(t.TempDir()),
+		chromedp.Env("TMPDIR="+t.TempDir()), // Chromium's own singleton files, removed with the test
 		chromedp.WindowSize(1360, 1000),
 		chromedp.CombinedOutput(&out),
 	)

@@ -28,6 +28,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	os.Setenv("FLAKEID_DATA_DIR", dir)
+	proofBin.dir = filepath.Join(dir, "bin")
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

@@ -12,6 +12,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -29,8 +30,10 @@ import (
 	"github.com/flakeid/flakeid/snowflake"
 )
 
-// buildOnce builds the binary once per test run.
+// builtBinary builds the binary once per test run, into dir (TestMain sets
+// it to a directory it removes at the end).
 type builtBinary struct {
+	dir  string
 	once sync.Once
 	path string
 	err  error
@@ -39,12 +42,14 @@ type builtBinary struct {
 func (b *builtBinary) get(t *testing.T) string {
 	t.Helper()
 	b.once.Do(func() {
-		dir, err := os.MkdirTemp("", "flakeid-bin-")
-		if err != nil {
-			b.err = err
+		if b.dir == "" {
+			b.err = errors.New("builtBinary: no directory (TestMain sets it)")
 			return
 		}
-		b.path = filepath.Join(dir, "flakeid")
+		if b.err = os.MkdirAll(b.dir, 0o755); b.err != nil {
+			return
+		}
+		b.path = filepath.Join(b.dir, "flakeid")
 		out, err := exec.Command("go", "build", "-o", b.path, ".").CombinedOutput()
 		if err != nil {
 			b.err = fmt.Errorf("go build: %v\n%s", err, out)
