@@ -47,6 +47,8 @@ type Node struct {
 	log    *slog.Logger
 	cur    atomic.Pointer[current]
 	leases atomic.Int64
+	resets atomic.Int64 // leases ended because the coordinator lost its state
+	skews  atomic.Int64 // leases refused or ended for clock skew
 	// lastErr is why the node holds no lease, while it holds none.
 	lastErr atomic.Pointer[error]
 
@@ -57,7 +59,10 @@ type Node struct {
 }
 
 // Start acquires a first lease (waiting as the Leaser does, until ctx ends)
-// and returns a running Node.
+// and returns a running Node. When the lease starts in the future — the
+// quarantine of a namespace that was just (re)initialised, or a restart on a
+// worker id whose reservation has not passed — Start waits for it, so that
+// the node issues from its first request; ctx bounds the wait.
 func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Leaser == nil {
 		return nil, errors.New("node: no Leaser")
@@ -76,6 +81,19 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.cancel()
 		return nil, err
 	}
+	if wait := c.lease.NotBefore().Sub(c.gen.Now()); wait > 0 {
+		n.log.Info("node: waiting for the worker id's high-water mark before issuing", "wait", wait.Round(time.Millisecond),
+			"not_before", c.lease.NotBefore())
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			c.lease.Close()
+			n.cancel()
+			return nil, fmt.Errorf("node: waiting %v for the worker id's high-water mark: %w", wait.Round(time.Millisecond), ctx.Err())
+		case <-t.C:
+		}
+	}
 	n.cur.Store(c)
 	n.wg.Add(1)
 	go n.watch(c)
@@ -87,6 +105,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 func (n *Node) acquire(ctx context.Context, after time.Time) (*current, error) {
 	l, err := n.cfg.Leaser.Acquire(ctx)
 	if err != nil {
+		if errors.Is(err, worker.ErrClockSkew) {
+			n.skews.Add(1)
+		}
 		return nil, err
 	}
 	s := n.cfg.Settings
@@ -118,6 +139,12 @@ func (n *Node) watch(c *current) {
 		case <-c.lease.Done():
 		}
 		lost := c.lease.Err()
+		switch {
+		case errors.Is(lost, worker.ErrReset):
+			n.resets.Add(1)
+		case errors.Is(lost, worker.ErrClockSkew):
+			n.skews.Add(1)
+		}
 		n.lastErr.Store(&lost)
 		n.log.Error("node: lease lost; acquiring another", "err", lost)
 		after := c.gen.Stats().HighWater
@@ -191,6 +218,9 @@ type Status struct {
 	NotBefore    time.Time       // the current generator's start
 	Until        time.Time       // the reservation: IDs may be issued before it
 	Leases       int64           // leases acquired since Start
+	Resets       int64           // leases ended because the coordinator lost or rolled back its state
+	SkewRefusals int64           // leases refused or ended because the clock differs from the coordinator's
+	ClockSkew    time.Duration   // this node's clock minus the coordinator's, at the last renewal
 	Err          error           // why no lease is held, when none is
 	Stats        snowflake.Stats // the current generator's counters
 	Now          time.Time       // the current generator's clock
@@ -205,6 +235,9 @@ func (n *Node) Status() Status {
 		NotBefore:    c.lease.NotBefore(),
 		Until:        c.lease.Until(),
 		Leases:       n.leases.Load(),
+		Resets:       n.resets.Load(),
+		SkewRefusals: n.skews.Load(),
+		ClockSkew:    c.lease.ClockSkew(),
 		Stats:        c.gen.Stats(),
 		Now:          c.gen.Now(),
 	}

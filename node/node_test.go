@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -74,10 +75,17 @@ func quiet(t *testing.T) *slog.Logger { return slog.New(slog.NewTextHandler(t.Ou
 
 func leaser(t *testing.T, c worker.Coordinator, workers int64, now func() time.Time) worker.Leaser {
 	t.Helper()
+	return leaserWith(t, c, workers, now, 0)
+}
+
+// leaserWith is leaser with a clock-skew bound (0: the default, 1s).
+func leaserWith(t *testing.T, c worker.Coordinator, workers int64, now func() time.Time, skew time.Duration) worker.Leaser {
+	t.Helper()
 	// A TTL of 3 s: short enough to test loss quickly, long enough that a
 	// loaded CI machine's stalls do not lose the lease by accident.
 	lr, err := worker.NewLeaser(c, worker.Config{Workers: workers, TTL: 3 * time.Second, RenewEvery: 100 * time.Millisecond,
 		ReserveAhead: 300 * time.Millisecond, SafetyMargin: 500 * time.Millisecond, RetryEvery: 50 * time.Millisecond,
+		MaxClockSkew: skew, Quarantine: 300*time.Millisecond + max(skew, time.Second),
 		Logger: quiet(t), Now: now})
 	if err != nil {
 		t.Fatal(err)
@@ -191,7 +199,10 @@ func TestNodeLosesAndRegainsLease(t *testing.T) {
 // kept.
 func TestRestartWithClockBehind(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "workers.db")
-	first, err := Start(t.Context(), Config{Leaser: leaser(t, boltCoordinator(t, path), 1, nil), Logger: quiet(t)})
+	// The bound lets a clock 5 s behind through: the high-water mark is what
+	// is tested (TestNodeRefusesSkewedClock tests the bound).
+	const skew = 6 * time.Second
+	first, err := Start(t.Context(), Config{Leaser: leaserWith(t, boltCoordinator(t, path), 1, nil, skew), Logger: quiet(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +219,7 @@ func TestRestartWithClockBehind(t *testing.T) {
 	}
 	behind := func() time.Time { return time.Now().Add(-5 * time.Second) }
 	second, err := Start(t.Context(), Config{
-		Leaser:   leaser(t, boltCoordinator(t, path), 1, behind),
+		Leaser:   leaserWith(t, boltCoordinator(t, path), 1, behind, skew),
 		Settings: snowflake.Settings{Now: behind, MaxWait: 10 * time.Second},
 		Logger:   quiet(t),
 	})
@@ -222,5 +233,55 @@ func TestRestartWithClockBehind(t *testing.T) {
 	}
 	if id <= max {
 		t.Fatalf("restarted node with its clock 5 s behind issued %d ≤ %d, the last ID before the restart", id, max)
+	}
+}
+
+// shifted is a clock the test moves.
+type shifted struct{ offset atomic.Int64 }
+
+func (s *shifted) Now() time.Time { return time.Now().Add(time.Duration(s.offset.Load())) }
+
+// TestNodeRefusesSkewedClock: a node whose clock moves beyond the bound from
+// the coordinator's stops issuing at its next renewal, says why, counts it,
+// and issues again (above everything it issued) once the clock is back.
+func TestNodeRefusesSkewedClock(t *testing.T) {
+	coord := boltCoordinator(t, "")
+	var clk shifted
+	n, err := Start(t.Context(), Config{Leaser: leaserWith(t, coord, 4, clk.Now, 0),
+		Settings: snowflake.Settings{Now: clk.Now, MaxWait: 10 * time.Second}, Logger: quiet(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	last, err := n.NextID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.offset.Store(int64(3 * time.Second))
+	deadline := time.Now().Add(5 * time.Second)
+	for n.Status().Held {
+		if time.Now().After(deadline) {
+			t.Fatal("the node still holds its lease 5 s after its clock moved 3 s ahead")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := n.NextID(); !errors.Is(err, ErrNoLease) || !errors.Is(err, worker.ErrClockSkew) {
+		t.Fatalf("NextID with the clock 3 s ahead: %v, want ErrNoLease and ErrClockSkew", err)
+	}
+	st := n.Status()
+	if !errors.Is(st.Err, worker.ErrClockSkew) || st.SkewRefusals < 1 || !strings.Contains(st.Err.Error(), "ahead") {
+		t.Fatalf("status %+v: want the skew as the reason, counted", st)
+	}
+	clk.offset.Store(0)
+	deadline = time.Now().Add(10 * time.Second)
+	for !n.Status().Held {
+		if time.Now().After(deadline) {
+			t.Fatalf("no lease 10 s after the clock came back: %v", n.Status().Err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	id, err := n.NextID()
+	if err != nil || id <= last {
+		t.Fatalf("after the clock came back: %d, %v; want an ID above %d", id, err, last)
 	}
 }

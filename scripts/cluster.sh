@@ -9,16 +9,20 @@
 #
 # DIR (default /tmp/flakeid-cluster) holds the binary, each node's data
 # directory, log and pid. Nodes listen on 127.0.0.1:$BASE_PORT+1..3 (BASE_PORT
-# default 18080). FLAKEID_CLUSTER_ETCD / FLAKEID_CLUSTER_STORE override the
-# coordinator and the segment store; FLAKEID_CLUSTER_PREFIX the etcd prefix.
+# default 18080). FLAKEID_TEST_CLUSTER_ETCD / FLAKEID_TEST_CLUSTER_STORE override the
+# coordinator and the segment store; FLAKEID_TEST_CLUSTER_PREFIX the etcd prefix;
+# FLAKEID_TEST_CLUSTER_REGISTRY the etcd datacenter registry (default flakeid's,
+# /flakeid/datacenters: a test gives its own, since the registry outlives it).
 set -euo pipefail
 cmd="${1:-}"
 dir="${2:-/tmp/flakeid-cluster}"
 base="${BASE_PORT:-18080}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
-etcd="${FLAKEID_CLUSTER_ETCD:-127.0.0.1:23790}"
-prefix="${FLAKEID_CLUSTER_PREFIX:-/flakeid-cluster}"
-store="${FLAKEID_CLUSTER_STORE:-postgres://postgres@127.0.0.1:5432/test?sslmode=disable&table=flakeid_cluster_segments}"
+etcd="${FLAKEID_TEST_CLUSTER_ETCD:-127.0.0.1:23790}"
+prefix="${FLAKEID_TEST_CLUSTER_PREFIX:-/flakeid-cluster}"
+registry="${FLAKEID_TEST_CLUSTER_REGISTRY:-}"
+coordinator="etcd://$etcd$prefix${registry:+?registry=$registry}"
+store="${FLAKEID_TEST_CLUSTER_STORE:-postgres://postgres@127.0.0.1:5432/test?sslmode=disable&table=flakeid_cluster_segments}"
 
 wait_ready() { # port
   local nd="$dir/node-$(( $1 - base ))"
@@ -53,7 +57,7 @@ start)
       exit 1
     fi
     nohup "$dir/flakeid" serve --listen "127.0.0.1:$port" --data-dir "$nd" \
-      --coordinator "etcd://$etcd$prefix" --store "$store" --log-format json \
+      --coordinator "$coordinator" --store "$store" --log-format json \
       >"$nd/log" 2>&1 &
     echo $! >"$nd/pid"
   done

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Makes sure the services the integration tests talk to are up on loopback:
-#   etcd        127.0.0.1:23790  (Debian's etcd-server, started here with its data under $FLAKEID_ETCD_DIR)
+#   etcd        127.0.0.1:23790  (Debian's etcd-server, started here with its data under $FLAKEID_TEST_ETCD_DIR)
 #   PostgreSQL  127.0.0.1:5432   (trust auth, database "test")
 #   MariaDB     127.0.0.1:3306   (root, no password, database "test")
 #   Redis       127.0.0.1:6379
@@ -9,9 +9,9 @@
 # The tests read their addresses from FLAKEID_TEST_* (see internal/testenv); the defaults match this.
 set -euo pipefail
 
-ETCD_PORT="${FLAKEID_ETCD_PORT:-23790}"
-ETCD_PEER_PORT="${FLAKEID_ETCD_PEER_PORT:-23800}"
-ETCD_DIR="${FLAKEID_ETCD_DIR:-/tmp/flakeid-etcd}"
+ETCD_PORT="${FLAKEID_TEST_ETCD_PORT:-23790}"
+ETCD_PEER_PORT="${FLAKEID_TEST_ETCD_PEER_PORT:-23800}"
+ETCD_DIR="${FLAKEID_TEST_ETCD_DIR:-/tmp/flakeid-etcd}"
 
 up() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 wait_up() { # port name
@@ -35,7 +35,7 @@ need_pkg chromium chromium
 # etcd: our own instance on a loopback port, so it never clashes with a system one.
 need_pkg etcd etcd-server
 if up "$ETCD_PORT" && ! curl -fsS --max-time 5 "http://127.0.0.1:$ETCD_PORT/version" 2>/dev/null | grep -q etcdserver; then
-  echo "services: 127.0.0.1:$ETCD_PORT answers but is not etcd; free it, or set FLAKEID_ETCD_PORT and FLAKEID_TEST_ETCD to another port" >&2
+  echo "services: 127.0.0.1:$ETCD_PORT answers but is not etcd; free it, or set FLAKEID_TEST_ETCD_PORT and FLAKEID_TEST_ETCD to another port" >&2
   exit 1
 fi
 if ! up "$ETCD_PORT"; then
@@ -66,4 +66,6 @@ if ! up 6379; then
     --dir /var/lib/redis --logfile /var/log/redis/ci.log
   wait_up 6379 Redis
 fi
+# The Redis-protocol tests and the verifier start private redis-server processes.
+command -v redis-server >/dev/null || { echo "services: redis-server is not installed (apt-get install redis-server)" >&2; exit 1; }
 echo "services: etcd 127.0.0.1:$ETCD_PORT, PostgreSQL :5432, MariaDB :3306, Redis :6379 are up" >&2

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"maps"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,7 +56,8 @@ type Config struct {
 	DefaultStep int64
 	// FetchTimeout bounds one fetch from a store. Default 5s.
 	FetchTimeout time.Duration
-	// Logger receives fetch failures. Default slog.Default().
+	// Logger receives fetch failures, and an error when a store is seen
+	// going backwards (see ErrRegressed). Default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock of the dynamic step. Default time.Now.
 	Now func() time.Time
@@ -137,6 +140,12 @@ func (c Config) withDefaults() Config {
 
 // Allocator hands out IDs per tag from double-buffered segments. It is safe
 // for concurrent use; create it with New and Close it when done.
+//
+// An Allocator remembers, per tag and source, the end of the newest segment
+// it fetched, and checks every later fetch against it: a store whose max_id
+// is seen below it (restored from an old backup, truncated, lowered by hand)
+// gets the tag refused with ErrRegressed until Resume. The memory is the
+// Allocator's own: a new Allocator (a restarted node) trusts the store.
 type Allocator struct {
 	cfg Config
 	// tags maps a tag name to its buffer. It is copied on write (under mu),
@@ -185,6 +194,7 @@ type segment struct {
 	fetched    time.Time
 	step       int64
 	current    time.Time // when it became the current segment
+	dropped    bool      // given up when its tag was refused; guarded by the buffer's mu
 }
 
 func newSegment(r Range, src Source, source int, prefetch float64, fetched time.Time, step int64) *segment {
@@ -212,6 +222,15 @@ type buffer struct {
 	minStep   int64     // the tag's configured step
 	rate      float64   // IDs per second over the last segment used up; 0 before one is
 	stepRead  time.Time // when minStep was last read from the store
+	// high[i] is the end of the newest segment fetched from source i: the
+	// source's max_id must never be seen below it again.
+	high []int64
+	// refused is why the tag is refused (it wraps ErrRegressed), nil while
+	// it is served. Once set, no fetch starts and no ID is handed out
+	// until Resume clears it.
+	refused error
+	// regressions counts the times a source was seen going backwards.
+	regressions atomic.Int64
 
 	fetches, waits, failures atomic.Int64
 	fetchNanos               atomic.Int64 // total latency of successful fetches
@@ -352,7 +371,7 @@ func (a *Allocator) buffer(ctx context.Context, name string) (*buffer, error) {
 	if b, ok := (*a.tags.Load())[name]; ok {
 		return b, nil
 	}
-	b := &buffer{a: a, name: name}
+	b := &buffer{a: a, name: name, high: make([]int64, len(a.cfg.Sources))}
 	t, err := a.tagRow(ctx, name)
 	if err != nil {
 		return nil, err
@@ -446,8 +465,12 @@ func (b *buffer) refreshStep(ctx context.Context) {
 }
 
 // usedUp records the lifetime of segment s, which ran out at now; b.mu is
-// held.
+// held. A segment given up when its tag was refused did not run out and
+// tells nothing about the rate.
 func (b *buffer) usedUp(s *segment, now time.Time) {
+	if s.dropped {
+		return
+	}
 	if life := now.Sub(s.current); life > 0 {
 		b.rate = float64(s.count) / life.Seconds()
 	} else {
@@ -485,6 +508,14 @@ func (b *buffer) fetch(ctx context.Context) (*segment, error) {
 		b.fetches.Add(1)
 		b.fetchNanos.Add(int64(lat))
 		b.lastLatency.Store(int64(lat))
+		if r.Start < 0 || r.Start > math.MaxInt64-size || r.End != r.Start+size {
+			errs = append(errs, fmt.Errorf("%w: tag %q%s: the store answered the range [%d, %d) to a fetch of %d IDs; nothing is issued from it",
+				ErrUnavailable, b.name, b.source(si), r.Start, r.End, size))
+			continue
+		}
+		if err := b.advanceHigh(si, r); err != nil {
+			return nil, err
+		}
 		seg := newSegment(r, src, si, a.cfg.Prefetch, now, step)
 		if seg.count == 0 {
 			errs = append(errs, fmt.Errorf("range %v of tag %q holds no ID ≡ %d (mod %d)", r, b.name, src.Remainder, src.Delta))
@@ -500,6 +531,46 @@ func (b *buffer) fetch(ctx context.Context) (*segment, error) {
 	return nil, fmt.Errorf("%w: fetching a segment of tag %q: %w", ErrUnavailable, b.name, err)
 }
 
+// source names source si in messages when there are several.
+func (b *buffer) source(si int) string { return sourceOf(len(b.a.cfg.Sources), si) }
+
+// sourceOf names source si of n in messages: nothing when n is 1.
+func sourceOf(n, si int) string {
+	if n == 1 {
+		return ""
+	}
+	return fmt.Sprintf(" (source %d)", si)
+}
+
+// advanceHigh checks a range r just fetched from source si against the
+// newest segment fetched from it before, and records r as the newest. A
+// range that starts below it means the store went backwards: the tag is
+// refused, its buffered segments are given up (waste, never a duplicate),
+// and the error, wrapping ErrRegressed, is logged once and returned.
+func (b *buffer) advanceHigh(si int, r Range) error {
+	b.mu.Lock()
+	high := b.high[si]
+	if r.Start >= high {
+		b.high[si] = r.End
+		b.mu.Unlock()
+		return nil
+	}
+	err := fmt.Errorf("%w: tag %q%s: fetched up to %d, store now at %d: "+
+		"restored from an old backup? no ID is issued from this tag until an operator resumes it",
+		ErrRegressed, b.name, b.source(si), high, r.Start)
+	b.refused = err
+	if s := b.cur.Load(); s != nil {
+		s.dropped = true
+		s.pos.Store(s.count) // takers after this see it used up and stop in advance
+	}
+	b.next = nil
+	b.regressions.Add(1)
+	b.mu.Unlock()
+	b.a.cfg.Logger.Error("segment: a store went backwards; refusing the tag until an operator resumes it",
+		"tag", b.name, "source", si, "fetched_to", high, "store_at", r.Start, "err", err)
+	return err
+}
+
 // prefetch starts a background fetch of the next segment unless one is in
 // flight or done.
 func (b *buffer) prefetch() {
@@ -510,7 +581,7 @@ func (b *buffer) prefetch() {
 
 // startFetchLocked starts the background fetch; b.mu is held.
 func (b *buffer) startFetchLocked() {
-	if b.fetching || b.next != nil || b.a.ctx.Err() != nil {
+	if b.fetching || b.next != nil || b.refused != nil || b.a.ctx.Err() != nil {
 		return
 	}
 	b.fetching = true
@@ -534,7 +605,7 @@ func (b *buffer) fetchLoop(done chan struct{}) {
 			return
 		}
 		b.fetchErr = err
-		if b.a.ctx.Err() != nil || errors.Is(err, ErrUnknownTag) || errors.Is(err, ErrExhausted) {
+		if b.a.ctx.Err() != nil || errors.Is(err, ErrUnknownTag) || errors.Is(err, ErrExhausted) || errors.Is(err, ErrRegressed) {
 			b.fetching = false
 			close(done)
 			b.mu.Unlock()
@@ -556,10 +627,14 @@ func (b *buffer) fetchLoop(done chan struct{}) {
 }
 
 // advance makes the next segment current once s is used up, waiting for a
-// fetch when none is ready.
+// fetch when none is ready. A refused tag fails at once.
 func (b *buffer) advance(ctx context.Context, s *segment) error {
 	for {
 		b.mu.Lock()
+		if err := b.refused; err != nil {
+			b.mu.Unlock()
+			return err
+		}
 		if b.cur.Load() != s {
 			b.mu.Unlock()
 			return nil // another caller switched
@@ -594,7 +669,7 @@ func (b *buffer) advance(ctx context.Context, s *segment) error {
 		fetching := b.fetching
 		b.mu.Unlock()
 		if !ready && !fetching && err != nil {
-			return err // unknown tag, exhausted, or closed
+			return err // unknown tag, exhausted, refused, or closed
 		}
 	}
 }
@@ -650,6 +725,90 @@ func (a *Allocator) Update(ctx context.Context, tag string, step *int64, descrip
 	return nil
 }
 
+// Resume serves again a tag refused because a store went backwards (see
+// ErrRegressed), once every source's max_id for it is at or above what this
+// allocator fetched. It is the operator's step after fixing the store:
+//
+//   - floor 0 only checks: for an operator who raised max_id in the
+//     database (UPDATE leaf_alloc SET max_id = … WHERE biz_tag = …) above
+//     every ID the tag may have issued.
+//   - floor > 0 first raises the tag's max_id in every source to at least
+//     floor, by fetching the difference and discarding it, then checks. A
+//     floor below what this allocator fetched is refused (ErrInvalidTag):
+//     the floor must be above every ID any node issued, which this node
+//     cannot know; the largest ID the tag's data holds, plus a margin, is.
+//
+// With several nodes, each remembers its own fetches: resume the tag on each
+// (the store raised once, the same floor is a no-op on the others). A store
+// still behind fails with an error wrapping ErrRegressed and leaves the tag
+// refused. Resume of a tag that is not refused (or not loaded) raises and
+// checks the same way. Restarting the node also clears the refusal, and the
+// memory that caught it: only do it after fixing the store.
+func (a *Allocator) Resume(ctx context.Context, tag string, floor int64) error {
+	if err := ValidName(tag); err != nil {
+		return err
+	}
+	b := (*a.tags.Load())[tag]
+	high := make([]int64, len(a.cfg.Sources))
+	var refused error // the refusal checked here; one found meanwhile stays
+	if b != nil {
+		b.mu.Lock()
+		copy(high, b.high)
+		refused = b.refused
+		b.mu.Unlock()
+	}
+	if top := slices.Max(high); floor < 0 || floor > 0 && floor < top {
+		return fmt.Errorf("%w: tag %q: floor %d, want 0 (only check the store) or at least %d (what this node fetched up to)",
+			ErrInvalidTag, tag, floor, top)
+	}
+	for si, src := range a.cfg.Sources {
+		t, err := src.Store.Get(ctx, tag)
+		if err != nil {
+			return err
+		}
+		if floor > t.MaxID {
+			if _, err := src.Store.Fetch(ctx, tag, floor-t.MaxID); err != nil {
+				return err
+			}
+			if t, err = src.Store.Get(ctx, tag); err != nil {
+				return err
+			}
+		}
+		if t.MaxID < high[si] || t.MaxID < floor {
+			return fmt.Errorf("%w: tag %q%s: not resumed: the store is at %d, below %d, what this node fetched up to; "+
+				"raise max_id above every ID the tag issued (in SQL: UPDATE <table> SET max_id = … WHERE biz_tag = '%s'), or resume with a floor",
+				ErrRegressed, tag, sourceOf(len(a.cfg.Sources), si), t.MaxID, max(high[si], floor), tag)
+		}
+	}
+	if refused == nil {
+		return nil
+	}
+	b.mu.Lock()
+	if b.refused == refused { // no fetch ran while refused, so high is as checked
+		b.refused, b.fetchErr = nil, nil
+	}
+	b.mu.Unlock()
+	a.cfg.Logger.Warn("segment: tag resumed by the operator", "tag", tag, "floor", floor, "fetched_to", slices.Max(high))
+	return nil
+}
+
+// Refused returns the errors of the tags this allocator refuses to serve,
+// one per tag, ordered by tag; each wraps ErrRegressed and names the tag.
+// It is empty while every loaded tag is served.
+func (a *Allocator) Refused() []error {
+	tags := *a.tags.Load()
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(tags)) {
+		b := tags[name]
+		b.mu.Lock()
+		if b.refused != nil {
+			errs = append(errs, b.refused)
+		}
+		b.mu.Unlock()
+	}
+	return errs
+}
+
 // TagStats is a snapshot of one loaded tag.
 type TagStats struct {
 	Tag string `json:"tag"`
@@ -673,6 +832,14 @@ type TagStats struct {
 	// Issued counts IDs handed out by Next (NextID is not counted: it
 	// stays one atomic add).
 	Issued int64 `json:"issued"`
+	// HighMark is the end of the newest segment fetched (the largest over
+	// the sources): the store's max_id is never accepted below it.
+	HighMark int64 `json:"high_mark"`
+	// Refused is why the tag is refused (a store went backwards; see
+	// Resume), empty while it is served. Regressions counts the times a
+	// store was seen going backwards.
+	Refused     string `json:"refused,omitempty"`
+	Regressions int64  `json:"regressions"`
 }
 
 // Stats returns a snapshot of every loaded tag, in no particular order.
@@ -697,6 +864,11 @@ func (b *buffer) stats() TagStats {
 		st.Next = b.next.r
 	}
 	st.Step, st.MinStep = b.step, b.minStep
+	st.HighMark = slices.Max(b.high)
+	if b.refused != nil {
+		st.Refused = b.refused.Error()
+	}
 	b.mu.Unlock()
+	st.Regressions = b.regressions.Load()
 	return st
 }

@@ -390,3 +390,322 @@ func BenchmarkAtomicAdd(b *testing.B) {
 		n.Add(1)
 	}
 }
+
+// logCount is a slog handler that counts records by level.
+type logCount struct {
+	mu     sync.Mutex
+	errors []string
+}
+
+func (l *logCount) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logCount) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logCount) WithGroup(string) slog.Handler            { return l }
+func (l *logCount) Handle(_ context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelError {
+		l.mu.Lock()
+		l.errors = append(l.errors, r.Message)
+		l.mu.Unlock()
+	}
+	return nil
+}
+
+func (l *logCount) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.errors)
+}
+
+// settle waits until the tag's next segment is fetched, so that the
+// allocator's buffers (and its high mark) stop moving.
+func settle(t *testing.T, a *segment.Allocator, tag string) segment.TagStats {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		for _, st := range a.Stats() {
+			if st.Tag == tag && st.Next.Len() > 0 {
+				return st
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no prefetched segment: %+v", a.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestStoreWentBackwards: a store whose max_id is lowered below what the
+// allocator fetched (a restored backup) gets the tag refused: nothing at or
+// below the fetched ranges is issued again, the error wraps ErrRegressed and
+// names the tag and both values, it is logged once, and Resume serves the
+// tag again only once the store is above what was fetched.
+func TestStoreWentBackwards(t *testing.T) {
+	m := segmenttest.NewMemory()
+	m.Create(t.Context(), segment.Tag{Name: "order", Step: 100})
+	log := &logCount{}
+	a := newAlloc(t, segment.Config{Store: m, SegmentDuration: -1, Logger: slog.New(log)})
+	var ids []int64
+	take := func() error {
+		id, err := a.NextID(t.Context(), "order")
+		if err == nil {
+			ids = append(ids, id)
+		}
+		return err
+	}
+	for range 120 {
+		if err := take(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := settle(t, a, "order")
+	if before.HighMark != 201 || before.Refused != "" {
+		t.Fatalf("stats before the restore: %+v; want high mark 201 (four half-step segments)", before)
+	}
+	m.SetMaxID("order", 30) // a backup taken when max_id was 30
+	var err error
+	for range 1000 {
+		if err = take(); err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, segment.ErrRegressed) {
+		t.Fatalf("after max_id went back to 30: %v, want ErrRegressed", err)
+	}
+	for _, want := range []string{`tag "order"`, "fetched up to 201", "store now at 30", "restored from an old backup", "operator resumes"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	for i, id := range ids {
+		if i > 0 && id <= ids[i-1] || id >= 201 {
+			t.Fatalf("ID %d (after %d): IDs must increase and stay within what was fetched before the restore", id, ids[max(i-1, 0)])
+		}
+	}
+	// Refused: every path fails at once, with no fetch, and the detection
+	// was logged once.
+	fetches := m.Fetches.Load()
+	for range 5 {
+		if _, err := a.NextID(t.Context(), "order"); !errors.Is(err, segment.ErrRegressed) {
+			t.Fatalf("NextID: %v", err)
+		}
+		if _, err := a.Next(t.Context(), "order", 3); !errors.Is(err, segment.ErrRegressed) {
+			t.Fatalf("Next: %v", err)
+		}
+		h, err := a.Tag(t.Context(), "order")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.NextID(t.Context()); !errors.Is(err, segment.ErrRegressed) {
+			t.Fatalf("Handle.NextID: %v", err)
+		}
+	}
+	if got := m.Fetches.Load(); got != fetches {
+		t.Fatalf("a refused tag fetched %d more segments", got-fetches)
+	}
+	if n := log.count(); n != 1 {
+		t.Fatalf("%d error records (%v), want the detection logged once", n, log.errors)
+	}
+	st := a.Stats()[0]
+	if st.Refused != err.Error() || st.Regressions != 1 || st.HighMark != 201 {
+		t.Fatalf("stats of the refused tag: %+v", st)
+	}
+	if errs := a.Refused(); len(errs) != 1 || !errors.Is(errs[0], segment.ErrRegressed) {
+		t.Fatalf("Refused() = %v", errs)
+	}
+
+	// The store is still behind (at 80 after the refused fetch): Resume
+	// refuses, naming both values.
+	err = a.Resume(t.Context(), "order", 0)
+	if !errors.Is(err, segment.ErrRegressed) || !strings.Contains(err.Error(), "at 80, below 201") {
+		t.Fatalf("Resume with the store behind: %v", err)
+	}
+	for _, floor := range []int64{-1, 200} {
+		if err := a.Resume(t.Context(), "order", floor); !errors.Is(err, segment.ErrInvalidTag) {
+			t.Fatalf("Resume with floor %d: %v, want ErrInvalidTag", floor, err)
+		}
+	}
+	if err := a.Resume(t.Context(), "nope", 0); !errors.Is(err, segment.ErrUnknownTag) {
+		t.Fatalf("Resume of an unknown tag: %v", err)
+	}
+	if len(a.Refused()) != 1 {
+		t.Fatal("a refused Resume cleared the refusal")
+	}
+	// The operator raises max_id in the database, then resumes.
+	m.SetMaxID("order", 500)
+	if err := a.Resume(t.Context(), "order", 0); err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Refused()) != 0 || a.Stats()[0].Refused != "" {
+		t.Fatalf("still refused after Resume: %+v", a.Stats())
+	}
+	for range 300 {
+		if err := take(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := ids[len(ids)-300:]
+	if after[0] != 500 || !slices.IsSorted(after) {
+		t.Fatalf("IDs after Resume start at %d, want 500", after[0])
+	}
+	if st := a.Stats()[0]; st.Regressions != 1 || st.HighMark <= 500 {
+		t.Fatalf("stats after Resume: %+v", st)
+	}
+}
+
+// TestResumeRaisesTheStore: Resume with a floor raises every source's
+// max_id to it (the difference is fetched and discarded), on a node that
+// never loaded the tag too.
+func TestResumeRaisesTheStore(t *testing.T) {
+	m := segmenttest.NewMemory()
+	m.Create(t.Context(), segment.Tag{Name: "order", Step: 10})
+	a := newAlloc(t, segment.Config{Store: m, SegmentDuration: -1})
+	if err := a.Resume(t.Context(), "order", 10_000); err != nil {
+		t.Fatal(err)
+	}
+	if row, _ := m.Get(t.Context(), "order"); row.MaxID != 10_000 {
+		t.Fatalf("max_id %d after Resume with floor 10000", row.MaxID)
+	}
+	if err := a.Resume(t.Context(), "order", 5000); err != nil { // already above: nothing to do
+		t.Fatal(err)
+	}
+	if id, err := a.NextID(t.Context(), "order"); err != nil || id != 10_000 {
+		t.Fatalf("NextID = %d, %v; want 10000", id, err)
+	}
+	if row, _ := m.Get(t.Context(), "order"); row.MaxID != 10_005 {
+		t.Fatalf("max_id %d, want 10005", row.MaxID)
+	}
+}
+
+// TestStoreWentBackwardsUnderLoad: goroutines taking IDs while the store is
+// lowered never get an ID twice, and all end with ErrRegressed.
+func TestStoreWentBackwardsUnderLoad(t *testing.T) {
+	m := segmenttest.NewMemory()
+	m.Create(t.Context(), segment.Tag{Name: "hot", Step: 50})
+	a := newAlloc(t, segment.Config{Store: m, MaxStep: 400})
+	var mu sync.Mutex
+	var all []int64
+	var taken atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			var ids []int64
+			defer func() {
+				mu.Lock()
+				all = append(all, ids...)
+				mu.Unlock()
+			}()
+			for {
+				ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+				var err error
+				if g%2 == 0 {
+					var id int64
+					if id, err = a.NextID(ctx, "hot"); err == nil {
+						ids = append(ids, id)
+					}
+				} else {
+					var spans []segment.Span
+					if spans, err = a.Next(ctx, "hot", 7); err == nil {
+						for _, s := range spans {
+							ids = slices.AppendSeq(ids, s.All())
+						}
+					}
+				}
+				cancel()
+				if err != nil {
+					if !errors.Is(err, segment.ErrRegressed) {
+						t.Errorf("goroutine %d: %v, want ErrRegressed", g, err)
+					}
+					return
+				}
+				if !slices.IsSorted(ids) {
+					t.Errorf("goroutine %d: IDs not increasing", g)
+					return
+				}
+				taken.Add(1)
+			}
+		})
+	}
+	for taken.Load() < 20_000 {
+		time.Sleep(time.Millisecond)
+	}
+	m.SetMaxID("hot", 1)
+	wg.Wait()
+	slices.Sort(all)
+	for i := 1; i < len(all); i++ {
+		if all[i] == all[i-1] {
+			t.Fatalf("ID %d handed out twice", all[i])
+		}
+	}
+	if st := a.Stats()[0]; st.Regressions != 1 || st.Refused == "" {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestMultiSourceWentBackwards: one source going backwards refuses the
+// whole tag, naming the source.
+func TestMultiSourceWentBackwards(t *testing.T) {
+	even, odd := segmenttest.NewMemory(), segmenttest.NewMemory()
+	for _, m := range []*segmenttest.Memory{even, odd} {
+		m.Create(t.Context(), segment.Tag{Name: "ha", Step: 20})
+	}
+	a := newAlloc(t, segment.Config{SegmentDuration: -1, Sources: []segment.Source{
+		{Store: even, Delta: 2, Remainder: 0}, {Store: odd, Delta: 2, Remainder: 1}}})
+	seen := map[int64]bool{}
+	for range 100 {
+		id, err := a.NextID(t.Context(), "ha")
+		if err != nil || seen[id] {
+			t.Fatalf("NextID = %d, %v", id, err)
+		}
+		seen[id] = true
+	}
+	odd.SetMaxID("ha", 1)
+	var err error
+	for range 1000 {
+		var id int64
+		if id, err = a.NextID(t.Context(), "ha"); err != nil {
+			break
+		}
+		if seen[id] {
+			t.Fatalf("ID %d twice", id)
+		}
+		seen[id] = true
+	}
+	if !errors.Is(err, segment.ErrRegressed) || !strings.Contains(err.Error(), `tag "ha" (source 1)`) {
+		t.Fatalf("after one source went back: %v", err)
+	}
+	if err := a.Resume(t.Context(), "ha", 0); !errors.Is(err, segment.ErrRegressed) || !strings.Contains(err.Error(), "(source 1)") {
+		t.Fatalf("Resume with source 1 behind: %v", err)
+	}
+	if err := a.Resume(t.Context(), "ha", a.Stats()[0].HighMark+100); err != nil {
+		t.Fatal(err)
+	}
+	for range 100 {
+		id, err := a.NextID(t.Context(), "ha")
+		if err != nil || seen[id] {
+			t.Fatalf("after Resume: %d, %v", id, err)
+		}
+		seen[id] = true
+	}
+}
+
+// badRanges is a store that answers fetches with a fixed range.
+type badRanges struct {
+	*segmenttest.Memory
+	r segment.Range
+}
+
+func (b badRanges) Fetch(context.Context, string, int64) (segment.Range, error) { return b.r, nil }
+
+// TestInsaneRanges: a range that is empty, reversed, negative or of the
+// wrong length is refused as a failed fetch; nothing is issued from it.
+func TestInsaneRanges(t *testing.T) {
+	for _, r := range []segment.Range{{Start: 10, End: 5}, {Start: 10, End: 10}, {Start: -50, End: 0},
+		{Start: 1, End: 1000}, {Start: math.MaxInt64 - 10, End: math.MinInt64 + 39}} {
+		m := segmenttest.NewMemory()
+		m.Create(t.Context(), segment.Tag{Name: "t", Step: 100})
+		a := newAlloc(t, segment.Config{Store: badRanges{m, r}, SegmentDuration: -1})
+		_, err := a.NextID(t.Context(), "t")
+		if !errors.Is(err, segment.ErrUnavailable) || !strings.Contains(err.Error(), fmt.Sprintf("answered the range [%d, %d) to a fetch of 50 IDs", r.Start, r.End)) {
+			t.Errorf("range %+v: %v", r, err)
+		}
+	}
+}

@@ -21,6 +21,11 @@
 //   - A database outage is ridden out from the buffers; a request that
 //     cannot be served waits for the next fetch as long as its context
 //     allows and then fails with an error wrapping ErrUnavailable.
+//   - Segments never go backwards: a store seen below what the allocator
+//     already fetched of a tag (a database restored from an old backup)
+//     gets the tag refused with ErrRegressed, and nothing is issued from it
+//     until an operator calls Allocator.Resume. The memory is per
+//     Allocator: a restarted node trusts the store.
 package segment
 
 import (
@@ -48,6 +53,12 @@ var (
 	ErrExhausted = errors.New("segment: tag exhausted")
 	// ErrClosed means the allocator was closed.
 	ErrClosed = errors.New("segment: allocator closed")
+	// ErrRegressed means a tag is refused: a store's max_id was seen below
+	// the end of a segment the allocator had already fetched (a database
+	// restored from an old backup, a truncated table, max_id lowered by
+	// hand), so the store would hand out IDs again. The tag issues nothing
+	// until Allocator.Resume; the error names the tag and both values.
+	ErrRegressed = errors.New("segment: the store's max_id went backwards")
 )
 
 // Tag is one row of the store: Leaf's leaf_alloc (biz_tag, max_id, step,

@@ -208,6 +208,8 @@ func connectCode(code string) connect.Code {
 		return connect.CodeResourceExhausted
 	case codeUnsupported:
 		return connect.CodeUnimplemented
+	case codePrecondition:
+		return connect.CodeFailedPrecondition
 	case "canceled":
 		return connect.CodeCanceled
 	}

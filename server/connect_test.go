@@ -303,7 +303,9 @@ func TestConnectErrorMapping(t *testing.T) {
 		{apiErrorf(507, codeTooLarge, "m"), connect.CodeResourceExhausted},
 		{apiErrorf(500, codeInternal, "m"), connect.CodeInternal},
 		{apiErrorf(405, codeMethod, "m"), connect.CodeInternal},
+		{apiErrorf(409, codePrecondition, "m"), connect.CodeFailedPrecondition},
 		{segment.ErrUnknownTag, connect.CodeNotFound},
+		{segment.ErrRegressed, connect.CodeUnavailable},
 		{context.Canceled, connect.CodeCanceled},
 		{errors.New("m"), connect.CodeInternal},
 	} {

@@ -37,6 +37,7 @@ func (s *Server) routes() http.Handler {
 	api("GET /v1/segment/tags", "/v1/segment/tags", s.handleTagsList)
 	api("POST /v1/segment/tags", "/v1/segment/tags", s.handleTagsCreate)
 	api("PATCH /v1/segment/tags/{tag}", "/v1/segment/tags/update", s.handleTagsUpdate)
+	api("POST /v1/segment/tags/{tag}/resume", "/v1/segment/tags/resume", s.handleTagsResume)
 	api("GET /v1/status", "/v1/status", s.handleStatus)
 	// Meituan Leaf's paths: a Leaf client switches by changing a host name.
 	leafSnowflake := api("GET "+leafSnowflakePrefix+"{key}", "/api/snowflake/get", s.handleLeafSnowflake)

@@ -34,6 +34,7 @@ type fixture struct {
 	srv  *Server
 	node *node.Node
 	segs *segment.Allocator
+	mem  *segmenttest.Memory // the segment store
 	http *httptest.Server
 }
 
@@ -75,7 +76,7 @@ func newFixture(t testing.TB, mutate func(*Config)) *fixture {
 	}
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	return &fixture{srv: srv, node: n, segs: segs, http: hs}
+	return &fixture{srv: srv, node: n, segs: segs, mem: mem, http: hs}
 }
 
 type reply struct {

@@ -49,6 +49,9 @@ func newMetrics(s *Server) (*metrics, error) {
 		gauge("flakeid_worker_id", "The leased worker id.", func() float64 { return float64(s.node.Status().WorkerID) }),
 		gauge("flakeid_datacenter_id", "The datacenter id.", func() float64 { return float64(s.node.Status().DatacenterID) }),
 		counter("flakeid_leases_total", "Worker-id leases acquired since start.", func() float64 { return float64(s.node.Status().Leases) }),
+		counter("flakeid_coordinator_resets_total", "Leases ended because the coordinator lost or rolled back its state.", func() float64 { return float64(s.node.Status().Resets) }),
+		counter("flakeid_clock_skew_refusals_total", "Leases refused or ended because this node's clock differs from the coordinator's by more than the bound.", func() float64 { return float64(s.node.Status().SkewRefusals) }),
+		gauge("flakeid_coordinator_clock_skew_seconds", "This node's clock minus the coordinator's (or its etcd peers'), at the last renewal.", func() float64 { return s.node.Status().ClockSkew.Seconds() }),
 		gauge("flakeid_lease_reserved_seconds", "How far the stored reservation (high-water mark) is ahead of the generator's clock; near 0 or negative means renewals are failing.", func() float64 {
 			st := s.node.Status()
 			if st.Until.IsZero() {
@@ -92,6 +95,9 @@ func (c *segmentCollector) descs() []*prometheus.Desc {
 		segDesc("flakeid_segment_fetch_failures_total", "Failed fetches."),
 		segDesc("flakeid_segment_waits_total", "Requests that waited for a fetch."),
 		segDesc("flakeid_segment_fetch_seconds", "Latency of the last fetch."),
+		segDesc("flakeid_segment_refused", "1 while the tag is refused because its store went backwards (max_id below what this node fetched); POST /v1/segment/tags/{tag}/resume after fixing the store."),
+		segDesc("flakeid_segment_regressions_total", "Times the tag's store was seen going backwards."),
+		prometheus.NewDesc("flakeid_segment_tags_refused", "Segment tags refused because their store went backwards.", nil, nil),
 	}
 }
 
@@ -105,6 +111,7 @@ func (c *segmentCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (c *segmentCollector) Collect(ch chan<- prometheus.Metric) {
 	d := c.descs()
+	refused := 0
 	for _, st := range c.s.segs.Stats() {
 		buffered := float64(st.Size-st.Used) + float64(st.Next.Len())
 		ch <- prometheus.MustNewConstMetric(d[0], prometheus.GaugeValue, buffered, st.Tag)
@@ -113,5 +120,13 @@ func (c *segmentCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d[3], prometheus.CounterValue, float64(st.Failures), st.Tag)
 		ch <- prometheus.MustNewConstMetric(d[4], prometheus.CounterValue, float64(st.Waits), st.Tag)
 		ch <- prometheus.MustNewConstMetric(d[5], prometheus.GaugeValue, st.LastFetch.Seconds(), st.Tag)
+		r := 0.0
+		if st.Refused != "" {
+			r = 1
+			refused++
+		}
+		ch <- prometheus.MustNewConstMetric(d[6], prometheus.GaugeValue, r, st.Tag)
+		ch <- prometheus.MustNewConstMetric(d[7], prometheus.CounterValue, float64(st.Regressions), st.Tag)
 	}
+	ch <- prometheus.MustNewConstMetric(d[8], prometheus.GaugeValue, float64(refused))
 }

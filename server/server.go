@@ -269,7 +269,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // Ready reports why the server cannot serve Snowflake IDs now, or nil: it
 // is draining, the node holds no worker-id lease, its clock has not yet
 // passed the high-water mark it started from, or its reservation ran out
-// (renewals are failing).
+// (renewals are failing). A segment tag refused because its store went
+// backwards also makes the server not ready, naming the tag, until an
+// operator resumes it.
 func (s *Server) Ready() error {
 	select {
 	case <-s.draining:
@@ -285,7 +287,7 @@ func (s *Server) Ready() error {
 	case !st.Until.IsZero() && !st.Now.Before(st.Until):
 		return fmt.Errorf("the reservation ran out at %s: renewals with the coordinator are failing", st.Until.Format(time.RFC3339Nano))
 	}
-	return nil
+	return s.segmentsRefused()
 }
 
 // nextSnowflake returns n Snowflake IDs as batches.
@@ -377,7 +379,7 @@ func classify(err error) *apiError {
 		return &apiError{http.StatusConflict, codeExists, err.Error()}
 	case errors.Is(err, node.ErrNoLease), errors.Is(err, worker.ErrLeaseLost), errors.Is(err, snowflake.ErrFenced),
 		errors.Is(err, snowflake.ErrClockBehind), errors.Is(err, segment.ErrUnavailable), errors.Is(err, segment.ErrClosed),
-		errors.Is(err, context.DeadlineExceeded):
+		errors.Is(err, segment.ErrRegressed), errors.Is(err, context.DeadlineExceeded):
 		return &apiError{http.StatusServiceUnavailable, codeUnavailable, err.Error()}
 	case errors.Is(err, segment.ErrExhausted), errors.Is(err, snowflake.ErrTimeExhausted):
 		return &apiError{http.StatusInsufficientStorage, codeTooLarge, err.Error()}

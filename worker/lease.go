@@ -48,6 +48,25 @@ type Config struct {
 	// running at different rates over one TTL. Range 1ms–TTL/2. Default 1s,
 	// or TTL/4 when that is shorter.
 	SafetyMargin time.Duration
+	// MaxClockSkew is how far this node's clock may differ from the
+	// coordinator's (or, on etcd, from its live peers' last writes) before
+	// the lease is refused (Acquire) or ended (renewal) with ErrClockSkew.
+	// Range 1ms–1m. Default 1s.
+	MaxClockSkew time.Duration
+	// Quarantine is how far past the coordinator's clock the Floor of a
+	// (re)initialised namespace lies: the first holders after a reset — or
+	// after the very first start — wait this long before issuing, so that
+	// nothing a holder of the lost state issued, or may still issue inside
+	// its reservation, is issued again. It must cover ReserveAhead +
+	// MaxClockSkew, and is part of the contract: every node of a
+	// datacenter uses the same. Range ReserveAhead+MaxClockSkew–1h.
+	// Default ReserveAhead + MaxClockSkew (4s).
+	Quarantine time.Duration
+	// Contract is the ID-space contract (layout, epoch, time unit) this
+	// node's IDs follow; the coordinator records it with the quarantine and
+	// refuses a node whose contract differs. node.Start fills it from the
+	// layout. Default "" (an unnamed contract: it matches only "").
+	Contract string
 	// WaitForFree makes Acquire retry, with jittered backoff, while every
 	// worker id is held or the coordinator is unreachable, until its
 	// context ends. Default false: fail at once.
@@ -73,6 +92,8 @@ func DefaultConfig() Config {
 		RetryEvery:   200 * time.Millisecond,
 		ReserveAhead: 3 * time.Second,
 		SafetyMargin: time.Second,
+		MaxClockSkew: time.Second,
+		Quarantine:   4 * time.Second,
 		Owner:        fmt.Sprintf("%s/%d", host, os.Getpid()),
 		Logger:       slog.Default(),
 		Now:          time.Now,
@@ -99,6 +120,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SafetyMargin == 0 {
 		c.SafetyMargin = min(d.SafetyMargin, c.TTL/4)
+	}
+	if c.MaxClockSkew == 0 {
+		c.MaxClockSkew = d.MaxClockSkew
+	}
+	if c.Quarantine == 0 {
+		c.Quarantine = c.ReserveAhead + c.MaxClockSkew
 	}
 	if c.Owner == "" {
 		c.Owner = d.Owner
@@ -135,6 +162,11 @@ func (c Config) Validate() error {
 		return bad("safety margin %v, want 1ms–%v (half the TTL)", c.SafetyMargin, c.TTL/2)
 	case c.TTL-c.SafetyMargin <= c.RenewEvery:
 		return bad("TTL %v − safety margin %v leaves no time for a renewal every %v", c.TTL, c.SafetyMargin, c.RenewEvery)
+	case c.MaxClockSkew < time.Millisecond || c.MaxClockSkew > time.Minute:
+		return bad("max clock skew %v, want 1ms–1m", c.MaxClockSkew)
+	case c.Quarantine < c.ReserveAhead+c.MaxClockSkew || c.Quarantine > time.Hour:
+		return bad("quarantine %v, want reserve ahead %v + max clock skew %v (%v) to 1h", c.Quarantine,
+			c.ReserveAhead, c.MaxClockSkew, c.ReserveAhead+c.MaxClockSkew)
 	}
 	return nil
 }
@@ -142,6 +174,12 @@ func (c Config) Validate() error {
 type leaser struct {
 	coord Coordinator
 	cfg   Config
+}
+
+// contract is what the coordinator records and compares: the caller's
+// contract and the quarantine every node of the datacenter must share.
+func (c Config) contract() string {
+	return fmt.Sprintf("%s; quarantine %v", c.Contract, c.Quarantine)
 }
 
 // NewLeaser returns a Leaser that takes worker ids from coord and keeps them
@@ -166,13 +204,26 @@ func (lr *leaser) Acquire(ctx context.Context) (Lease, error) {
 	var reason error // the last failure not caused by ctx ending
 	for attempt := 0; ; attempt++ {
 		start := time.Now()
-		reserve := ceilMilli(lr.cfg.Now().Add(lr.cfg.ReserveAhead))
+		sent := lr.cfg.Now()
+		reserve := ceilMilli(sent.Add(lr.cfg.ReserveAhead))
 		claim, err := lr.coord.Acquire(ctx, Request{
 			Datacenter: lr.cfg.Datacenter, Workers: lr.cfg.Workers, Owner: owner, TTL: lr.cfg.TTL, Reserve: reserve,
+			Now: sent, Contract: lr.cfg.contract(), Quarantine: lr.cfg.Quarantine,
 		})
 		if err == nil {
+			skew, serr := checkClock(claim, sent, lr.cfg.Now(), lr.cfg.MaxClockSkew)
+			if serr != nil {
+				rctx, cancel := context.WithTimeout(context.Background(), lr.cfg.TTL)
+				rerr := claim.Release(rctx, reserve)
+				cancel()
+				if rerr != nil && !errors.Is(rerr, ErrNotHeld) {
+					serr = fmt.Errorf("%w (releasing the worker id: %v)", serr, rerr)
+				}
+				lr.cfg.Logger.Error("worker: clock skew: refusing to issue", "datacenter", lr.cfg.Datacenter, "err", serr)
+				return nil, serr
+			}
 			if time.Since(start) < lr.cfg.TTL-lr.cfg.SafetyMargin {
-				return lr.start(claim, start, reserve), nil
+				return lr.start(claim, start, reserve, skew), nil
 			}
 			// The answer took so long that the lease would be given up at
 			// once (a coordinator that came back after an outage): free
@@ -190,6 +241,13 @@ func (lr *leaser) Acquire(ctx context.Context) (Lease, error) {
 		if ctx.Err() != nil && lr.cfg.WaitForFree {
 			return nil, fmt.Errorf("worker: acquiring a worker id: %w (last attempt: %w)", ctx.Err(), reason)
 		}
+		if errors.Is(err, ErrReset) {
+			// The namespace was lost between reading and claiming: it is
+			// re-initialised now; try again at once.
+			lr.cfg.Logger.Error("worker: the coordinator's state was lost; it is re-initialised behind a quarantine",
+				"datacenter", lr.cfg.Datacenter, "err", err)
+			continue
+		}
 		if !lr.cfg.WaitForFree || !(errors.Is(err, ErrExhausted) || errors.Is(err, ErrUnavailable)) {
 			return nil, err
 		}
@@ -198,6 +256,30 @@ func (lr *leaser) Acquire(ctx context.Context) (Lease, error) {
 			return nil, fmt.Errorf("worker: acquiring a worker id: %w (last attempt: %w)", cerr, reason)
 		}
 	}
+}
+
+// checkClock compares the clock reading of a claim's last operation, sent
+// and answered at local times sent and recv, with the bound, and returns the
+// local clock minus the coordinator's (the midpoint of what is possible).
+func checkClock(c Claim, sent, recv time.Time, bound time.Duration) (time.Duration, error) {
+	at, stale := c.Clock()
+	if at.IsZero() {
+		return 0, nil
+	}
+	// The coordinator's time at the reply lies in [at, at+stale], and the
+	// reply was made between sent and recv by the local clock.
+	behind := at.Sub(recv)           // > 0: the local clock is behind
+	ahead := sent.Sub(at.Add(stale)) // > 0: the local clock is ahead
+	skew := sent.Add(recv.Sub(sent) / 2).Sub(at.Add(stale / 2))
+	switch {
+	case behind > bound:
+		return skew, fmt.Errorf("%w: this node's clock is at least %v behind the coordinator's (%s there, %s here); the bound is %v",
+			ErrClockSkew, behind.Round(time.Millisecond), at.UTC().Format(time.RFC3339Nano), recv.UTC().Format(time.RFC3339Nano), bound)
+	case ahead > bound:
+		return skew, fmt.Errorf("%w: this node's clock is at least %v ahead of the coordinator's (%s there, %s here); the bound is %v",
+			ErrClockSkew, ahead.Round(time.Millisecond), at.Add(stale).UTC().Format(time.RFC3339Nano), sent.UTC().Format(time.RFC3339Nano), bound)
+	}
+	return skew, nil
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
@@ -219,6 +301,7 @@ type lease struct {
 	log       *slog.Logger
 
 	mu       sync.Mutex // guards the fields below; never held across I/O
+	skew     time.Duration
 	until    time.Time
 	deadline time.Time // monotonic: give up if not renewed by then
 	fencer   Fencer
@@ -234,8 +317,9 @@ type lease struct {
 	closeErr error
 }
 
-func (lr *leaser) start(c Claim, renewStart time.Time, reserve time.Time) *lease {
+func (lr *leaser) start(c Claim, renewStart time.Time, reserve time.Time, skew time.Duration) *lease {
 	l := &lease{
+		skew:      skew,
 		cfg:       lr.cfg,
 		claim:     c,
 		notBefore: c.Previous(),
@@ -266,6 +350,12 @@ func (l *lease) Until() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.until
+}
+
+func (l *lease) ClockSkew() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.skew
 }
 
 func (l *lease) Err() error {
@@ -312,19 +402,37 @@ func (l *lease) renewLoop() {
 		case <-t.C:
 		}
 		start := time.Now()
-		reserve := ceilMilli(l.clock().Add(l.cfg.ReserveAhead))
+		sent := l.clock()
+		reserve := ceilMilli(sent.Add(l.cfg.ReserveAhead))
 		l.mu.Lock()
 		deadline := l.deadline
 		l.mu.Unlock()
 		ctx, cancel := context.WithDeadline(l.ctx, deadline)
 		err := l.claim.Renew(ctx, l.cfg.TTL, reserve)
 		cancel()
+		if err == nil {
+			var skew time.Duration
+			skew, err = checkClock(l.claim, sent, l.clock(), l.cfg.MaxClockSkew)
+			l.mu.Lock()
+			l.skew = skew
+			l.mu.Unlock()
+			if err != nil {
+				// The reservation just stored may be used by nobody: end
+				// the lease before the fence moves.
+				l.lose(fmt.Errorf("%w: worker id %d: %w", ErrLeaseLost, l.claim.WorkerID(), err))
+				l.releaseAfterLoss()
+				return
+			}
+		}
 		switch {
 		case err == nil:
 			l.renewed(start, reserve)
 			wait = l.cfg.RenewEvery
 		case l.ctx.Err() != nil:
 			return // closing
+		case errors.Is(err, ErrReset):
+			l.lose(fmt.Errorf("%w: worker id %d: %w", ErrLeaseLost, l.claim.WorkerID(), err))
+			return
 		case errors.Is(err, ErrNotHeld):
 			l.lose(fmt.Errorf("%w: worker id %d: %w", ErrLeaseLost, l.claim.WorkerID(), err))
 			return
@@ -350,6 +458,16 @@ func (l *lease) renewed(start, reserve time.Time) {
 		if l.fencer != nil {
 			l.fencer.SetUntil(reserve)
 		}
+	}
+}
+
+// releaseAfterLoss frees the worker id of a lease ended for clock skew (the
+// coordinator still holds it for us), keeping the reservation stored.
+func (l *lease) releaseAfterLoss() {
+	ctx, cancel := context.WithTimeout(l.ctx, 5*time.Second)
+	defer cancel()
+	if err := l.claim.Release(ctx, l.Until()); err != nil && !errors.Is(err, ErrNotHeld) {
+		l.log.Warn("worker: releasing the worker id after clock skew failed; it lapses after its TTL", "err", err)
 	}
 }
 

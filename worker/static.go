@@ -149,3 +149,6 @@ func (l *staticLease) Close() error {
 	}
 	return nil
 }
+
+// ClockSkew is zero: a static lease has no coordinator to compare with.
+func (l *staticLease) ClockSkew() time.Duration { return 0 }

@@ -48,6 +48,22 @@ var (
 	ErrInvalidConfig = errors.New("worker: invalid config")
 	// ErrUnavailable means the coordinator could not be reached or failed.
 	ErrUnavailable = errors.New("worker: coordinator unavailable")
+	// ErrReset means the coordinator lost or rolled back its state under a
+	// holder: the datacenter's namespace record is gone or has another
+	// incarnation, the holder's slot is gone, or its high-water mark is below
+	// one this holder stored. Claim.Renew and Claim.Release return it; the
+	// coordinator has already re-initialised the namespace behind a
+	// quarantine, and the lease ends at once.
+	ErrReset = errors.New("worker: coordinator state lost or rolled back")
+	// ErrContract means the request's ID-space contract (layout, epoch, time
+	// unit, quarantine) differs from the one the coordinator recorded for the
+	// datacenter, or another namespace of the coordinator already claimed
+	// the datacenter id. The error shows both sides.
+	ErrContract = errors.New("worker: ID-space contract conflict")
+	// ErrClockSkew means this node's clock differs from the coordinator's
+	// (or, without a coordinator clock, from its live peers') by more than
+	// Config.MaxClockSkew.
+	ErrClockSkew = errors.New("worker: clock skew beyond the bound")
 )
 
 // Coordinator is the backend of leases: a store, shared by every node, of
@@ -66,6 +82,32 @@ type Coordinator interface {
 	// List reports the worker ids of a datacenter that the coordinator has
 	// a record of (held now or held before), ordered by worker id.
 	List(ctx context.Context, datacenter int64) ([]Info, error)
+	// Namespace reports the namespace record of a datacenter, and false
+	// when the coordinator has none (never used, or its state was lost).
+	Namespace(ctx context.Context, datacenter int64) (Namespace, bool, error)
+}
+
+// Namespace is the record a coordinator keeps for each datacenter of a
+// namespace (a key prefix, a table, a file), written when the datacenter is
+// first used and again whenever the coordinator finds that its state was
+// lost or rolled back. It is what every holder of the datacenter checks on
+// every Acquire, Renew and Release:
+//
+//   - Incarnation is a random token. A namespace record that is missing or
+//     carries another incarnation than the one a holder acquired under means
+//     the coordinator's state was reset: the holder's lease ends (ErrReset).
+//   - Contract is the ID-space contract the first holder brought (layout,
+//     epoch, time unit, quarantine). A request with another contract is
+//     refused (ErrContract) with both shown.
+//   - Floor is a high-water mark for every worker id of the datacenter: the
+//     coordinator's clock at initialisation plus the quarantine. No holder
+//     issues before it, so no ID a holder of the lost state may have issued
+//     or may still issue inside its reservation is issued again.
+type Namespace struct {
+	Incarnation string    `json:"incarnation"`
+	Contract    string    `json:"contract"`
+	Floor       time.Time `json:"floor"`
+	Initialised time.Time `json:"initialised"` // by the coordinator's clock
 }
 
 // Request asks a Coordinator for a worker id.
@@ -75,6 +117,20 @@ type Request struct {
 	Owner      string        // a token unique to this claim
 	TTL        time.Duration // the lease lasts this long without renewal
 	Reserve    time.Time     // raise the high-water mark to at least this (whole ms)
+	// Now is the requesting node's clock when it made the request; Reserve
+	// − Now is how far ahead it reserves, which it keeps for its renewals
+	// (a coordinator without a clock of its own, etcd, publishes the
+	// renewing node's clock, reserve − (Reserve − Now), for its peers).
+	Now time.Time
+	// Contract is the ID-space contract: recorded in the namespace when it
+	// is initialised, compared on every Acquire (ErrContract when it
+	// differs), and recorded again when the namespace is re-initialised
+	// after a reset. Any string; Leasers send Config.Contract.
+	Contract string
+	// Quarantine is added to the coordinator's clock to make the Floor of
+	// a namespace (re)initialised by this request or by a later Renew or
+	// Release of its claim. ≥ 0.
+	Quarantine time.Duration
 }
 
 // High-water marks are whole milliseconds (Leasers round reservations up);
@@ -86,8 +142,9 @@ type Request struct {
 type Claim interface {
 	// WorkerID is the claimed id.
 	WorkerID() int64
-	// Previous is the high-water mark stored before this claim: no ID may be
-	// issued in a tick that starts before it. Zero for a never-used id.
+	// Previous is the high-water mark stored before this claim, raised to
+	// the namespace's Floor: no ID may be issued in a tick that starts
+	// before it.
 	Previous() time.Time
 	// Renew extends the lease to now+ttl (coordinator clock) and raises the
 	// high-water mark to at least reserve, or fails with ErrNotHeld.
@@ -95,7 +152,21 @@ type Claim interface {
 	// Release raises the high-water mark to at least reserve and frees the
 	// id, or fails with ErrNotHeld.
 	Release(ctx context.Context, reserve time.Time) error
+	// Clock is the coordinator's clock as the last successful Acquire or
+	// Renew read it, and how stale that reading may be: the coordinator's
+	// time when the reply was made lies in [at, at+stale]. A coordinator
+	// with a clock (Redis TIME, SQL now(), the file's machine) reports
+	// stale 0; one without (etcd) reports its live peers' last written
+	// clock, stale by up to their renewal period. A zero at means no
+	// reading (no live peer): the clock is not checked.
+	Clock() (at time.Time, stale time.Duration)
 }
+
+// Renew, Release and Acquire check the namespace record as the Namespace
+// documentation says: Renew and Release fail with ErrReset (and re-initialise
+// the namespace behind req.Quarantine) when the record is missing or has
+// another incarnation, when the claim's slot is missing, or when its
+// high-water mark is below the highest reservation this claim stored.
 
 // Info is one worker-id slot as a coordinator records it.
 type Info struct {
@@ -142,6 +213,9 @@ type Lease interface {
 	// Close releases the lease, storing the final reservation. It is safe
 	// to call more than once.
 	Close() error
+	// ClockSkew is this node's clock minus the coordinator's, as measured
+	// at the last acquisition or renewal (zero when never measured).
+	ClockSkew() time.Duration
 }
 
 // Fencer is what a lease fences: *snowflake.Generator implements it.

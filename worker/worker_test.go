@@ -31,6 +31,10 @@ func TestConfigValidate(t *testing.T) {
 		{Config{ReserveAhead: time.Minute}, "reserve ahead 1m0s"},
 		{Config{SafetyMargin: 6 * time.Second}, "safety margin 6s"},
 		{Config{TTL: 2 * time.Second, RenewEvery: time.Second, SafetyMargin: time.Second, ReserveAhead: 1500 * time.Millisecond}, "leaves no time"},
+		{Config{MaxClockSkew: 2 * time.Minute}, "max clock skew 2m0s"},
+		{Config{Quarantine: 2 * time.Second}, "quarantine 2s, want reserve ahead 3s + max clock skew 1s (4s)"},
+		{Config{ReserveAhead: 5 * time.Second, Quarantine: 5 * time.Second}, "quarantine 5s"},
+		{Config{Quarantine: 2 * time.Hour}, "quarantine 2h0m0s"},
 	} {
 		err := tc.c.Validate()
 		if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
@@ -39,6 +43,65 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if _, err := NewLeaser(nil, Config{}); !errors.Is(err, ErrInvalidConfig) {
 		t.Errorf("NewLeaser(nil): %v", err)
+	}
+}
+
+func TestQuarantineDefault(t *testing.T) {
+	c := Config{ReserveAhead: 5 * time.Second, MaxClockSkew: 2 * time.Second}.withDefaults()
+	if c.Quarantine != 7*time.Second {
+		t.Fatalf("default quarantine %v, want reserve ahead + max clock skew = 7s", c.Quarantine)
+	}
+	if got := c.contract(); !strings.HasSuffix(got, "; quarantine 7s") {
+		t.Fatalf("contract %q does not carry the quarantine", got)
+	}
+}
+
+// clockClaim is a Claim that only reports a clock reading.
+type clockClaim struct {
+	Claim
+	at    time.Time
+	stale time.Duration
+}
+
+func (c clockClaim) Clock() (time.Time, time.Duration) { return c.at, c.stale }
+
+func TestCheckClock(t *testing.T) {
+	base := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	bound := time.Second
+	for _, tc := range []struct {
+		name       string
+		sent, recv time.Duration // local times, from base
+		at         time.Duration // coordinator reading, from base
+		stale      time.Duration
+		want       string // "" ok, else a word of the error
+		skew       time.Duration
+	}{
+		{"agree", 0, 10 * time.Millisecond, 5 * time.Millisecond, 0, "", 0},
+		{"within the bound behind", 0, 0, 900 * time.Millisecond, 0, "", -900 * time.Millisecond},
+		{"behind", 0, 0, 1500 * time.Millisecond, 0, "behind", -1500 * time.Millisecond},
+		{"ahead", 0, 0, -1500 * time.Millisecond, 0, "ahead", 1500 * time.Millisecond},
+		// A slow reply: the coordinator's reading may come from any moment
+		// of the round trip, so 1.5s of round trip excuses 1.5s.
+		{"slow round trip", 0, 2 * time.Second, 1500 * time.Millisecond, 0, "", -500 * time.Millisecond},
+		// A stale peer reading (etcd) excuses being ahead by the staleness,
+		// never being behind.
+		{"stale peer", 0, 0, -5 * time.Second, 10 * time.Second, "", 0},
+		{"behind a stale peer", 0, 0, 2 * time.Second, 10 * time.Second, "behind", -7 * time.Second},
+		{"ahead of a stale peer", 0, 0, -12 * time.Second, 10 * time.Second, "ahead", 7 * time.Second},
+	} {
+		c := clockClaim{at: base.Add(tc.at), stale: tc.stale}
+		skew, err := checkClock(c, base.Add(tc.sent), base.Add(tc.recv), bound)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && (!errors.Is(err, ErrClockSkew) || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want ErrClockSkew saying %q", tc.name, err, tc.want)
+		case skew != tc.skew:
+			t.Errorf("%s: skew %v, want %v", tc.name, skew, tc.skew)
+		}
+	}
+	if skew, err := checkClock(clockClaim{}, base, base, bound); err != nil || skew != 0 {
+		t.Errorf("no reading: %v, %v; want no check", skew, err)
 	}
 }
 

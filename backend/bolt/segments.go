@@ -43,6 +43,13 @@ const lockSlice = 100 * time.Millisecond
 //
 // The tags are in the bucket "segments": the key is the tag's name, the
 // value a JSON record {"max_id", "step", "description", "update_time_ms"}.
+// The bucket "recovery" may hold the floor `flakeid recover` set
+// ({"max_id"} under "segment_floor", see RaiseFloor): no tag created in the
+// file starts below it.
+//
+// A file that is empty, shorter than its header says or corrupt is refused
+// when the store is opened, and at every later open, with an error wrapping
+// ErrDamaged (see OpenWorkers) — never a crash, never a new, empty store.
 //
 // In both modes a Fetch is one read-write transaction (read max_id, check
 // it, write max_id+n) committed with an fsync before the range is returned,
@@ -71,7 +78,8 @@ var gates sync.Map // absolute path → chan struct{}
 // and opens the file for each operation (see Segments). It creates the file
 // and its directory when missing; afterwards a missing file is an error
 // rather than a new, empty store, so that losing the file never starts the
-// tags over.
+// tags over. An existing file is checked as OpenWorkers checks its file, and
+// refused with an error wrapping ErrDamaged when it is damaged.
 func OpenSegments(ctx context.Context, path string) (*Segments, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -79,6 +87,12 @@ func OpenSegments(ctx context.Context, path string) (*Segments, error) {
 	}
 	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
 		return nil, fmt.Errorf("%w: creating the directory of %s: %w", segment.ErrUnavailable, path, err)
+	}
+	if err := prepareFile(ctx, abs); err != nil {
+		if errors.Is(err, ErrDamaged) {
+			return nil, fmt.Errorf("%w: %w", segment.ErrUnavailable, err)
+		}
+		return nil, fmt.Errorf("%w: %s: %w", segment.ErrUnavailable, path, err)
 	}
 	g, _ := gates.LoadOrStore(abs, make(chan struct{}, 1))
 	s := &Segments{path: abs, gate: g.(chan struct{}), now: time.Now}
@@ -93,10 +107,15 @@ func OpenSegments(ctx context.Context, path string) (*Segments, error) {
 }
 
 // NewSegments returns a store over db, which the caller opened and closes
-// (see Segments). It creates the bucket unless db is read-only.
+// (see Segments). It creates the bucket unless db is read-only. It checks
+// the file first, as OpenSegments does, and refuses a damaged one with an
+// error wrapping ErrDamaged.
 func NewSegments(db *bbolt.DB) (*Segments, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: nil *bbolt.DB", segment.ErrUnavailable)
+	}
+	if err := checkDB(db); err != nil {
+		return nil, fmt.Errorf("%w: %w", segment.ErrUnavailable, err)
 	}
 	s := &Segments{db: db, now: time.Now}
 	if !db.IsReadOnly() {
@@ -278,6 +297,7 @@ func (s *Segments) Create(ctx context.Context, t segment.Tag) error {
 			return fmt.Errorf("%w: %q", segment.ErrTagExists, t.Name)
 		}
 		t.Updated = s.now()
+		t.MaxID = max(t.MaxID, segmentFloor(tx))
 		return putTag(b, t)
 	})
 }
@@ -409,7 +429,8 @@ func (s *Segments) openUpdate(ctx context.Context, fn func(*bbolt.Tx) error) err
 }
 
 // perOperation opens the file, runs fn in a transaction and closes the file.
-func (s *Segments) perOperation(ctx context.Context, writable, create bool, fn func(*bbolt.Tx) error) error {
+func (s *Segments) perOperation(ctx context.Context, writable, create bool, fn func(*bbolt.Tx) error) (err error) {
+	defer onFault(s.path, &err)()
 	ctx, cancel := lockCtx(ctx)
 	defer cancel()
 	start := time.Now()
@@ -434,6 +455,9 @@ func (s *Segments) perOperation(ctx context.Context, writable, create bool, fn f
 // open opens the file, waiting for other processes' locks in slices so that
 // a cancelled context is noticed.
 func (s *Segments) open(ctx context.Context, writable, create bool, start time.Time) (*bbolt.DB, error) {
+	if _, err := checkHeader(s.path); err != nil {
+		return nil, fmt.Errorf("%w: %w", segment.ErrUnavailable, err)
+	}
 	deadline, _ := ctx.Deadline()
 	openFile := func(name string, flag int, perm os.FileMode) (*os.File, error) {
 		if !create {
@@ -449,9 +473,16 @@ func (s *Segments) open(ctx context.Context, writable, create bool, start time.T
 		if slice <= 0 {
 			return nil, s.lockErr(ctx, "the file lock", time.Since(start))
 		}
-		db, err := bbolt.Open(s.path, 0o600, &bbolt.Options{Timeout: slice, ReadOnly: !writable, OpenFile: openFile})
+		var db *bbolt.DB
+		err := guard(s.path, "opening it", func() (err error) {
+			db, err = bbolt.Open(s.path, 0o600, &bbolt.Options{Timeout: slice, ReadOnly: !writable, OpenFile: openFile})
+			return err
+		})
 		if err == nil {
 			return db, nil
+		}
+		if errors.Is(err, ErrDamaged) {
+			return nil, fmt.Errorf("%w: %w", segment.ErrUnavailable, err)
 		}
 		if !errors.Is(err, bolterrors.ErrTimeout) {
 			return nil, fmt.Errorf("%w: opening %s: %w", segment.ErrUnavailable, s.path, err)

@@ -46,6 +46,42 @@ func (c segConnector) ConnectFaulty(t *testing.T) (segment.Store, segmenttest.Fa
 	return c.Connect(t), f
 }
 
+// Backup copies the file's records; the restore writes the copies back, as
+// copying an old file over the store does.
+func (c segConnector) Backup(t *testing.T) func() {
+	return backupRecords(t, c.Connect(t).(*Segments))
+}
+
+// backupRecords copies every record of s's bucket and returns a function
+// that writes the copies back.
+func backupRecords(t *testing.T, s *Segments) func() {
+	t.Helper()
+	saved := map[string][]byte{}
+	err := s.view(t.Context(), func(tx *bbolt.Tx) error {
+		return tx.Bucket([]byte(segmentsBucket)).ForEach(func(k, v []byte) error {
+			saved[string(k)] = bytes.Clone(v)
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatalf("backup: %v", err)
+	}
+	return func() {
+		err := s.update(t.Context(), func(tx *bbolt.Tx) error {
+			b := tx.Bucket([]byte(segmentsBucket))
+			for k, v := range saved {
+				if err := b.Put([]byte(k), v); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("restore: %v", err)
+		}
+	}
+}
+
 type segLockFault struct{ *lockFault }
 
 func (segLockFault) Reset() {}
@@ -87,6 +123,11 @@ func (c dbConnector) ConnectFaulty(t *testing.T) (segment.Store, segmenttest.Fau
 	f := &txFault{t: t, db: c.db}
 	t.Cleanup(f.Heal)
 	return c.Connect(t), f
+}
+
+// Backup copies the DB's records; the restore writes the copies back.
+func (c dbConnector) Backup(t *testing.T) func() {
+	return backupRecords(t, c.Connect(t).(*Segments))
 }
 
 type txFault struct {

@@ -10,14 +10,65 @@
 // whose holder process is gone (its owner token names this host and a
 // process id that no longer exists, as worker.Config's default owner does)
 // is free at once instead of after its TTL, so a node killed with -9
-// restarts without waiting; the high-water mark still protects the IDs. The coordinator's clock is this machine's wall
-// clock; a high-water mark persisted in the file is what makes a single node
-// restarted after its clock went back never reissue an ID.
+// restarts without waiting; the high-water mark still protects the IDs.
+//
+// # Data model of the worker coordinator
+//
+// One file is one namespace, and there is no datacenter registry: a second
+// cluster on this machine uses a second file, which this one cannot see. The
+// file holds the buckets
+//
+//   - "workers": one JSON record {holder, expires_ms, high_water_ms} per
+//     worker id, keyed by the datacenter and the worker id (8 bytes each,
+//     big-endian).
+//   - "namespace": the namespace record of each datacenter used,
+//     {incarnation, contract, floor_ms, initialised_ms}, keyed by the
+//     datacenter (8 bytes, big-endian). Acquire writes it in the same
+//     transaction as the slot when it is missing (a new file, or slots of
+//     an older flakeid); it refuses a request whose contract differs
+//     (worker.ErrContract, both contracts shown).
+//   - "recovery": the floor `flakeid recover` set when it re-created the
+//     file ({floor_ms} under "worker_floor", see Workers.RaiseFloor); a
+//     namespace record initialised in this file never has a lower floor.
+//
+// A reset of this store is the file losing its records — buckets emptied, a
+// file deleted and re-created by hand — or going back to an older copy (a
+// restored backup, a snapshot of the disk). Renew and Release recognise it
+// in their transaction: the namespace record is gone, it was initialised
+// before the one the claim acquired under, or its incarnation is the
+// claim's but the claim's slot is gone or its high-water mark is below the
+// highest one the claim stored. They re-initialise the record (a new
+// incarnation, a floor of now + the quarantine, never below the old floor)
+// and fail with worker.ErrReset; a claim that finds a newer incarnation
+// fails with ErrReset and changes nothing.
+//
+// # Damaged files
+//
+// A file that is empty, cut short, not a bbolt file or inconsistent is not
+// a reset but damage, and starting afresh in its place could reissue IDs.
+// bbolt maps the file and trusts its header, so such a file used to crash
+// the process (SIGBUS past the end of a short file, panics on garbage).
+// Every open here reads the size and both meta pages with plain reads
+// first, runs bbolt with memory faults turned into errors, and OpenWorkers,
+// OpenSegments, NewSegments and CheckFile read every page once (files up to
+// 64 MiB, with bbolt's consistency check): damage is an error wrapping
+// ErrDamaged that names the file, what was found, the risk and the way to
+// recover (`flakeid recover`). New files are created complete under a
+// temporary name and linked in place, so an empty file is always damage,
+// and a file is never created by a later open: one deleted under a running
+// process is an error. (A file lost while no process runs is noticed by the
+// data directory's marker, internal/datadir in cmd/flakeid.)
+//
+// The coordinator's clock is this machine's wall clock (Claim.Clock, never
+// stale); a high-water mark persisted in the file is what makes a single
+// node restarted after its clock went back never reissue an ID.
 package bolt
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,12 +85,33 @@ import (
 	"github.com/flakeid/flakeid/worker"
 )
 
+// The package's sentinel errors.
+var (
+	// ErrDamaged means a state file is damaged or gone: empty, shorter than
+	// its header says, without a valid header, failing bbolt's consistency
+	// check, or deleted while in use. Reusing it, or starting afresh in its
+	// place, could reissue IDs; the error says what was found and how to
+	// recover (`flakeid recover`, docs/OPERATIONS.md).
+	ErrDamaged = errors.New("bolt: state file damaged")
+)
+
 // DefaultLockWait is how long an operation waits for another process's file
 // lock when its context has no deadline.
 const DefaultLockWait = 5 * time.Second
 
-// workersBucket holds one record per (datacenter, worker id).
-const workersBucket = "workers"
+// The buckets of the worker coordinator.
+const (
+	// workersBucket holds one record per (datacenter, worker id).
+	workersBucket = "workers"
+	// namespaceBucket holds one namespace record per datacenter.
+	namespaceBucket = "namespace"
+	// recoveryBucket holds the floor `flakeid recover` set.
+	recoveryBucket = "recovery"
+)
+
+// workerFloorKey is the key of the worker coordinator's floor in
+// recoveryBucket (segmentFloorKey is the segment store's).
+const workerFloorKey = "worker_floor"
 
 // Workers is a worker.Coordinator over a bbolt file.
 type Workers struct {
@@ -47,17 +119,35 @@ type Workers struct {
 	now  func() time.Time
 }
 
+var _ worker.Coordinator = (*Workers)(nil)
+
 // OpenWorkers returns a coordinator that keeps its slots in the bbolt file at
-// path, creating the file and its directory when missing. It checks that the
-// file can be opened.
+// path. A missing file is created (complete, under a temporary name first,
+// so that a crash never leaves an empty or half-written file at path); an
+// existing one is checked before bbolt maps it — its size and both meta
+// pages, then, for files up to 64 MiB, every page through bbolt's
+// consistency check — and refused with an error wrapping ErrDamaged when it
+// is empty, shorter than its header says, or corrupt. Later operations open
+// the file again, check its header again, and never create it: a file
+// deleted while in use is an error, not a new, empty coordinator.
 func OpenWorkers(ctx context.Context, path string) (*Workers, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("%w: creating the directory of %s: %w", worker.ErrUnavailable, path, err)
 	}
+	if err := prepareFile(ctx, path); err != nil {
+		if errors.Is(err, ErrDamaged) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %w", worker.ErrUnavailable, err)
+	}
 	w := &Workers{path: path, now: time.Now}
 	if err := w.update(ctx, func(tx *bbolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists([]byte(workersBucket))
-		return err
+		for _, name := range []string{workersBucket, namespaceBucket} {
+			if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
+				return err
+			}
+		}
+		return nil
 	}); err != nil {
 		return nil, err
 	}
@@ -73,12 +163,26 @@ type record struct {
 	HighMs    int64  `json:"high_water_ms,omitempty"`
 }
 
+// nsRecord is a datacenter's namespace record.
+type nsRecord struct {
+	Incarnation   string `json:"incarnation"`
+	Contract      string `json:"contract"`
+	FloorMs       int64  `json:"floor_ms"`
+	InitialisedMs int64  `json:"initialised_ms"`
+}
+
+func (r nsRecord) namespace() worker.Namespace {
+	return worker.Namespace{Incarnation: r.Incarnation, Contract: r.Contract, Floor: msTime(r.FloorMs), Initialised: msTime(r.InitialisedMs)}
+}
+
 func key(dc, id int64) []byte {
 	var k [16]byte
 	binary.BigEndian.PutUint64(k[:8], uint64(dc))
 	binary.BigEndian.PutUint64(k[8:], uint64(id))
 	return k[:]
 }
+
+func dcKey(dc int64) []byte { return key(dc, 0)[:8] }
 
 func (w *Workers) open(ctx context.Context) (*bbolt.DB, error) {
 	wait := DefaultLockWait
@@ -91,8 +195,17 @@ func (w *Workers) open(ctx context.Context) (*bbolt.DB, error) {
 	if wait <= 0 {
 		return nil, fmt.Errorf("%w: %s: %w", worker.ErrUnavailable, w.path, context.DeadlineExceeded)
 	}
-	db, err := bbolt.Open(w.path, 0o600, &bbolt.Options{Timeout: wait})
+	if _, err := checkHeader(w.path); err != nil {
+		if errors.Is(err, ErrDamaged) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %w", worker.ErrUnavailable, err)
+	}
+	db, err := openGuarded(w.path, &bbolt.Options{Timeout: wait})
 	if err != nil {
+		if errors.Is(err, ErrDamaged) {
+			return nil, err
+		}
 		if errors.Is(err, bolterrors.ErrTimeout) {
 			return nil, fmt.Errorf("%w: %s is locked by another process for longer than %v", worker.ErrUnavailable, w.path, wait.Round(time.Millisecond))
 		}
@@ -101,20 +214,22 @@ func (w *Workers) open(ctx context.Context) (*bbolt.DB, error) {
 	return db, nil
 }
 
-func (w *Workers) update(ctx context.Context, fn func(*bbolt.Tx) error) error {
+func (w *Workers) update(ctx context.Context, fn func(*bbolt.Tx) error) (err error) {
 	db, err := w.open(ctx)
 	if err != nil {
 		return err
 	}
+	defer onFault(w.path, &err)()
 	defer db.Close()
 	return db.Update(fn)
 }
 
-func (w *Workers) view(ctx context.Context, fn func(*bbolt.Tx) error) error {
+func (w *Workers) view(ctx context.Context, fn func(*bbolt.Tx) error) (err error) {
 	db, err := w.open(ctx)
 	if err != nil {
 		return err
 	}
+	defer onFault(w.path, &err)()
 	defer db.Close()
 	return db.View(fn)
 }
@@ -139,15 +254,112 @@ func put(b *bbolt.Bucket, dc, id int64, r record) error {
 	return b.Put(key(dc, id), v)
 }
 
+// buckets returns the slot and namespace buckets of tx, creating them in a
+// writable transaction (a file emptied under a running coordinator has
+// none); in a read-only one a missing bucket is nil.
+func buckets(tx *bbolt.Tx) (slots, ns *bbolt.Bucket, err error) {
+	if !tx.Writable() {
+		return tx.Bucket([]byte(workersBucket)), tx.Bucket([]byte(namespaceBucket)), nil
+	}
+	if slots, err = tx.CreateBucketIfNotExists([]byte(workersBucket)); err != nil {
+		return nil, nil, err
+	}
+	ns, err = tx.CreateBucketIfNotExists([]byte(namespaceBucket))
+	return slots, ns, err
+}
+
+func (w *Workers) getNS(b *bbolt.Bucket, dc int64) (nsRecord, bool, error) {
+	if b == nil {
+		return nsRecord{}, false, nil
+	}
+	v := b.Get(dcKey(dc))
+	if v == nil {
+		return nsRecord{}, false, nil
+	}
+	var r nsRecord
+	if err := json.Unmarshal(v, &r); err != nil {
+		return r, true, fmt.Errorf("%w: %s: corrupt namespace record of datacenter %d: %q: %w", worker.ErrUnavailable, w.path, dc, v, err)
+	}
+	return r, true, nil
+}
+
+func putNS(b *bbolt.Bucket, dc int64, r nsRecord) error {
+	v, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return b.Put(dcKey(dc), v)
+}
+
+// recoveryFloor is the floor `flakeid recover` stored in tx, 0 when none.
+func recoveryFloor(tx *bbolt.Tx) int64 {
+	b := tx.Bucket([]byte(recoveryBucket))
+	if b == nil {
+		return 0
+	}
+	v := b.Get([]byte(workerFloorKey))
+	if v == nil {
+		return 0
+	}
+	var f struct {
+		FloorMs int64 `json:"floor_ms"`
+	}
+	_ = json.Unmarshal(v, &f) // a corrupt floor is no floor; the quarantine still applies
+	return f.FloorMs
+}
+
+// newIncarnation is a fresh random incarnation token: 16 hex characters.
+func newIncarnation() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// ceilMs is d in whole milliseconds, rounded up.
+func ceilMs(d time.Duration) int64 {
+	ms := d.Milliseconds()
+	if time.Duration(ms)*time.Millisecond < d {
+		ms++
+	}
+	return ms
+}
+
+// stampMs formats Unix milliseconds for an error message.
+func stampMs(ms int64) string {
+	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
 // Acquire implements worker.Coordinator.
 func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim, error) {
-	if req.Workers < 1 || req.Datacenter < 0 || req.Owner == "" || req.TTL <= 0 {
+	if req.Workers < 1 || req.Datacenter < 0 || req.Owner == "" || req.TTL <= 0 || req.Quarantine < 0 {
 		return nil, fmt.Errorf("%w: bad request %+v", worker.ErrInvalidConfig, req)
 	}
+	incarnation := newIncarnation()
 	var c *claim
 	err := w.update(ctx, func(tx *bbolt.Tx) error {
-		b := tx.Bucket([]byte(workersBucket))
-		nowMs := w.now().UnixMilli()
+		b, nsb, err := buckets(tx)
+		if err != nil {
+			return err
+		}
+		now := w.now().Round(0)
+		nowMs := now.UnixMilli()
+		ns, ok, err := w.getNS(nsb, req.Datacenter)
+		if err != nil {
+			return err
+		}
+		switch {
+		case !ok:
+			// A new file, a file that lost its records, or slots of an
+			// older flakeid: the slots are kept, their marks honoured.
+			ns = nsRecord{Incarnation: incarnation, Contract: req.Contract, InitialisedMs: nowMs,
+				FloorMs: max(nowMs+ceilMs(req.Quarantine), recoveryFloor(tx))}
+			if err := putNS(nsb, req.Datacenter, ns); err != nil {
+				return err
+			}
+		case ns.Contract != req.Contract:
+			return fmt.Errorf("%w: datacenter %d of %s is recorded with the contract %q since %s; this node's is %q: every node of a datacenter must use the same layout, epoch, time unit and quarantine",
+				worker.ErrContract, req.Datacenter, w.path, ns.Contract, stampMs(ns.InitialisedMs), req.Contract)
+		}
 		// Walk the records of this datacenter in worker order; a gap in
 		// the ids is a never-used slot.
 		best, bestHigh, held := int64(-1), int64(0), int64(0)
@@ -161,7 +373,7 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 		}
 		next := int64(0) // the lowest id not yet seen
 		cur := b.Cursor()
-		prefix := key(req.Datacenter, 0)[:8]
+		prefix := dcKey(req.Datacenter)
 		for k, v := cur.Seek(prefix); k != nil && string(k[:8]) == string(prefix); k, v = cur.Next() {
 			id := int64(binary.BigEndian.Uint64(k[8:]))
 			if id >= req.Workers {
@@ -198,7 +410,9 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 		if err := put(b, req.Datacenter, best, r); err != nil {
 			return err
 		}
-		c = &claim{w: w, dc: req.Datacenter, id: best, owner: req.Owner, prev: msTime(prev)}
+		c = &claim{w: w, dc: req.Datacenter, id: best, owner: req.Owner, prev: msTime(max(prev, ns.FloorMs)),
+			incarnation: ns.Incarnation, initMs: ns.InitialisedMs, contract: ns.Contract, quarantine: req.Quarantine,
+			storedMs: r.HighMs, clock: now}
 		return nil
 	})
 	if err != nil {
@@ -218,8 +432,12 @@ func msTime(ms int64) time.Time {
 func (w *Workers) List(ctx context.Context, datacenter int64) ([]worker.Info, error) {
 	infos := []worker.Info{}
 	err := w.view(ctx, func(tx *bbolt.Tx) error {
-		cur := tx.Bucket([]byte(workersBucket)).Cursor()
-		prefix := key(datacenter, 0)[:8]
+		b := tx.Bucket([]byte(workersBucket))
+		if b == nil {
+			return nil
+		}
+		cur := b.Cursor()
+		prefix := dcKey(datacenter)
 		for k, v := cur.Seek(prefix); k != nil && string(k[:8]) == string(prefix); k, v = cur.Next() {
 			var r record
 			if err := json.Unmarshal(v, &r); err != nil {
@@ -236,43 +454,185 @@ func (w *Workers) List(ctx context.Context, datacenter int64) ([]worker.Info, er
 	return infos, err
 }
 
+// Namespace implements worker.Coordinator.
+func (w *Workers) Namespace(ctx context.Context, datacenter int64) (worker.Namespace, bool, error) {
+	var ns nsRecord
+	var ok bool
+	err := w.view(ctx, func(tx *bbolt.Tx) error {
+		var err error
+		ns, ok, err = w.getNS(tx.Bucket([]byte(namespaceBucket)), datacenter)
+		return err
+	})
+	if err != nil || !ok {
+		return worker.Namespace{}, false, err
+	}
+	return ns.namespace(), true, nil
+}
+
+// RaiseFloor makes floor the lowest high-water mark of every worker id of
+// every datacenter in the file: the namespace records there are raised to
+// it, and one initialised later never starts below it. `flakeid recover`
+// calls it on the file it re-creates.
+func (w *Workers) RaiseFloor(ctx context.Context, floor time.Time) error {
+	floorMs := floor.UnixMilli()
+	if floor.After(time.UnixMilli(floorMs)) {
+		floorMs++
+	}
+	return w.update(ctx, func(tx *bbolt.Tx) error {
+		rb, err := tx.CreateBucketIfNotExists([]byte(recoveryBucket))
+		if err != nil {
+			return err
+		}
+		v, err := json.Marshal(struct {
+			FloorMs int64 `json:"floor_ms"`
+		}{max(floorMs, recoveryFloor(tx))})
+		if err != nil {
+			return err
+		}
+		if err := rb.Put([]byte(workerFloorKey), v); err != nil {
+			return err
+		}
+		_, nsb, err := buckets(tx)
+		if err != nil {
+			return err
+		}
+		type raised struct {
+			k []byte
+			r nsRecord
+		}
+		var todo []raised
+		err = nsb.ForEach(func(k, v []byte) error {
+			var r nsRecord
+			if err := json.Unmarshal(v, &r); err != nil {
+				return fmt.Errorf("%s: corrupt namespace record %x: %w", w.path, k, err)
+			}
+			if r.FloorMs < floorMs {
+				r.FloorMs = floorMs
+				todo = append(todo, raised{append([]byte(nil), k...), r})
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, t := range todo {
+			v, err := json.Marshal(t.r)
+			if err != nil {
+				return err
+			}
+			if err := nsb.Put(t.k, v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 type claim struct {
 	w      *Workers
 	dc, id int64
 	owner  string
 	prev   time.Time
+
+	// What the claim acquired under, and what it stored since.
+	incarnation string
+	initMs      int64
+	contract    string
+	quarantine  time.Duration
+	storedMs    int64     // the highest mark this claim stored
+	clock       time.Time // the coordinator's clock at the last Acquire or Renew
 }
 
 func (c *claim) WorkerID() int64     { return c.id }
 func (c *claim) Previous() time.Time { return c.prev }
 
-// change applies fn to the record if this owner still holds it.
-func (c *claim) change(ctx context.Context, fn func(r *record, nowMs int64)) error {
-	return c.w.update(ctx, func(tx *bbolt.Tx) error {
-		b := tx.Bucket([]byte(workersBucket))
-		r, ok, err := get(b, c.dc, c.id)
+// Clock implements worker.Claim: this machine's clock, never stale.
+func (c *claim) Clock() (time.Time, time.Duration) { return c.clock, 0 }
+
+// change checks the namespace record and, if this owner still holds the
+// slot, applies fn to it. A lost or rolled-back namespace is re-initialised
+// (in the same transaction, committed) and reported with worker.ErrReset.
+func (c *claim) change(ctx context.Context, renew bool, fn func(r *record, nowMs int64)) error {
+	incarnation := newIncarnation()
+	var reset error
+	var stored int64
+	var clock time.Time
+	err := c.w.update(ctx, func(tx *bbolt.Tx) error {
+		b, nsb, err := buckets(tx)
 		if err != nil {
 			return err
 		}
-		nowMs := c.w.now().UnixMilli()
-		if !ok || r.Holder != c.owner || r.ExpiresMs <= nowMs {
+		now := c.w.now().Round(0)
+		nowMs := now.UnixMilli()
+		ns, ok, err := c.w.getNS(nsb, c.dc)
+		if err != nil {
+			return err
+		}
+		r, slotOK, err := get(b, c.dc, c.id)
+		if err != nil {
+			return err
+		}
+		where := fmt.Sprintf("datacenter %d in %s", c.dc, c.w.path)
+		var lost string
+		switch {
+		case !ok:
+			lost = fmt.Sprintf("the namespace record of %s is gone", where)
+		case ns.InitialisedMs < c.initMs:
+			lost = fmt.Sprintf("the namespace record of %s was initialised at %s, before the %s this holder acquired under: the file went back to an older copy",
+				where, stampMs(ns.InitialisedMs), stampMs(c.initMs))
+		case ns.Incarnation == c.incarnation && !slotOK:
+			lost = fmt.Sprintf("worker %d's slot in %s is gone", c.id, where)
+		case ns.Incarnation == c.incarnation && r.HighMs < c.storedMs:
+			lost = fmt.Sprintf("worker %d's high-water mark in %s is %s, below the %s this holder stored: the file went back to an older copy",
+				c.id, where, stampMs(r.HighMs), stampMs(c.storedMs))
+		case ns.Incarnation != c.incarnation:
+			reset = fmt.Errorf("%w: the namespace record of %s was re-initialised at %s (incarnation %s), after the %s this holder acquired under (incarnation %s): the file lost its state or went back to an older copy",
+				worker.ErrReset, where, stampMs(ns.InitialisedMs), ns.Incarnation, stampMs(c.initMs), c.incarnation)
+			return nil
+		}
+		if lost != "" {
+			fresh := nsRecord{Incarnation: incarnation, Contract: c.contract, InitialisedMs: nowMs,
+				FloorMs: max(nowMs+ceilMs(c.quarantine), recoveryFloor(tx))}
+			if ok {
+				fresh.Contract, fresh.FloorMs = ns.Contract, max(fresh.FloorMs, ns.FloorMs)
+			}
+			if err := putNS(nsb, c.dc, fresh); err != nil {
+				return err
+			}
+			reset = fmt.Errorf("%w: %s; the namespace is re-initialised (incarnation %s): no worker id issues before %s",
+				worker.ErrReset, lost, fresh.Incarnation, stampMs(fresh.FloorMs))
+			return nil
+		}
+		if !slotOK || r.Holder != c.owner || r.ExpiresMs <= nowMs {
 			return fmt.Errorf("%w: worker %d of datacenter %d is held by %q until %s", worker.ErrNotHeld,
 				c.id, c.dc, r.Holder, msTime(r.ExpiresMs).Format(time.RFC3339Nano))
 		}
 		fn(&r, nowMs)
+		stored, clock = r.HighMs, now
 		return put(b, c.dc, c.id, r)
 	})
+	if err != nil {
+		return err
+	}
+	if reset != nil {
+		return reset
+	}
+	c.storedMs = max(c.storedMs, stored)
+	if renew {
+		c.clock = clock
+	}
+	return nil
 }
 
 func (c *claim) Renew(ctx context.Context, ttl time.Duration, reserve time.Time) error {
-	return c.change(ctx, func(r *record, nowMs int64) {
+	return c.change(ctx, true, func(r *record, nowMs int64) {
 		r.ExpiresMs = nowMs + ttl.Milliseconds()
 		r.HighMs = max(r.HighMs, reserve.UnixMilli())
 	})
 }
 
 func (c *claim) Release(ctx context.Context, reserve time.Time) error {
-	return c.change(ctx, func(r *record, _ int64) {
+	return c.change(ctx, false, func(r *record, _ int64) {
 		r.Holder, r.ExpiresMs = "", 0
 		r.HighMs = max(r.HighMs, reserve.UnixMilli())
 	})

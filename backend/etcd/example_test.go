@@ -48,6 +48,32 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 	defer client.Close()
-	var coord worker.Coordinator = etcd.New(client, "/flakeid/workers")
+	// Two clusters sharing this etcd keep their worker ids under their own
+	// prefixes; the datacenter registry they share (DefaultRegistry unless
+	// WithRegistry moves it) refuses a datacenter id the other one claimed.
+	var coord worker.Coordinator = etcd.New(client, "/flakeid/workers", etcd.WithRegistry("/flakeid/datacenters"))
 	_ = coord
+}
+
+// What a coordinator has recorded for a datacenter: the incarnation every
+// holder checks, the ID-space contract, and the floor no holder starts below
+// (the initialising node's clock plus the quarantine). An operator reads the
+// same with `etcdctl get /flakeid/workers/1/namespace`.
+func ExampleWorkers_Namespace() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	coord, err := etcd.Dial(ctx, []string{"10.0.0.1:2379"}, "/flakeid/workers")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer coord.Close()
+	ns, ok, err := coord.Namespace(ctx, 1)
+	switch {
+	case err != nil:
+		log.Fatal(err)
+	case !ok:
+		fmt.Println("datacenter 1 was never used, or etcd lost its keys")
+	default:
+		fmt.Printf("incarnation %s, contract %q, no ID before %v\n", ns.Incarnation, ns.Contract, ns.Floor)
+	}
 }

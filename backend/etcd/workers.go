@@ -14,59 +14,149 @@
 // An application that already has a *clientv3.Client (TLS, authentication,
 // its own logger) wraps it with New instead; the client stays the caller's to
 // close. Clusters that must never share worker ids use distinct prefixes or
-// distinct datacenter ids; the prefix defaults to DefaultPrefix.
+// distinct datacenter ids; the prefix defaults to DefaultPrefix. The
+// datacenter registry (below) lives under DefaultRegistry unless WithRegistry
+// says otherwise (the registry= parameter of an etcd:// coordinator URL).
 //
 // # Keys
 //
-// Each (datacenter, worker id) slot has two keys under the prefix:
+// A namespace is a key prefix. Each datacenter used in it has
 //
+//	<prefix>/<datacenter>/namespace        the namespace record (JSON), no lease
 //	<prefix>/<datacenter>/<worker>/holder  the owner token, attached to an etcd lease
 //	<prefix>/<datacenter>/<worker>/high    the high-water mark, Unix milliseconds, no lease
+//	<prefix>/<datacenter>/clock/<worker>   the holder's clock, Unix milliseconds, on the holder's lease
+//
+// and the etcd cluster as a whole has one datacenter registry, shared by
+// every prefix:
+//
+//	<registry>/<datacenter>                {"namespace": prefix, "contract": …}, no lease
 //
 // The holder key exists exactly while the id is held: etcd deletes it when
 // its lease expires, by etcd's own clock. The high-water key has no lease, so
 // it outlives every holder; it only ever grows.
 //
+// The namespace record is {"incarnation", "contract", "floor_ms",
+// "initialised_ms"} (see worker.Namespace): a random incarnation, the ID-space
+// contract of the first holder, the time it was initialised and a floor —
+// both by the initialising node's clock, etcd having none, so they are as
+// good as the nodes' clocks agree (the quarantine covers worker.Config's
+// MaxClockSkew) — below which no holder of the datacenter starts. It sits
+// under the prefix with the slots, so whatever takes the slots away (a
+// deleted prefix, a restore, a new cluster) takes the record with them.
+//
+// The registry maps a datacenter id to the namespace that claimed it first;
+// an Acquire of a datacenter claimed by another prefix fails with
+// worker.ErrContract, so that two clusters that share an etcd cannot both
+// use a datacenter id. Entries are created with If(CreateRevision = 0) and
+// never deleted by flakeid (etcdctl del removes one when a datacenter id is
+// really retired).
+//
 // # Atomicity and fencing
 //
-// Acquire reads the datacenter's keys, picks a free id (never used, released
-// or expired; among them the lowest one whose high-water mark has passed,
-// else the one with the smallest mark), grants an etcd lease of the request's
-// TTL rounded up to whole seconds, and claims the id in one transaction:
+// Acquire reads the datacenter's keys and its registry entry in one read,
+// refuses a request whose contract differs from the record's or whose
+// datacenter another namespace claimed (both sides in the error, nothing
+// written), picks a free id (never used, released or expired; among them the
+// lowest one whose high-water mark has passed, else the one with the smallest
+// mark), grants an etcd lease of the request's TTL rounded up to whole
+// seconds, and claims the id in one transaction:
 //
-//	If(holder CreateRevision = 0, high ModRevision = the revision read)
-//	Then(Put holder = owner with the lease, Put high = max(stored, reserve))
+//	If(holder CreateRevision = 0, high value = the value read (or CreateRevision = 0),
+//	   record value and ModRevision = those read (or CreateRevision = 0),
+//	   registry entry value = the one read (or CreateRevision = 0))
+//	Then(Put holder = owner with the lease, Put high = max(stored, reserve),
+//	     Put clock = the node's clock with the lease,
+//	     Put record when missing, Put registry entry when missing)
 //
-// so two nodes can never both win an id, and the mark a new holder starts
-// from is the one its transaction replaced. A lost race is retried at once
-// on the state the failed transaction returned (each lost race is an id
-// another node won, so a herd of nodes starting together gets through in
-// turn); a granted lease that ends up unused is revoked.
+// so two nodes can never both win an id, a record deleted or re-initialised
+// between the read and the claim makes the claim fail and retry, and the mark
+// a new holder starts from is the one its transaction replaced, raised to
+// the record's floor. A lost race is retried at once on the state the failed
+// transaction returned (each lost race is an id another node won, so a herd
+// of nodes starting together gets through in turn); a granted lease that
+// ends up unused is revoked.
 //
-// Renew sends one keep-alive for the lease (a lease that expired is reported
-// as worker.ErrNotHeld) and then raises the mark in a transaction guarded by
-// If(holder value = owner, holder lease = our lease): a holder whose lease
-// expired, even one whose requests were held up in the network and arrive
-// late, can no longer write anything, because another holder's key has
-// another lease. Release runs the same guarded transaction to raise the mark
-// and delete the holder key, then revokes the lease.
+// Renew sends one keep-alive for the lease and then raises the mark in a
+// transaction guarded by
+//
+//	If(record value = the record acquired under, high value = the value last written or read,
+//	   holder value = owner, holder lease = our lease)
+//
+// and writes the holder's clock in it: a holder whose lease expired, even
+// one whose requests were held up in the network and arrive late, can no
+// longer write anything, because another holder's key has another lease.
+// Release runs the same guarded transaction to raise the mark and delete the
+// holder and clock keys, then revokes the lease. Every compare of a value
+// that matters is on the value, never on a revision alone: a restore rewinds
+// revisions, and a revision seen before it may name another value after it.
 //
 // etcd grants leases of at least its minimum TTL (about 1.5 times the
 // election timeout: 2s with the default settings), and List reports expiry
 // times at etcd's precision of whole seconds. A Renew with a TTL longer than
 // the lease's moves the holder key to a new lease, in the same guarded way.
 //
+// # Lost and rolled-back state
+//
+// When the guarded transaction fails, or the keep-alive finds the lease gone,
+// Renew and Release read the record, holder and high keys and decide, before
+// looking at the holder:
+//
+//   - The record is gone: the prefix was deleted (etcdctl del --prefix), or
+//     etcd behind the endpoints is a new, empty cluster (its data directory
+//     lost; the lease is gone too, which alone would only mean expiry).
+//   - The record was initialised before the one the claim acquired under,
+//     or it is the same incarnation but the claim's high key is gone or
+//     below the highest mark the claim stored: etcd went back to an older
+//     copy (etcdutl snapshot restore, a disk snapshot). A restore brings back
+//     the old leases too, under their old ids, so the holder's own keep-alive
+//     and holder compares may well succeed: the values are what tell.
+//
+// In these cases the record is re-initialised — a new incarnation, the
+// record's contract (the claim's when there is none), initialised now by
+// this node's clock, floor = max(old floor, now + the claim's quarantine) —
+// in a transaction guarded by the record still being missing or the same, no
+// slot is touched, and the call fails with worker.ErrReset saying what was
+// found. A record with another, later incarnation means another node already
+// did so: ErrReset, nothing written. Otherwise the holder checks decide
+// (worker.ErrNotHeld), or the mark was raised by someone else and the
+// transaction is retried from what is stored.
+//
+// # Clock
+//
+// etcd has no clock a client can read, so the coordinator's clock is the
+// datacenter's live peers'. This is Leaf's peer check (Meituan's
+// Leaf-snowflake, https://tech.meituan.com/2017/04/21/mt-leaf.html: every
+// node reports its time to ZooKeeper every 3s, and a starting node compares
+// its clock with those of the live nodes, found through ephemeral nodes),
+// with the times kept in etcd rather than asked for over RPC: every holder
+// writes its node's clock to its clock key — req.Now at Acquire, reserve −
+// (req.Reserve − req.Now) at each Renew, or the local clock when the request
+// has no Now — on its own lease, so the key vanishes with the holder.
+// Claim.Clock reports the newest value among the other live holders of the
+// datacenter, with stale = the TTL (a live holder wrote within its lease's
+// TTL; peers are expected to share the TTL) plus the round trips between the
+// read and the reply it is reported for; the zero time when no other holder
+// is live. Acquire reads the clocks in its range read; Renew re-reads them in
+// its transaction every tenth renewal and in between reports the last
+// reading advanced by the time passed since. Renewals stay one keep-alive
+// and one transaction.
+//
 // # Errors
 //
 // Every error wraps one of worker's sentinels: ErrExhausted (saying how many
-// ids are held), ErrNotHeld, ErrInvalidConfig, or ErrUnavailable for an etcd
-// that cannot be reached or answers with an error; the context's error stays
-// visible to errors.Is. As with any remote store, a write that failed as
-// unavailable may still have been applied.
+// ids are held), ErrNotHeld, ErrReset, ErrContract, ErrInvalidConfig, or
+// ErrUnavailable for an etcd that cannot be reached or answers with an error;
+// the context's error stays visible to errors.Is. Errors name the prefix,
+// the datacenter and what was found. As with any remote store, a write that
+// failed as unavailable may still have been applied.
 package etcd
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -85,6 +175,10 @@ import (
 // DefaultPrefix is the key prefix of New and Dial when they are given "".
 const DefaultPrefix = "/flakeid/workers"
 
+// DefaultRegistry is the key prefix of the datacenter registry, shared by
+// every namespace of an etcd cluster, unless WithRegistry names another.
+const DefaultRegistry = "/flakeid/datacenters"
+
 // DefaultDialTimeout bounds Dial's connection and check when its context has
 // no deadline.
 const DefaultDialTimeout = 5 * time.Second
@@ -94,30 +188,57 @@ const DefaultDialTimeout = 5 * time.Second
 // it picks: see there.)
 const maxAttempts = 8
 
+// peerReadEvery: Renew re-reads the peers' clocks once every this many
+// renewals.
+const peerReadEvery = 10
+
+// stamp formats the times in errors.
+const stamp = "2006-01-02T15:04:05.000Z07:00"
+
 // Workers is a worker.Coordinator over etcd. It is safe for concurrent use.
 type Workers struct {
-	client *clientv3.Client
-	prefix string
-	owned  bool // Close closes the client: Dial made it
-	now    func() time.Time
+	client   *clientv3.Client
+	prefix   string
+	registry string
+	owned    bool // Close closes the client: Dial made it
+	now      func() time.Time
 }
 
 var _ worker.Coordinator = (*Workers)(nil)
 
+// An Option configures New and Dial.
+type Option func(*Workers)
+
+// WithRegistry keeps the datacenter registry under prefix instead of
+// DefaultRegistry (a trailing "/" is dropped; "" keeps the default). Every
+// namespace that must not share datacenter ids with another uses the same
+// registry.
+func WithRegistry(prefix string) Option {
+	return func(w *Workers) {
+		if p := strings.TrimRight(prefix, "/"); p != "" {
+			w.registry = p
+		}
+	}
+}
+
 // New returns a coordinator that keeps its slots under prefix (DefaultPrefix
 // when empty; a trailing "/" is dropped) through client. Closing the client
 // stays the caller's job.
-func New(client *clientv3.Client, prefix string) *Workers {
+func New(client *clientv3.Client, prefix string, opts ...Option) *Workers {
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}
-	return &Workers{client: client, prefix: strings.TrimRight(prefix, "/"), now: time.Now}
+	w := &Workers{client: client, prefix: strings.TrimRight(prefix, "/"), registry: DefaultRegistry, now: time.Now}
+	for _, o := range opts {
+		o(w)
+	}
+	return w
 }
 
 // Dial connects to the etcd cluster at endpoints ("host:port" or URLs) and
 // checks that it answers, within ctx or DefaultDialTimeout when ctx has no
 // deadline. Close the returned Workers to close the connection.
-func Dial(ctx context.Context, endpoints []string, prefix string) (*Workers, error) {
+func Dial(ctx context.Context, endpoints []string, prefix string, opts ...Option) (*Workers, error) {
 	if len(endpoints) == 0 {
 		return nil, fmt.Errorf("%w: no etcd endpoints", worker.ErrInvalidConfig)
 	}
@@ -130,7 +251,7 @@ func Dial(ctx context.Context, endpoints []string, prefix string) (*Workers, err
 	if err != nil {
 		return nil, fmt.Errorf("%w: connecting to etcd at %s: %w", worker.ErrUnavailable, strings.Join(endpoints, ","), err)
 	}
-	w := New(client, prefix)
+	w := New(client, prefix, opts...)
 	w.owned = true
 	if _, err := client.Get(ctx, w.prefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
 		client.Close()
@@ -151,6 +272,10 @@ func (w *Workers) Close() error {
 // Prefix is the key prefix, without a trailing "/".
 func (w *Workers) Prefix() string { return w.prefix }
 
+// Registry is the key prefix of the datacenter registry, without a trailing
+// "/".
+func (w *Workers) Registry() string { return w.registry }
+
 func (w *Workers) dcPrefix(dc int64) string { return w.prefix + "/" + strconv.FormatInt(dc, 10) + "/" }
 
 func (w *Workers) holderKey(dc, id int64) string {
@@ -160,6 +285,14 @@ func (w *Workers) holderKey(dc, id int64) string {
 func (w *Workers) highKey(dc, id int64) string {
 	return w.dcPrefix(dc) + strconv.FormatInt(id, 10) + "/high"
 }
+
+func (w *Workers) nsKey(dc int64) string { return w.dcPrefix(dc) + "namespace" }
+
+func (w *Workers) clockPrefix(dc int64) string { return w.dcPrefix(dc) + "clock/" }
+
+func (w *Workers) clockKey(dc, id int64) string { return w.clockPrefix(dc) + strconv.FormatInt(id, 10) }
+
+func (w *Workers) regKey(dc int64) string { return w.registry + "/" + strconv.FormatInt(dc, 10) }
 
 // unavailable wraps an etcd or network failure in worker.ErrUnavailable,
 // keeping err (and so the context's error, which clientv3 returns as is)
@@ -176,11 +309,11 @@ func unavailable(ctx context.Context, err error, format string, args ...any) err
 type slot struct {
 	holder  *mvccpb.KeyValue // nil when free
 	highMs  int64            // 0 when never used
-	highRev int64            // the high key's ModRevision; 0 when missing
+	highRaw []byte           // the high key's value; nil when missing
 }
 
 // slots parses the keys under dcPrefix(dc) into slots by worker id. Keys of
-// another shape are ignored.
+// another shape (the namespace record, the clocks) are ignored.
 func (w *Workers) slots(dc int64, kvs []*mvccpb.KeyValue) (map[int64]*slot, error) {
 	pre := w.dcPrefix(dc)
 	out := make(map[int64]*slot)
@@ -193,8 +326,8 @@ func (w *Workers) slots(dc int64, kvs []*mvccpb.KeyValue) (map[int64]*slot, erro
 		if !ok || (kind != "holder" && kind != "high") {
 			continue
 		}
-		id, err := strconv.ParseInt(idStr, 10, 64)
-		if err != nil || id < 0 || strconv.FormatInt(id, 10) != idStr {
+		id, ok := parseID(idStr)
+		if !ok {
 			continue
 		}
 		s := out[id]
@@ -210,9 +343,48 @@ func (w *Workers) slots(dc int64, kvs []*mvccpb.KeyValue) (map[int64]*slot, erro
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: %w", worker.ErrUnavailable, kv.Key, err)
 		}
-		s.highMs, s.highRev = ms, kv.ModRevision
+		s.highMs, s.highRaw = ms, kv.Value
 	}
 	return out, nil
+}
+
+// parseID parses a worker id written in canonical decimal.
+func parseID(s string) (int64, bool) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id < 0 || strconv.FormatInt(id, 10) != s {
+		return 0, false
+	}
+	return id, true
+}
+
+// newestPeer is the newest clock among the clock keys in kvs of datacenter
+// dc, leaving out worker id self's; 0 when there is none.
+func (w *Workers) newestPeer(dc, self int64, kvs []*mvccpb.KeyValue) int64 {
+	pre := w.clockPrefix(dc)
+	var newest int64
+	for _, kv := range kvs {
+		rest, ok := strings.CutPrefix(string(kv.Key), pre)
+		if !ok {
+			continue
+		}
+		if id, ok := parseID(rest); !ok || id == self {
+			continue
+		}
+		if ms, err := parseMs(kv.Value); err == nil {
+			newest = max(newest, ms)
+		}
+	}
+	return newest
+}
+
+// find is the key-value of key in kvs, or nil.
+func find(kvs []*mvccpb.KeyValue, key string) *mvccpb.KeyValue {
+	for _, kv := range kvs {
+		if string(kv.Key) == key {
+			return kv
+		}
+	}
+	return nil
 }
 
 func parseMs(v []byte) (int64, error) {
@@ -230,6 +402,71 @@ func sortedIDs(slots map[int64]*slot) []int64 {
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+// record is the namespace record of a datacenter, as stored.
+type record struct {
+	Incarnation   string `json:"incarnation"`
+	Contract      string `json:"contract"`
+	FloorMs       int64  `json:"floor_ms"`
+	InitialisedMs int64  `json:"initialised_ms"`
+}
+
+func (r record) namespace() worker.Namespace {
+	return worker.Namespace{Incarnation: r.Incarnation, Contract: r.Contract, Floor: msTime(r.FloorMs), Initialised: msTime(r.InitialisedMs)}
+}
+
+func (r record) encode() string {
+	b, _ := json.Marshal(r) // cannot fail: strings and integers
+	return string(b)
+}
+
+// parseRecord parses the namespace record kv.
+func parseRecord(kv *mvccpb.KeyValue) (record, error) {
+	var r record
+	if err := json.Unmarshal(kv.Value, &r); err != nil || r.Incarnation == "" {
+		return record{}, fmt.Errorf("%w: corrupt namespace record %s = %q", worker.ErrUnavailable, kv.Key, kv.Value)
+	}
+	return r, nil
+}
+
+// newRecord is a fresh namespace record initialised at nowMs with a floor
+// quarantine later.
+func newRecord(contract string, nowMs int64, quarantine time.Duration) record {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return record{
+		Incarnation: hex.EncodeToString(b[:]), Contract: contract,
+		InitialisedMs: nowMs, FloorMs: nowMs + int64((quarantine+time.Millisecond-1)/time.Millisecond),
+	}
+}
+
+// registration is an entry of the datacenter registry.
+type registration struct {
+	Namespace string `json:"namespace"`
+	Contract  string `json:"contract"`
+}
+
+func (w *Workers) registration(contract string) string {
+	b, _ := json.Marshal(registration{Namespace: w.prefix, Contract: contract})
+	return string(b)
+}
+
+// checkRegistry fails with worker.ErrContract when the registry entry kv of
+// datacenter dc names another namespace.
+func (w *Workers) checkRegistry(dc int64, kv *mvccpb.KeyValue) error {
+	if kv == nil {
+		return nil
+	}
+	var r registration
+	if err := json.Unmarshal(kv.Value, &r); err != nil || r.Namespace == "" {
+		return fmt.Errorf("%w: corrupt datacenter registry entry %s = %q", worker.ErrUnavailable, kv.Key, kv.Value)
+	}
+	if r.Namespace != w.prefix {
+		return fmt.Errorf("%w: datacenter %d is claimed on this coordinator by the namespace %q (registry key %s, contract %q); "+
+			"this namespace is %q: give each cluster its own datacenter id", worker.ErrContract, dc, r.Namespace, kv.Key, r.Contract, w.prefix)
+	}
+	return nil
 }
 
 // pick chooses a free id in [0, workers): the lowest one whose mark has
@@ -309,26 +546,54 @@ func (w *Workers) revoke(ctx context.Context, id clientv3.LeaseID) {
 
 // Acquire implements worker.Coordinator.
 func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim, error) {
-	if req.Workers < 1 || req.Datacenter < 0 || req.Owner == "" || req.TTL <= 0 {
+	if req.Workers < 1 || req.Datacenter < 0 || req.Owner == "" || req.TTL <= 0 || req.Quarantine < 0 {
 		return nil, fmt.Errorf("%w: bad request %+v", worker.ErrInvalidConfig, req)
 	}
 	dc := req.Datacenter
-	resp, err := w.client.Get(ctx, w.dcPrefix(dc), clientv3.WithPrefix())
-	if err != nil {
-		return nil, unavailable(ctx, err, "reading the worker ids of datacenter %d", dc)
+	nk, rk := w.nsKey(dc), w.regKey(dc)
+	read := func() []clientv3.Op {
+		return []clientv3.Op{clientv3.OpGet(w.dcPrefix(dc), clientv3.WithPrefix()), clientv3.OpGet(rk)}
 	}
-	kvs := resp.Kvs
+	readSent := time.Now()
+	resp, err := w.client.Txn(ctx).Then(read()...).Commit()
+	if err != nil {
+		return nil, unavailable(ctx, err, "reading the worker ids of datacenter %d in %s", dc, w.prefix)
+	}
+	readRecv := time.Now()
+	kvs, reg := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
 	reserveMs := ceilMs(req.Reserve)
+	nodeMs := req.Now.UnixMilli()
+	var ahead time.Duration = -1 // Reserve − Now, unknown
+	if req.Now.IsZero() {
+		nodeMs = w.now().UnixMilli()
+	} else {
+		ahead = req.Reserve.Sub(req.Now)
+	}
 	var lease *clientv3.LeaseGrantResponse
 	for attempt := 1; ; attempt++ {
+		regKV := find(reg, rk)
+		if err := w.checkRegistry(dc, regKV); err != nil {
+			return nil, w.abandon(ctx, lease, err)
+		}
+		recKV := find(kvs, nk)
+		var rec record
+		if recKV != nil {
+			if rec, err = parseRecord(recKV); err != nil {
+				return nil, w.abandon(ctx, lease, err)
+			}
+			if rec.Contract != req.Contract {
+				return nil, w.abandon(ctx, lease, fmt.Errorf("%w: datacenter %d of %s is recorded with the contract %q; this node's is %q",
+					worker.ErrContract, dc, w.prefix, rec.Contract, req.Contract))
+			}
+		}
 		slots, err := w.slots(dc, kvs)
 		if err != nil {
 			return nil, w.abandon(ctx, lease, err)
 		}
 		id, held, ok := pick(slots, req.Workers, w.now().UnixMilli())
 		if !ok {
-			return nil, w.abandon(ctx, lease, fmt.Errorf("%w: all %d worker ids of datacenter %d are held",
-				worker.ErrExhausted, held, dc))
+			return nil, w.abandon(ctx, lease, fmt.Errorf("%w: all %d worker ids of datacenter %d in %s are held",
+				worker.ErrExhausted, held, dc, w.prefix))
 		}
 		if lease == nil {
 			if lease, err = w.client.Grant(ctx, ttlSeconds(req.TTL)); err != nil {
@@ -341,36 +606,67 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 		}
 		high := max(s.highMs, reserveMs)
 		hk, wk := w.holderKey(dc, id), w.highKey(dc, id)
-		tr, err := w.client.Txn(ctx).If(
-			clientv3.Compare(clientv3.CreateRevision(hk), "=", 0),
-			clientv3.Compare(clientv3.ModRevision(wk), "=", s.highRev),
-		).Then(
+		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(hk), "=", 0)}
+		if s.highRaw == nil {
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(wk), "=", 0))
+		} else {
+			cmps = append(cmps, clientv3.Compare(clientv3.Value(wk), "=", string(s.highRaw)))
+		}
+		then := []clientv3.Op{
 			clientv3.OpPut(hk, req.Owner, clientv3.WithLease(lease.ID)),
 			clientv3.OpPut(wk, strconv.FormatInt(high, 10)),
-		).Else(
-			clientv3.OpGet(w.dcPrefix(dc), clientv3.WithPrefix()),
-		).Commit()
+			clientv3.OpPut(w.clockKey(dc, id), strconv.FormatInt(nodeMs, 10), clientv3.WithLease(lease.ID)),
+		}
+		var recRaw string
+		if recKV == nil {
+			// A new datacenter, or one whose record is gone while its
+			// slots are not (a partial loss, keys of an older flakeid):
+			// initialise it; the slots and their marks stay.
+			rec = newRecord(req.Contract, w.now().UnixMilli(), req.Quarantine)
+			recRaw = rec.encode()
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(nk), "=", 0))
+			then = append(then, clientv3.OpPut(nk, recRaw))
+		} else {
+			recRaw = string(recKV.Value)
+			cmps = append(cmps, clientv3.Compare(clientv3.Value(nk), "=", recRaw),
+				clientv3.Compare(clientv3.ModRevision(nk), "=", recKV.ModRevision))
+		}
+		if regKV == nil {
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(rk), "=", 0))
+			then = append(then, clientv3.OpPut(rk, w.registration(rec.Contract)))
+		} else {
+			cmps = append(cmps, clientv3.Compare(clientv3.Value(rk), "=", string(regKV.Value)))
+		}
+		sent := time.Now()
+		tr, err := w.client.Txn(ctx).If(cmps...).Then(then...).Else(read()...).Commit()
 		if err != nil {
 			// The transaction may have been applied: revoking the lease
 			// frees the id again (the raised mark only errs on the safe side).
-			return nil, w.abandon(ctx, lease, unavailable(ctx, err, "claiming worker id %d of datacenter %d", id, dc))
+			return nil, w.abandon(ctx, lease, unavailable(ctx, err, "claiming worker id %d of datacenter %d in %s", id, dc, w.prefix))
 		}
+		recv := time.Now()
 		if tr.Succeeded {
-			return &claim{
-				w: w, dc: dc, id: id, owner: req.Owner, prev: msTime(s.highMs),
-				lease: lease.ID, ttl: lease.TTL, highMs: high, highRev: tr.Header.Revision,
-			}, nil
+			c := &claim{
+				w: w, dc: dc, id: id, owner: req.Owner, prev: msTime(max(s.highMs, rec.FloorMs)),
+				contract: req.Contract, quarantine: req.Quarantine, ahead: ahead,
+				lease: lease.ID, ttl: lease.TTL, highMs: high, highRaw: strconv.FormatInt(high, 10), maxMs: high,
+				rec: rec, recRaw: recRaw,
+				peerMs: w.newestPeer(dc, id, kvs), peerSent: readSent, peerRecv: readRecv,
+			}
+			c.updateClock(sent, recv, false)
+			return c, nil
 		}
-		// Another node claimed the id first (or changed its mark). Each lost
-		// race is an id won by someone else, so nodes starting all at once
-		// (who all pick the same lowest id) get through in turn, and the
-		// ids are exhausted after Workers of them; more losses than that
-		// mean churn this call gives up on.
+		// Another node claimed the id first (or changed its mark, or the
+		// record). Each lost race is an id won by someone else, so nodes
+		// starting all at once (who all pick the same lowest id) get
+		// through in turn, and the ids are exhausted after Workers of them;
+		// more losses than that mean churn this call gives up on.
 		if int64(attempt) > req.Workers {
-			return nil, w.abandon(ctx, lease, fmt.Errorf("%w: other nodes won the worker ids of datacenter %d %d times in a row",
-				worker.ErrUnavailable, dc, attempt))
+			return nil, w.abandon(ctx, lease, fmt.Errorf("%w: other nodes won the worker ids of datacenter %d in %s %d times in a row",
+				worker.ErrUnavailable, dc, w.prefix, attempt))
 		}
-		kvs = tr.Responses[0].GetResponseRange().Kvs // the state that beat us
+		kvs, reg = tr.Responses[0].GetResponseRange().Kvs, tr.Responses[1].GetResponseRange().Kvs // the state that beat us
+		readSent, readRecv = sent, recv
 	}
 }
 
@@ -388,7 +684,7 @@ func (w *Workers) abandon(ctx context.Context, lease *clientv3.LeaseGrantRespons
 func (w *Workers) List(ctx context.Context, datacenter int64) ([]worker.Info, error) {
 	resp, err := w.client.Get(ctx, w.dcPrefix(datacenter), clientv3.WithPrefix())
 	if err != nil {
-		return nil, unavailable(ctx, err, "listing the worker ids of datacenter %d", datacenter)
+		return nil, unavailable(ctx, err, "listing the worker ids of datacenter %d in %s", datacenter, w.prefix)
 	}
 	slots, err := w.slots(datacenter, resp.Kvs)
 	if err != nil {
@@ -407,6 +703,22 @@ func (w *Workers) List(ctx context.Context, datacenter int64) ([]worker.Info, er
 		infos = append(infos, in)
 	}
 	return infos, nil
+}
+
+// Namespace implements worker.Coordinator.
+func (w *Workers) Namespace(ctx context.Context, datacenter int64) (worker.Namespace, bool, error) {
+	resp, err := w.client.Get(ctx, w.nsKey(datacenter))
+	if err != nil {
+		return worker.Namespace{}, false, unavailable(ctx, err, "reading the namespace record of datacenter %d in %s", datacenter, w.prefix)
+	}
+	if len(resp.Kvs) == 0 {
+		return worker.Namespace{}, false, nil
+	}
+	rec, err := parseRecord(resp.Kvs[0])
+	if err != nil {
+		return worker.Namespace{}, false, err
+	}
+	return rec.namespace(), true, nil
 }
 
 // expires asks etcd when a holder's lease lapses. A lease that is gone (its
@@ -431,20 +743,74 @@ func (w *Workers) expires(ctx context.Context, id clientv3.LeaseID) (time.Time, 
 }
 
 type claim struct {
-	w      *Workers
-	dc, id int64
-	owner  string
-	prev   time.Time
+	w          *Workers
+	dc, id     int64
+	owner      string
+	prev       time.Time
+	contract   string        // the request's, for a re-initialisation without a record
+	quarantine time.Duration // the request's
+	ahead      time.Duration // the request's Reserve − Now; < 0 when it had no Now
 
-	mu      sync.Mutex // claims are used by one goroutine at a time; this makes sure
-	lease   clientv3.LeaseID
-	ttl     int64 // the lease's granted TTL, seconds
-	highMs  int64 // the high-water mark as last written or read
-	highRev int64 // its ModRevision
+	mu       sync.Mutex // claims are used by one goroutine at a time; this makes sure
+	lease    clientv3.LeaseID
+	ttl      int64  // the lease's granted TTL, seconds
+	highMs   int64  // the high-water mark as last written or read
+	highRaw  string // its value as stored
+	maxMs    int64  // the highest mark this claim stored
+	rec      record // the namespace record acquired under
+	recRaw   string // its value as stored
+	renewals int    // successful renewals, to re-read the peers' clocks now and then
+
+	peerMs             int64     // the newest clock of another live holder; 0 when none
+	peerSent, peerRecv time.Time // when the read it came from was sent and answered
+	clockAt            time.Time // Clock's answer
+	clockStale         time.Duration
 }
 
 func (c *claim) WorkerID() int64     { return c.id }
 func (c *claim) Previous() time.Time { return c.prev }
+
+// Clock implements worker.Claim: the newest clock of the datacenter's other
+// live holders, advanced by the time since it was read.
+func (c *claim) Clock() (time.Time, time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.clockAt, c.clockStale
+}
+
+// updateClock sets Clock's answer for an operation sent and answered at
+// sent and recv; fresh says that it read the peers' clocks itself.
+func (c *claim) updateClock(sent, recv time.Time, fresh bool) {
+	if c.peerMs == 0 {
+		c.clockAt, c.clockStale = time.Time{}, 0
+		return
+	}
+	ttl := time.Duration(c.ttl) * time.Second
+	if fresh {
+		// The peer's key was live when this operation was served, so the
+		// peer wrote it less than a TTL before: its clock then was in
+		// [value, value+TTL].
+		c.clockAt, c.clockStale = msTime(c.peerMs), ttl
+		return
+	}
+	// Between the read being served and this operation being served, at
+	// least sent − peerRecv and at most recv − peerSent passed.
+	c.clockAt = msTime(c.peerMs).Add(sent.Sub(c.peerRecv))
+	c.clockStale = ttl + recv.Sub(c.peerSent) - sent.Sub(c.peerRecv)
+}
+
+// where names the claim's slot in errors.
+func (c *claim) where() string {
+	return fmt.Sprintf("worker %d of datacenter %d in %s", c.id, c.dc, c.w.prefix)
+}
+
+// nodeMs is this node's clock at a renewal reserving up to reserve.
+func (c *claim) nodeMs(reserve time.Time) int64 {
+	if c.ahead < 0 || reserve.IsZero() {
+		return c.w.now().UnixMilli()
+	}
+	return reserve.Add(-c.ahead).UnixMilli()
+}
 
 // Renew implements worker.Claim. A ttl longer than the lease's moves the
 // holder key to a new lease of that TTL; a shorter one keeps the lease, which
@@ -457,11 +823,13 @@ func (c *claim) Renew(ctx context.Context, ttl time.Duration, reserve time.Time)
 	}
 	if _, err := c.w.client.KeepAliveOnce(ctx, c.lease); err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			return fmt.Errorf("%w: worker %d of datacenter %d: lease %x expired", worker.ErrNotHeld, c.id, c.dc, int64(c.lease))
+			// Expired — or etcd lost it with everything else (a new
+			// cluster behind the endpoints): the keys tell.
+			return c.lost(ctx, "renewing", fmt.Sprintf("lease %x expired", int64(c.lease)))
 		}
-		return unavailable(ctx, err, "renewing lease %x of worker %d of datacenter %d", int64(c.lease), c.id, c.dc)
+		return unavailable(ctx, err, "renewing lease %x of %s", int64(c.lease), c.where())
 	}
-	return c.guarded(ctx, "renewing", reserve)
+	return c.guarded(ctx, "renewing", reserve, c.lease)
 }
 
 // moveLease puts the holder key on a new lease of ttl and revokes the old one.
@@ -470,7 +838,7 @@ func (c *claim) moveLease(ctx context.Context, ttl time.Duration, reserve time.T
 	if err != nil {
 		return unavailable(ctx, err, "granting a %v lease", ttl)
 	}
-	if err := c.guarded(ctx, "renewing", reserve, clientv3.OpPut(c.w.holderKey(c.dc, c.id), c.owner, clientv3.WithLease(g.ID))); err != nil {
+	if err := c.guarded(ctx, "renewing", reserve, g.ID, clientv3.OpPut(c.w.holderKey(c.dc, c.id), c.owner, clientv3.WithLease(g.ID))); err != nil {
 		c.w.revoke(ctx, g.ID)
 		return err
 	}
@@ -484,7 +852,8 @@ func (c *claim) moveLease(ctx context.Context, ttl time.Duration, reserve time.T
 func (c *claim) Release(ctx context.Context, reserve time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	err := c.guarded(ctx, "releasing", reserve, clientv3.OpDelete(c.w.holderKey(c.dc, c.id)))
+	err := c.guarded(ctx, "releasing", reserve, clientv3.NoLease,
+		clientv3.OpDelete(c.w.holderKey(c.dc, c.id)), clientv3.OpDelete(c.w.clockKey(c.dc, c.id)))
 	if err == nil || errors.Is(err, worker.ErrNotHeld) {
 		// The lease holds no key of ours any more.
 		c.w.revoke(ctx, c.lease)
@@ -493,49 +862,180 @@ func (c *claim) Release(ctx context.Context, reserve time.Time) error {
 }
 
 // guarded raises the high-water mark to at least reserve and applies ops in
-// one transaction, if this owner still holds the id on its lease.
-func (c *claim) guarded(ctx context.Context, what string, reserve time.Time, ops ...clientv3.Op) error {
-	hk, wk := c.w.holderKey(c.dc, c.id), c.w.highKey(c.dc, c.id)
+// one transaction, if the namespace record is the one the claim acquired
+// under, the mark is the one it last wrote or read, and this owner still
+// holds the id on its lease. A renewal (clockLease set) also writes this
+// node's clock on clockLease, and every peerReadEvery renewals reads the
+// peers'.
+func (c *claim) guarded(ctx context.Context, what string, reserve time.Time, clockLease clientv3.LeaseID, ops ...clientv3.Op) error {
+	nk, hk, wk := c.w.nsKey(c.dc), c.w.holderKey(c.dc, c.id), c.w.highKey(c.dc, c.id)
+	renewing := clockLease != clientv3.NoLease
 	for attempt := 1; ; attempt++ {
 		cmps := []clientv3.Cmp{
+			clientv3.Compare(clientv3.Value(nk), "=", c.recRaw),
+			clientv3.Compare(clientv3.Value(wk), "=", c.highRaw),
 			clientv3.Compare(clientv3.Value(hk), "=", c.owner),
 			clientv3.Compare(clientv3.LeaseValue(hk), "=", c.lease),
 		}
-		then := ops
+		var then []clientv3.Op
 		high := max(c.highMs, ceilMs(reserve))
 		if high != c.highMs {
-			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(wk), "=", c.highRev))
-			then = append([]clientv3.Op{clientv3.OpPut(wk, strconv.FormatInt(high, 10))}, ops...)
+			then = append(then, clientv3.OpPut(wk, strconv.FormatInt(high, 10)))
 		}
-		tr, err := c.w.client.Txn(ctx).If(cmps...).Then(then...).Else(clientv3.OpGet(hk), clientv3.OpGet(wk)).Commit()
+		then = append(then, ops...)
+		readPeers := false
+		if renewing {
+			then = append(then, clientv3.OpPut(c.w.clockKey(c.dc, c.id), strconv.FormatInt(c.nodeMs(reserve), 10), clientv3.WithLease(clockLease)))
+			if readPeers = c.renewals%peerReadEvery == peerReadEvery-1; readPeers {
+				then = append(then, clientv3.OpGet(c.w.clockPrefix(c.dc), clientv3.WithPrefix()))
+			}
+		}
+		sent := time.Now()
+		tr, err := c.w.client.Txn(ctx).If(cmps...).Then(then...).Else(clientv3.OpGet(nk), clientv3.OpGet(hk), clientv3.OpGet(wk)).Commit()
 		if err != nil {
-			return unavailable(ctx, err, "%s worker %d of datacenter %d", what, c.id, c.dc)
+			return unavailable(ctx, err, "%s %s", what, c.where())
 		}
+		recv := time.Now()
 		if tr.Succeeded {
-			if high != c.highMs {
-				c.highMs, c.highRev = high, tr.Header.Revision
+			c.highMs, c.highRaw = high, strconv.FormatInt(high, 10)
+			c.maxMs = max(c.maxMs, high)
+			if renewing {
+				c.renewals++
+				if readPeers {
+					c.peerMs = c.w.newestPeer(c.dc, c.id, tr.Responses[len(tr.Responses)-1].GetResponseRange().Kvs)
+					c.peerSent, c.peerRecv = sent, recv
+				}
+				c.updateClock(sent, recv, readPeers)
 			}
 			return nil
 		}
-		holder, hw := tr.Responses[0].GetResponseRange().Kvs, tr.Responses[1].GetResponseRange().Kvs
-		if len(holder) == 0 {
-			return fmt.Errorf("%w: worker %d of datacenter %d is free (lease %x ended)", worker.ErrNotHeld, c.id, c.dc, int64(c.lease))
-		}
-		if h := holder[0]; string(h.Value) != c.owner || clientv3.LeaseID(h.Lease) != c.lease {
-			return fmt.Errorf("%w: worker %d of datacenter %d is held by %q on lease %x", worker.ErrNotHeld, c.id, c.dc, h.Value, h.Lease)
-		}
-		// Still ours, but the mark changed under us: a write of ours whose
-		// answer was lost, or an operator's. Go on from what is stored.
-		c.highMs, c.highRev = 0, 0
-		if len(hw) > 0 {
-			if c.highMs, err = parseMs(hw[0].Value); err != nil {
-				return fmt.Errorf("%w: %s: %w", worker.ErrUnavailable, wk, err)
+		first := func(i int) *mvccpb.KeyValue {
+			if kvs := tr.Responses[i].GetResponseRange().Kvs; len(kvs) > 0 {
+				return kvs[0]
 			}
-			c.highRev = hw[0].ModRevision
+			return nil
+		}
+		ns, holder, hw := first(0), first(1), first(2)
+		if err := c.check(ctx, ns, holder, hw); err != nil {
+			return err
+		}
+		// Nothing was lost and the id is still ours, but the mark (or the
+		// record's bytes, same incarnation) changed under us: a write of ours
+		// whose answer was lost, or an operator's. Go on from what is stored.
+		c.recRaw, c.highRaw = string(ns.Value), string(hw.Value)
+		if c.highMs, err = parseMs(hw.Value); err != nil {
+			return fmt.Errorf("%w: %s: %w", worker.ErrUnavailable, wk, err)
 		}
 		if attempt == maxAttempts {
-			return fmt.Errorf("%w: %s worker %d of datacenter %d: its high-water mark changed %d times in a row",
-				worker.ErrUnavailable, what, c.id, c.dc, attempt)
+			return fmt.Errorf("%w: %s %s: its high-water mark changed %d times in a row",
+				worker.ErrUnavailable, what, c.where(), attempt)
 		}
 	}
+}
+
+// lost tells why the claim's lease is gone: the coordinator lost its state
+// (ErrReset), or the lease expired (ErrNotHeld, saying why).
+func (c *claim) lost(ctx context.Context, what, why string) error {
+	nk, hk, wk := c.w.nsKey(c.dc), c.w.holderKey(c.dc, c.id), c.w.highKey(c.dc, c.id)
+	tr, err := c.w.client.Txn(ctx).Then(clientv3.OpGet(nk), clientv3.OpGet(hk), clientv3.OpGet(wk)).Commit()
+	if err != nil {
+		return unavailable(ctx, err, "%s %s (%s): reading its keys", what, c.where(), why)
+	}
+	var kv [3]*mvccpb.KeyValue
+	for i := range kv {
+		if kvs := tr.Responses[i].GetResponseRange().Kvs; len(kvs) > 0 {
+			kv[i] = kvs[0]
+		}
+	}
+	if err := c.check(ctx, kv[0], kv[1], kv[2]); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: %s: %s", worker.ErrNotHeld, c.where(), why)
+}
+
+// check compares what etcd holds — the namespace record ns, the holder key
+// and the high key hw, each nil when missing — with what the claim acquired
+// and stored. It returns ErrReset (re-initialising the record when this
+// claim is the first to see the loss), ErrNotHeld when the id is no longer
+// this owner's on its lease, or nil when the claim still holds the id.
+func (c *claim) check(ctx context.Context, ns, holder, hw *mvccpb.KeyValue) error {
+	dcName := fmt.Sprintf("datacenter %d in %s", c.dc, c.w.prefix)
+	var found string
+	var old *record
+	switch {
+	case ns == nil:
+		found = fmt.Sprintf("the namespace record of %s is gone (the prefix deleted, or a new etcd cluster)", dcName)
+	default:
+		rec, err := parseRecord(ns)
+		if err != nil {
+			return err
+		}
+		old = &rec
+		switch {
+		case rec.InitialisedMs < c.rec.InitialisedMs:
+			found = fmt.Sprintf("the namespace record of %s was initialised at %s (incarnation %s), before the %s of the incarnation %s this holder acquired under: etcd went back to an older copy",
+				dcName, msTime(rec.InitialisedMs).Format(stamp), rec.Incarnation, msTime(c.rec.InitialisedMs).Format(stamp), c.rec.Incarnation)
+		case rec.Incarnation != c.rec.Incarnation:
+			return fmt.Errorf("%w: the namespace record of %s was re-initialised at %s (incarnation %s, floor %s) after this holder acquired under incarnation %s of %s: its state was lost, and another node found it first",
+				worker.ErrReset, dcName, msTime(rec.InitialisedMs).Format(stamp), rec.Incarnation, msTime(rec.FloorMs).Format(stamp),
+				c.rec.Incarnation, msTime(c.rec.InitialisedMs).Format(stamp))
+		case hw == nil:
+			found = fmt.Sprintf("worker %d's high-water mark in %s is gone; this holder stored %s", c.id, dcName, msTime(c.maxMs).Format(stamp))
+		default:
+			ms, err := parseMs(hw.Value)
+			if err != nil {
+				return fmt.Errorf("%w: %s: %w", worker.ErrUnavailable, hw.Key, err)
+			}
+			if ms < c.maxMs {
+				found = fmt.Sprintf("worker %d's high-water mark in %s is %s, below the %s this holder stored: etcd went back to an older copy",
+					c.id, dcName, msTime(ms).Format(stamp), msTime(c.maxMs).Format(stamp))
+			}
+		}
+	}
+	if found != "" {
+		return c.reinit(ctx, ns, old, found)
+	}
+	switch {
+	case holder == nil:
+		return fmt.Errorf("%w: %s is free (lease %x ended)", worker.ErrNotHeld, c.where(), int64(c.lease))
+	case string(holder.Value) != c.owner || clientv3.LeaseID(holder.Lease) != c.lease:
+		return fmt.Errorf("%w: %s is held by %q on lease %x, not by %q on lease %x", worker.ErrNotHeld, c.where(),
+			holder.Value, holder.Lease, c.owner, int64(c.lease))
+	}
+	return nil
+}
+
+// reinit re-initialises the namespace record after a loss or rollback —
+// guarded by the record still being what was found (oldKV, nil when
+// missing) — without touching any slot, and returns the ErrReset that says
+// what was found.
+func (c *claim) reinit(ctx context.Context, oldKV *mvccpb.KeyValue, old *record, found string) error {
+	nk, rk := c.w.nsKey(c.dc), c.w.regKey(c.dc)
+	contract := c.contract
+	if old != nil {
+		contract = old.Contract
+	}
+	rec := newRecord(contract, c.w.now().UnixMilli(), c.quarantine)
+	if old != nil {
+		rec.FloorMs = max(rec.FloorMs, old.FloorMs)
+	}
+	cmp := clientv3.Compare(clientv3.CreateRevision(nk), "=", 0)
+	if oldKV != nil {
+		cmp = clientv3.Compare(clientv3.Value(nk), "=", string(oldKV.Value))
+	}
+	tr, err := c.w.client.Txn(ctx).If(cmp).Then(
+		clientv3.OpPut(nk, rec.encode()),
+		clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(rk), "=", 0)},
+			[]clientv3.Op{clientv3.OpPut(rk, c.w.registration(contract))}, nil),
+	).Commit()
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: %s; re-initialising the record failed: %w", worker.ErrReset, found,
+			unavailable(ctx, err, "writing %s", nk))
+	case !tr.Succeeded:
+		return fmt.Errorf("%w: %s; another node re-initialised the record first", worker.ErrReset, found)
+	}
+	return fmt.Errorf("%w: %s; re-initialised the record as incarnation %s, floor %s (quarantine %v)",
+		worker.ErrReset, found, rec.Incarnation, msTime(rec.FloorMs).Format(stamp), c.quarantine)
 }

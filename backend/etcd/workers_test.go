@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -53,41 +55,54 @@ func requireMinTTL(t *testing.T, c *clientv3.Client) {
 	}
 }
 
-// testPrefix is a fresh key prefix on the etcd at addr, deleted when the
-// test ends.
-func testPrefix(t testing.TB, addr string) string {
+// space is one test's keys on an etcd: its namespace (prefix), another
+// namespace beside it, and the datacenter registry they share, all under one
+// random base deleted when the test ends, so that tests never see each other.
+type space struct {
+	prefix, other, registry string
+}
+
+// testSpace makes a fresh space on the etcd at addr.
+func testSpace(t testing.TB, addr string) space {
 	t.Helper()
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	prefix := "/flakeid-test/" + hex.EncodeToString(b[:]) + "/workers"
+	base := "/flakeid-test/" + hex.EncodeToString(b[:])
 	admin := testClient(t, addr)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if _, err := admin.Delete(ctx, prefix+"/", clientv3.WithPrefix()); err != nil {
-			t.Errorf("deleting %s/: %v", prefix, err)
+		if _, err := admin.Delete(ctx, base+"/", clientv3.WithPrefix()); err != nil {
+			t.Errorf("deleting %s/: %v", base, err)
 		}
 	})
-	return prefix
+	return space{prefix: base + "/workers", other: base + "/other", registry: base + "/datacenters"}
+}
+
+// workers is a coordinator of the space's namespace through c.
+func (s space) workers(c *clientv3.Client) *Workers {
+	return New(c, s.prefix, WithRegistry(s.registry))
 }
 
 // connector makes the clients of one test. Its clients use the shared etcd,
 // unless the test asks for a faulty one first: then every client of the test
 // uses a private etcd server that the fault pauses.
 type connector struct {
-	shared, prefix string
+	shared string
+	space
 
 	mu        sync.Mutex
 	endpoint  string // where Connect points
 	connected bool   // Connect was called
 	faulty    bool   // ConnectFaulty was called
+	admin     *clientv3.Client
 }
 
 func (c *connector) Connect(t *testing.T) worker.Coordinator {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.connected = true
-	return New(testClient(t, c.endpoint), c.prefix)
+	return c.workers(testClient(t, c.endpoint))
 }
 
 func (c *connector) ConnectFaulty(t *testing.T) (worker.Coordinator, workertest.Fault) {
@@ -101,7 +116,94 @@ func (c *connector) ConnectFaulty(t *testing.T) (worker.Coordinator, workertest.
 	c.faulty = true
 	faulty, healthy, fault := faultyServer(t, c.shared)
 	c.endpoint = healthy
-	return New(testClient(t, faulty), c.prefix), fault
+	return c.workers(testClient(t, faulty)), fault
+}
+
+// adminClient is a client of the etcd the test's clients use, for the
+// harness's own reads and writes.
+func (c *connector) adminClient(t *testing.T) *clientv3.Client {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.admin == nil {
+		c.admin = testClient(t, c.endpoint)
+	}
+	return c.admin
+}
+
+// Wipe deletes the namespace's prefix and the test's registry, as
+// `etcdctl del --prefix` would: the holders' etcd leases live on (deleting
+// keys does not revoke them), as they would after such a command.
+func (c *connector) Wipe(t *testing.T) {
+	admin := c.adminClient(t)
+	for _, p := range []string{c.prefix, c.registry} {
+		if _, err := admin.Delete(t.Context(), p+"/", clientv3.WithPrefix()); err != nil {
+			t.Fatalf("wiping %s/: %v", p, err)
+		}
+	}
+}
+
+// Snapshot copies the namespace's keys with their values. The restore
+// deletes the prefix and puts the copies back. etcd leases cannot be put
+// back: a lease id is granted by the server, and a key can only be put on a
+// lease that is live now. So the keys that were on a lease (holder and clock
+// keys) are put on a new lease per old one, of the old lease's granted TTL:
+// a restored holder key then lapses a TTL later, as a holder that died at
+// the restore would. (etcdutl snapshot restore brings the old leases back
+// under their old ids, so there the old holder's lease compare would still
+// pass; the rollback is recognised by the record and the high-water mark
+// either way, and TestRestoredCopy checks that case on a real copy.) The
+// registry lies outside the namespace and is not part of the copy.
+func (c *connector) Snapshot(t *testing.T) func() {
+	admin := c.adminClient(t)
+	resp, err := admin.Get(t.Context(), c.prefix+"/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatalf("copying %s/: %v", c.prefix, err)
+	}
+	kvs := resp.Kvs
+	ttls := map[int64]int64{}
+	for _, kv := range kvs {
+		if kv.Lease == 0 {
+			continue
+		}
+		if _, ok := ttls[kv.Lease]; ok {
+			continue
+		}
+		ttls[kv.Lease] = ttlSeconds(testTTL)
+		if l, err := admin.TimeToLive(t.Context(), clientv3.LeaseID(kv.Lease)); err == nil && l.GrantedTTL > 0 {
+			ttls[kv.Lease] = l.GrantedTTL
+		}
+	}
+	return func() {
+		ctx := t.Context()
+		if _, err := admin.Delete(ctx, c.prefix+"/", clientv3.WithPrefix()); err != nil {
+			t.Fatalf("restoring %s/: deleting: %v", c.prefix, err)
+		}
+		leases := map[int64]clientv3.LeaseID{}
+		for old, ttl := range ttls {
+			g, err := admin.Grant(ctx, ttl)
+			if err != nil {
+				t.Fatalf("restoring %s/: granting a lease: %v", c.prefix, err)
+			}
+			leases[old] = g.ID
+		}
+		ops := make([]clientv3.Op, 0, len(kvs))
+		for _, kv := range kvs {
+			var opts []clientv3.OpOption
+			if kv.Lease != 0 {
+				opts = append(opts, clientv3.WithLease(leases[kv.Lease]))
+			}
+			ops = append(ops, clientv3.OpPut(string(kv.Key), string(kv.Value), opts...))
+		}
+		if _, err := admin.Txn(ctx).Then(ops...).Commit(); err != nil {
+			t.Fatalf("restoring %s/: putting the copy: %v", c.prefix, err)
+		}
+	}
+}
+
+// OtherNamespace is a client of the prefix beside the test's, sharing its
+// registry.
+func (c *connector) OtherNamespace(t *testing.T) worker.Coordinator {
+	return New(testClient(t, c.endpoint), c.other, WithRegistry(c.registry))
 }
 
 func TestWorkersConformance(t *testing.T) {
@@ -109,7 +211,7 @@ func TestWorkersConformance(t *testing.T) {
 	requireMinTTL(t, testClient(t, addr))
 	workertest.Run(t, workertest.Harness{
 		Open: func(t *testing.T) workertest.Connector {
-			return &connector{shared: addr, prefix: testPrefix(t, addr), endpoint: addr}
+			return &connector{shared: addr, space: testSpace(t, addr), endpoint: addr}
 		},
 		TTL: testTTL,
 	})
@@ -117,21 +219,21 @@ func TestWorkersConformance(t *testing.T) {
 
 func BenchmarkWorkers(b *testing.B) {
 	addr := testenv.Etcd().Require(b)
-	prefix := testPrefix(b, addr)
-	workertest.Benchmark(b, func(b *testing.B) worker.Coordinator { return New(testClient(b, addr), prefix) })
+	sp := testSpace(b, addr)
+	workertest.Benchmark(b, func(b *testing.B) worker.Coordinator { return sp.workers(testClient(b, addr)) })
 }
 
-// proxied is a coordinator of prefix on the etcd at addr, reached through
-// a faultnet proxy that the test can cut; the proxy closes when the test
-// ends.
-func proxied(t *testing.T, addr, prefix string) (*Workers, *faultnet.Proxy) {
+// proxied is a coordinator of the space on the etcd at addr, reached
+// through a faultnet proxy that the test can cut; the proxy closes when the
+// test ends.
+func proxied(t *testing.T, addr string, sp space) (*Workers, *faultnet.Proxy) {
 	t.Helper()
 	proxy, err := faultnet.Listen(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { proxy.Close() })
-	return New(testClient(t, proxy.Addr()), prefix), proxy
+	return sp.workers(testClient(t, proxy.Addr())), proxy
 }
 
 // TestPartitionLosesLeaseBeforeTakeover cuts a holder off the shared etcd
@@ -140,10 +242,10 @@ func proxied(t *testing.T, addr, prefix string) (*Workers, *faultnet.Proxy) {
 // its requests held in the partition must change nothing when they arrive.
 func TestPartitionLosesLeaseBeforeTakeover(t *testing.T) {
 	addr := testenv.Etcd().Require(t)
-	prefix := testPrefix(t, addr)
-	faulty, proxy := proxied(t, addr, prefix)
+	sp := testSpace(t, addr)
+	faulty, proxy := proxied(t, addr, sp)
 	workertest.Takeover{
-		Faulty: faulty, Fault: proxy, Healthy: New(testClient(t, addr), prefix),
+		Faulty: faulty, Fault: proxy, Healthy: sp.workers(testClient(t, addr)),
 		TTL: testTTL, Partition: true, Within: 3 * testTTL,
 	}.Run(t)
 }
@@ -154,12 +256,16 @@ func TestPartitionLosesLeaseBeforeTakeover(t *testing.T) {
 // alone.
 func TestLateWritesAreFenced(t *testing.T) {
 	addr := testenv.Etcd().Require(t)
-	prefix := testPrefix(t, addr)
-	faulty, proxy := proxied(t, addr, prefix)
-	healthy := New(testClient(t, addr), prefix)
+	sp := testSpace(t, addr)
+	faulty, proxy := proxied(t, addr, sp)
+	healthy := sp.workers(testClient(t, addr))
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	req := worker.Request{Workers: 1, Owner: "old", TTL: testTTL, Reserve: time.UnixMilli(1_000_000)}
+	// Marks past the namespace's floor (initialised now), so that they
+	// are what the holders start from.
+	base := time.UnixMilli(time.Now().Add(time.Hour).UnixMilli())
+	oldMark, newMark := base, base.Add(time.Hour)
+	req := worker.Request{Workers: 1, Owner: "old", TTL: testTTL, Reserve: oldMark}
 	old, err := faulty.Acquire(ctx, req)
 	if err != nil {
 		t.Fatal(err)
@@ -169,8 +275,9 @@ func TestLateWritesAreFenced(t *testing.T) {
 	oc := old.(*claim)
 	// A second handle on the same claim, so that both requests are held at
 	// once (a claim serialises its own calls).
-	twin := &claim{w: oc.w, dc: oc.dc, id: oc.id, owner: oc.owner, lease: oc.lease, ttl: oc.ttl, highMs: oc.highMs, highRev: oc.highRev}
-	late := time.UnixMilli(9_000_000)
+	twin := &claim{w: oc.w, dc: oc.dc, id: oc.id, owner: oc.owner, contract: oc.contract, ahead: oc.ahead,
+		lease: oc.lease, ttl: oc.ttl, highMs: oc.highMs, highRaw: oc.highRaw, maxMs: oc.maxMs, rec: oc.rec, recRaw: oc.recRaw}
+	late := base.Add(8 * time.Hour)
 	held := make(chan error, 2)
 	go func() { held <- oc.Renew(ctx, testTTL, late) }()
 	go func() {
@@ -178,10 +285,10 @@ func TestLateWritesAreFenced(t *testing.T) {
 		// through just before the partition.
 		twin.mu.Lock()
 		defer twin.mu.Unlock()
-		held <- twin.guarded(ctx, "renewing", late)
+		held <- twin.guarded(ctx, "renewing", late, twin.lease)
 	}()
 
-	req.Owner, req.Reserve = "new", time.UnixMilli(2_000_000)
+	req.Owner, req.Reserve = "new", newMark
 	var cl worker.Claim
 	for deadline := time.Now().Add(3 * testTTL); cl == nil; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -191,7 +298,7 @@ func TestLateWritesAreFenced(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if !cl.Previous().Equal(time.UnixMilli(1_000_000)) {
+	if !cl.Previous().Equal(oldMark) {
 		t.Fatalf("new holder's Previous = %v, want the old reservation", cl.Previous())
 	}
 	proxy.Heal()
@@ -201,8 +308,8 @@ func TestLateWritesAreFenced(t *testing.T) {
 		}
 	}
 	infos, err := healthy.List(ctx, 0)
-	if err != nil || len(infos) != 1 || infos[0].Holder != "new" || !infos[0].HighWater.Equal(time.UnixMilli(2_000_000)) {
-		t.Fatalf("after the late writes List = %+v, %v; want held by new with high-water %v", infos, err, time.UnixMilli(2_000_000))
+	if err != nil || len(infos) != 1 || infos[0].Holder != "new" || !infos[0].HighWater.Equal(newMark) {
+		t.Fatalf("after the late writes List = %+v, %v; want held by new with high-water %v", infos, err, newMark)
 	}
 	if err := old.Release(ctx, late); !errors.Is(err, worker.ErrNotHeld) {
 		t.Fatalf("old holder's Release: %v, want ErrNotHeld", err)
@@ -213,7 +320,7 @@ func TestLateWritesAreFenced(t *testing.T) {
 // ErrUnavailable and the context's error.
 func TestUnavailable(t *testing.T) {
 	addr := testenv.Etcd().Require(t)
-	w, proxy := proxied(t, addr, testPrefix(t, addr))
+	w, proxy := proxied(t, addr, testSpace(t, addr))
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 	cl, err := w.Acquire(ctx, worker.Request{Workers: 1, Owner: "o", TTL: testTTL, Reserve: time.Now()})
@@ -254,14 +361,18 @@ func TestUnavailable(t *testing.T) {
 
 func TestDial(t *testing.T) {
 	addr := testenv.Etcd().Require(t)
-	prefix := testPrefix(t, addr)
-	w, err := Dial(t.Context(), []string{addr}, prefix+"/")
+	sp := testSpace(t, addr)
+	prefix := sp.prefix
+	w, err := Dial(t.Context(), []string{addr}, prefix+"/", WithRegistry(sp.registry+"/"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	if w.Prefix() != prefix {
-		t.Fatalf("Prefix = %q, want %q", w.Prefix(), prefix)
+	if w.Prefix() != prefix || w.Registry() != sp.registry {
+		t.Fatalf("Prefix, Registry = %q, %q; want %q, %q", w.Prefix(), w.Registry(), prefix, sp.registry)
+	}
+	if d := New(nil, ""); d.Prefix() != DefaultPrefix || d.Registry() != DefaultRegistry {
+		t.Fatalf("defaults: Prefix, Registry = %q, %q", d.Prefix(), d.Registry())
 	}
 	if infos, err := w.List(t.Context(), 0); err != nil || len(infos) != 0 {
 		t.Fatalf("List = %+v, %v", infos, err)
@@ -291,7 +402,7 @@ func TestDial(t *testing.T) {
 func TestRenewLongerTTL(t *testing.T) {
 	addr := testenv.Etcd().Require(t)
 	c := testClient(t, addr)
-	w := New(c, testPrefix(t, addr))
+	w := testSpace(t, addr).workers(c)
 	ctx := t.Context()
 	cl, err := w.Acquire(ctx, worker.Request{Workers: 1, Owner: "o", TTL: 1500 * time.Millisecond, Reserve: time.UnixMilli(5000)})
 	if err != nil {
@@ -333,17 +444,37 @@ func TestRenewLongerTTL(t *testing.T) {
 func TestKeys(t *testing.T) {
 	addr := testenv.Etcd().Require(t)
 	c := testClient(t, addr)
-	prefix := testPrefix(t, addr)
-	w := New(c, prefix)
+	sp := testSpace(t, addr)
+	prefix := sp.prefix
+	w := sp.workers(c)
 	ctx := t.Context()
 	for _, k := range []string{"/3/x/holder", "/3/07/high", "/3/1/other", "/3/-1/high", "/30/0/holder", "/3/"} {
 		if _, err := c.Put(ctx, prefix+k, "junk"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cl, err := w.Acquire(ctx, worker.Request{Datacenter: 3, Workers: 4, Owner: "o", TTL: testTTL, Reserve: time.UnixMilli(1234)})
+	cl, err := w.Acquire(ctx, worker.Request{Datacenter: 3, Workers: 4, Owner: "o", TTL: testTTL, Reserve: time.UnixMilli(1234),
+		Now: time.UnixMilli(1000), Contract: "c1", Quarantine: 1500 * time.Millisecond})
 	if err != nil || cl.WorkerID() != 0 {
 		t.Fatalf("Acquire = %v, %v; want worker 0", cl, err)
+	}
+	others, err := c.Get(ctx, prefix+"/3/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, clock := find(others.Kvs, prefix+"/3/namespace"), find(others.Kvs, prefix+"/3/clock/0")
+	if ns == nil || ns.Lease != 0 || clock == nil || string(clock.Value) != "1000" {
+		t.Fatalf("namespace record %v and clock key %v of datacenter 3", ns, clock)
+	}
+	var rec map[string]any
+	if err := json.Unmarshal(ns.Value, &rec); err != nil || len(rec) != 4 || len(rec["incarnation"].(string)) != 16 || rec["contract"] != "c1" ||
+		rec["floor_ms"].(float64)-rec["initialised_ms"].(float64) != 1500 || cl.Previous() != time.UnixMilli(int64(rec["floor_ms"].(float64))).UTC() {
+		t.Fatalf("namespace record %s (Previous %v): want {incarnation, contract c1, floor_ms = initialised_ms + 1.5s = Previous}", ns.Value, cl.Previous())
+	}
+	nearNow(t, "initialised", time.UnixMilli(int64(rec["initialised_ms"].(float64))))
+	reg, err := c.Get(ctx, sp.registry+"/3")
+	if err != nil || len(reg.Kvs) != 1 || reg.Kvs[0].Lease != 0 || string(reg.Kvs[0].Value) != `{"namespace":"`+prefix+`","contract":"c1"}` {
+		t.Fatalf("registry entry of datacenter 3: %v, %v", reg, err)
 	}
 	resp, err := c.Get(ctx, prefix+"/3/0/", clientv3.WithPrefix())
 	if err != nil {
@@ -354,8 +485,8 @@ func TestKeys(t *testing.T) {
 		got[strings.TrimPrefix(string(kv.Key), prefix)] = kv
 	}
 	if h, hw := got["/3/0/holder"], got["/3/0/high"]; len(got) != 2 || h == nil || hw == nil ||
-		string(h.Value) != "o" || h.Lease == 0 || string(hw.Value) != "1234" || hw.Lease != 0 {
-		t.Fatalf("keys of worker 3/0: %v", got)
+		string(h.Value) != "o" || h.Lease == 0 || string(hw.Value) != "1234" || hw.Lease != 0 || clock.Lease != h.Lease {
+		t.Fatalf("keys of worker 3/0: %v; clock key %v", got, clock)
 	}
 	infos, err := w.List(ctx, 3)
 	if err != nil || len(infos) != 1 || infos[0].Worker != 0 {
@@ -367,11 +498,11 @@ func TestKeys(t *testing.T) {
 // and all but one lose each round; every one must still get an id.
 func TestHerd(t *testing.T) {
 	addr := testenv.Etcd().Require(t)
-	prefix := testPrefix(t, addr)
+	sp := testSpace(t, addr)
 	const nodes = 24
 	var clients [nodes]*Workers
 	for i := range clients {
-		clients[i] = New(testClient(t, addr), prefix)
+		clients[i] = sp.workers(testClient(t, addr))
 	}
 	var wg sync.WaitGroup
 	ids := make(chan int64, nodes)
@@ -447,5 +578,213 @@ func TestRounding(t *testing.T) {
 		if got := ceilMs(tc.t); got != tc.want {
 			t.Errorf("ceilMs(%v) = %d, want %d", tc.t, got, tc.want)
 		}
+	}
+}
+
+// nearNow fails unless got is within a few seconds of now.
+func nearNow(t *testing.T, what string, got time.Time) {
+	t.Helper()
+	if d := time.Since(got); d < -5*time.Second || d > 5*time.Second {
+		t.Fatalf("%s = %v, want about now", what, got)
+	}
+}
+
+// TestPeerClock: etcd has no clock, so a claim reports its peers' — the
+// newest clock another live holder of the datacenter wrote — read by Acquire
+// and re-read by every peerReadEvery-th Renew, advanced in between.
+func TestPeerClock(t *testing.T) {
+	addr := testenv.Etcd().Require(t)
+	c := testClient(t, addr)
+	w := testSpace(t, addr).workers(c)
+	ctx := t.Context()
+	req := func(owner string, now time.Time) worker.Request {
+		return worker.Request{Workers: 4, Owner: owner, TTL: testTTL, Now: now, Reserve: now.Add(time.Second)}
+	}
+	aNow := time.UnixMilli(time.Now().Add(-30 * time.Second).UnixMilli())
+	a, err := w.Acquire(ctx, req("a", aNow))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if at, _ := a.Clock(); !at.IsZero() {
+		t.Fatalf("the only holder reports a clock %v; want none", at)
+	}
+	b, err := w.Acquire(ctx, req("b", time.Now()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	within := func(what string, cl worker.Claim, want time.Time, slack time.Duration) {
+		t.Helper()
+		at, stale := cl.Clock()
+		if at.Before(want) || at.After(want.Add(slack)) || stale < testTTL || stale > testTTL+time.Second {
+			t.Fatalf("%s: Clock = %v, stale %v; want %v (+%v), stale about the TTL %v", what, at, stale, want, slack, testTTL)
+		}
+	}
+	within("after Acquire", b, aNow, 500*time.Millisecond)
+
+	// a renews with its clock 20s behind now: reserve − (Reserve − Now).
+	aNow2 := time.UnixMilli(time.Now().Add(-20 * time.Second).UnixMilli())
+	if err := a.Renew(ctx, testTTL, aNow2.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if kv, err := c.Get(ctx, w.clockKey(0, a.WorkerID())); err != nil || len(kv.Kvs) != 1 || string(kv.Kvs[0].Value) != strconv.FormatInt(aNow2.UnixMilli(), 10) {
+		t.Fatalf("a's clock key after its Renew: %v, %v; want %d", kv, err, aNow2.UnixMilli())
+	}
+	start := time.Now()
+	for i := range peerReadEvery - 1 {
+		if err := b.Renew(ctx, testTTL, time.Now().Add(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		// Not re-read yet: the Acquire's reading, advanced.
+		within(fmt.Sprintf("after Renew %d", i+1), b, aNow, time.Since(start)+500*time.Millisecond)
+	}
+	if err := b.Renew(ctx, testTTL, time.Now().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	within(fmt.Sprintf("after Renew %d", peerReadEvery), b, aNow2, 0)
+
+	// A released holder's clock key goes with it.
+	if err := a.Release(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for range peerReadEvery {
+		if err := b.Renew(ctx, testTTL, time.Now().Add(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if at, _ := b.Clock(); !at.IsZero() {
+		t.Fatalf("Clock = %v after the only peer left; want none", at)
+	}
+}
+
+// TestResetRecognised: the ways etcd loses or rolls back a namespace under a
+// holder, each recognised in Renew or Release with an error that names the
+// namespace, the datacenter and what was found.
+func TestResetRecognised(t *testing.T) {
+	addr := testenv.Etcd().Require(t)
+	req := worker.Request{Workers: 2, Owner: "holder", TTL: testTTL, Reserve: time.Now().Add(time.Second),
+		Contract: "c", Quarantine: 3 * time.Second}
+	setup := func(t *testing.T) (*connector, *Workers, *clientv3.Client, worker.Claim) {
+		conn := &connector{shared: addr, space: testSpace(t, addr), endpoint: addr}
+		c := testClient(t, addr)
+		w := conn.workers(c)
+		cl, err := w.Acquire(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return conn, w, c, cl
+	}
+	t.Run("RecordDeletedAlone", func(t *testing.T) {
+		// Only the record is lost (an operator's del of one key): the
+		// holder's Renew re-initialises it, the slots and marks stay.
+		_, w, c, cl := setup(t)
+		if _, err := c.Delete(t.Context(), w.nsKey(0)); err != nil {
+			t.Fatal(err)
+		}
+		wantReset(t, w, cl.Renew(t.Context(), testTTL, time.Now().Add(time.Second)), "is gone", true)
+		infos, err := w.List(t.Context(), 0)
+		if err != nil || len(infos) != 1 || infos[0].Holder != "holder" {
+			t.Fatalf("the re-initialisation touched the slots: %+v, %v", infos, err)
+		}
+		if ns, ok, err := w.Namespace(t.Context(), 0); err != nil || !ok || ns.Contract != "c" {
+			t.Fatalf("Namespace = %+v, %v, %v", ns, ok, err)
+		}
+	})
+
+	t.Run("RestoreFromBeforeAReset", func(t *testing.T) {
+		// A copy from an older incarnation: restored under a holder of a
+		// newer one, it is recognised by its earlier initialisation.
+		conn, w, _, cl := setup(t)
+		restore := conn.Snapshot(t)
+		conn.Wipe(t)
+		wantReset(t, w, cl.Renew(t.Context(), testTTL, time.Now().Add(time.Second)), "is gone", true)
+		newer, ok, err := w.Namespace(t.Context(), 0)
+		if err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+		r := req
+		r.Owner = "newer"
+		next, err := w.Acquire(t.Context(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if next.Previous().Before(newer.Floor) {
+			t.Fatalf("Previous %v before the floor %v", next.Previous(), newer.Floor)
+		}
+		restore()
+		wantReset(t, w, next.Release(t.Context(), time.Now()), "before the", true)
+		again, _, err := w.Namespace(t.Context(), 0)
+		if err != nil || again.Floor.Before(newer.Floor) || again.Incarnation == newer.Incarnation {
+			t.Fatalf("after the second re-initialisation %+v, %v; want a new incarnation with a floor ≥ %v", again, err, newer.Floor)
+		}
+	})
+
+	t.Run("MarkBelowStored", func(t *testing.T) {
+		_, w, c, cl := setup(t)
+		if _, err := c.Put(t.Context(), w.highKey(0, cl.WorkerID()), "1000"); err != nil {
+			t.Fatal(err)
+		}
+		wantReset(t, w, cl.Renew(t.Context(), testTTL, time.Now().Add(time.Second)), "high-water mark", true)
+	})
+
+	t.Run("MarkGone", func(t *testing.T) {
+		_, w, c, cl := setup(t)
+		if _, err := c.Delete(t.Context(), w.highKey(0, cl.WorkerID())); err != nil {
+			t.Fatal(err)
+		}
+		wantReset(t, w, cl.Release(t.Context(), time.Now()), "is gone", true)
+	})
+
+	t.Run("SecondHolderFindsItDone", func(t *testing.T) {
+		// Two holders of the lost state: the first re-initialises, the
+		// second finds a later incarnation and writes nothing.
+		conn, w, _, cl := setup(t)
+		r := req
+		r.Owner = "second"
+		cl2, err := w.Acquire(t.Context(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.Wipe(t)
+		wantReset(t, w, cl.Renew(t.Context(), testTTL, time.Now().Add(time.Second)), "is gone", true)
+		ns, _, _ := w.Namespace(t.Context(), 0)
+		wantReset(t, w, cl2.Renew(t.Context(), testTTL, time.Now().Add(time.Second)), "another node found it first", false)
+		if again, _, _ := w.Namespace(t.Context(), 0); again != ns {
+			t.Fatalf("the second holder re-initialised again: %+v, then %+v", ns, again)
+		}
+	})
+
+	t.Run("MarkRaisedByAnother", func(t *testing.T) {
+		// Not a reset: an operator raised the mark. The holder goes on
+		// from it.
+		_, w, c, cl := setup(t)
+		raised := time.Now().Add(time.Hour).UnixMilli()
+		if _, err := c.Put(t.Context(), w.highKey(0, cl.WorkerID()), strconv.FormatInt(raised, 10)); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.Renew(t.Context(), testTTL, time.Now().Add(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		if infos, err := w.List(t.Context(), 0); err != nil || infos[0].HighWater.UnixMilli() != raised {
+			t.Fatalf("List = %+v, %v; want the raised mark kept", infos, err)
+		}
+	})
+}
+
+// wantReset fails unless err wraps worker.ErrReset and not ErrNotHeld, names
+// w's prefix, datacenter 0 and found, and says whether it re-initialised the
+// record.
+func wantReset(t *testing.T, w *Workers, err error, found string, reinit bool) {
+	t.Helper()
+	t.Log(err)
+	if !errors.Is(err, worker.ErrReset) || errors.Is(err, worker.ErrNotHeld) {
+		t.Fatalf("got %v; want ErrReset, not ErrNotHeld", err)
+	}
+	for _, s := range []string{w.Prefix(), "datacenter 0", found} {
+		if !strings.Contains(err.Error(), s) {
+			t.Fatalf("error %q does not say %q", err, s)
+		}
+	}
+	if got := strings.Contains(err.Error(), "re-initialised the record as"); got != reinit {
+		t.Fatalf("error %q: re-initialised %v, want %v", err, got, reinit)
 	}
 }

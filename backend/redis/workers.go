@@ -3,20 +3,87 @@
 //
 // # Data model
 //
-// Datacenter dc is the hash "<prefix>:<dc>" (prefix DefaultPrefix unless
-// given). Its field per ever-used worker id is the id in decimal, and its
-// value is
+// The namespace of a Workers is its key prefix (DefaultPrefix unless given).
+// Datacenter dc is the hash "<prefix>:<dc>". Its field per ever-used worker id
+// is the id in decimal, and its value is
 //
 //	<expires_ms>|<high_water_ms>|<previous_ms>|<holder>
 //
 // in milliseconds since the Unix epoch by Redis's clock: when the lease
 // lapses (0 when free), the high-water mark, the mark that was stored when the
-// current holder acquired the id (what Claim.Previous reports, kept so that a
-// retried Acquire can answer the same), and the holder's owner token (empty
-// when free). The holder comes last so that an owner token may contain any
-// byte. A slot is held when its holder is non-empty and its expiry is later
-// than Redis's clock. Expiry is never left to key TTLs: a lapsed lease keeps
-// its field, and so its high-water mark, forever.
+// current holder acquired the id (kept so that a retried Acquire can answer
+// the same), and the holder's owner token (empty when free). The holder comes
+// last so that an owner token may contain any byte. A slot is held when its
+// holder is non-empty and its expiry is later than Redis's clock. Expiry is
+// never left to key TTLs: a lapsed lease keeps its field, and so its
+// high-water mark, forever.
+//
+// The same hash holds the datacenter's namespace record (worker.Namespace)
+// in the field "ns":
+//
+//	<initialised_ms>|<floor_ms>|<incarnation>|<contract>
+//
+// when it was (re)initialised by Redis's clock, its floor (initialised plus
+// the quarantine of the request that initialised it), its incarnation (16
+// random hex digits, made by the client) and the ID-space contract, last so
+// that it may contain any byte. Record and slots live in one key, so that
+// whatever loses or restores one loses or restores the other, and every
+// script touches one key. Claim.Previous is the slot's stored mark raised to
+// the floor.
+//
+// # Datacenter registry
+//
+// A hash outside every namespace (DefaultRegistry, "flakeid:datacenters",
+// unless WithRegistry names another) maps each datacenter id to the prefix
+// that claimed it. Before every Acquire, Workers sends HSETNX <registry> <dc>
+// <prefix> and HGET <registry> <dc> in one pipeline (one round trip; an
+// Acquire is rare, and this also restores the entry after the registry was
+// lost): if the entry names another prefix, Acquire fails with
+// worker.ErrContract and nothing is written in this namespace. The entry is
+// never deleted by flakeid; delete it by hand to move a datacenter id to
+// another prefix. The registry is its own key, so on a Redis Cluster it may
+// live on another node than the namespace: it is a guard against two
+// clusters configured with one datacenter id, not part of the lease's
+// atomicity. Renewals never read it.
+//
+// # Reset: lost or rolled-back state
+//
+// Redis loses state when it restarts without persistence (no RDB/AOF, or
+// SHUTDOWN NOSAVE), on FLUSHALL/FLUSHDB or a DEL of the keys, when it evicts
+// keys under maxmemory with an allkeys-* policy (volatile-* policies never
+// evict these keys: they have no TTL), and it goes back to an older state
+// when it fails over to a replica that had not received the last writes
+// (replication is asynchronous) or is restored from an older RDB/AOF file.
+// Every Renew and Release checks, in its script and before the usual holder
+// check, what its claim remembers — the incarnation and initialisation time
+// it acquired under and the highest mark it stored — against the hash:
+//
+//   - the record is gone (restart without data, flush, DEL, eviction, a
+//     replica or backup from before the datacenter was first used): the
+//     script re-initialises the record (new incarnation, the claim's
+//     contract, floor = now + the claim's quarantine) and the call fails
+//     with worker.ErrReset;
+//   - the record was initialised before the claim's incarnation was (a
+//     replica or backup from before a later reset), or it is the claim's
+//     incarnation but the claim's slot is gone or its mark is below one the
+//     claim stored (a lagging replica, an older backup): the same, keeping
+//     the record's contract and never lowering its floor;
+//   - the record has another incarnation initialised no earlier than the
+//     claim's: somebody already re-initialised it after a loss; the call
+//     fails with worker.ErrReset and changes nothing.
+//
+// Slots are never touched by a reset: their marks still count. An Acquire
+// that finds no record (a loss, evicted or deleted keys, or a hash written
+// by an older flakeid) initialises it and keeps the slots. An Acquire cannot
+// tell a rolled-back hash from a current one: a worker id released after the
+// copy was made is handed out from its older, lower mark. The live holders
+// of the datacenter find out at their next renewal and re-initialise the
+// record, and a lease acquired from the older copy then ends at its own next
+// renewal — but it may have issued IDs for up to a renewal period, and with
+// no live holder left nobody finds out. Do not restore an older copy under a
+// running cluster: stop its nodes for the quarantine, or delete the keys
+// (a loss is always recognised). flakeid versions before the namespace record refuse the "ns" field as
+// corrupt on Acquire: upgrade every node of a prefix together.
 //
 // # Atomicity and time
 //
@@ -28,29 +95,37 @@
 // also ask for effects replication on the older servers that need it). Each script
 // touches one key, so a Redis Cluster works too.
 //
-//   - Acquire reads the whole hash (HGETALL), counts the held ids in
+//   - Acquire reads the namespace record and refuses (worker.ErrContract,
+//     showing both) a request whose contract differs from the recorded one.
+//     It reads the whole hash (HGETALL), counts the held ids in
 //     [0, Workers), and takes a free one: among free ids (never used,
 //     released or lapsed) the lowest whose high-water mark has passed, else
-//     the one with the smallest mark. It stores holder, expiry = now+TTL and
-//     high = max(high, reserve), and returns the id and the mark stored
-//     before. When every id is held it replies with an error that Acquire
-//     turns into worker.ErrExhausted naming how many are held. An Acquire
-//     is idempotent for its owner token: if the owner already holds a live
-//     id (a client retried the script after losing its reply), that id is
-//     extended and returned with the same Previous, instead of a second id
-//     being taken.
-//   - Renew and Release are a compare-and-set on the owner token: they
-//     succeed only while the field's holder is this owner and its expiry is
-//     later than now, and otherwise reply with the holder and its expiry,
-//     which become worker.ErrNotHeld. Both raise the high-water mark (to the
-//     maximum of stored and given); Renew sets the expiry to now+TTL, Release
-//     clears holder and expiry.
+//     the one with the smallest mark. It initialises the record when there
+//     is none, stores holder, expiry = now+TTL and high = max(high,
+//     reserve), and returns the id and the mark stored before. When every
+//     id is held it replies with an error that Acquire turns into
+//     worker.ErrExhausted naming how many are held, and writes nothing. An
+//     Acquire is idempotent for its owner token: if the owner already holds
+//     a live id (a client retried the script after losing its reply), that
+//     id is extended and returned with the same Previous, instead of a
+//     second id being taken.
+//   - Renew and Release first check the namespace record as above, then are
+//     a compare-and-set on the owner token: they succeed only while the
+//     field's holder is this owner and its expiry is later than now, and
+//     otherwise reply with the holder and its expiry, which become
+//     worker.ErrNotHeld. Both raise the high-water mark (to the maximum of
+//     stored and given); Renew sets the expiry to now+TTL, Release clears
+//     holder and expiry. A renewal stays one script, one round trip.
+//
+// Claim.Clock is Redis's TIME (to the microsecond) as the last successful
+// Acquire or Renew script read it, with stale 0.
 //
 // # Errors
 //
 // Connection failures, timeouts, and failures of Redis itself (script
 // errors, a key of the wrong type, a corrupt field) wrap
-// worker.ErrUnavailable and say what failed.
+// worker.ErrUnavailable and say what failed. Every error names the key (the
+// namespace and datacenter) and what was found.
 //
 // # Clients
 //
@@ -58,13 +133,16 @@
 // failover client). Leases renew under a context deadline; create the client
 // with Options.ContextTimeoutEnabled so that go-redis honours it, or its
 // ReadTimeout bounds each renewal instead. go-redis retries a command whose
-// connection failed; Acquire and Renew are idempotent, and a retried Release
-// reports ErrNotHeld, which a lease ignores.
+// connection failed; Acquire and Renew are idempotent, a retried Release
+// reports ErrNotHeld, which a lease ignores, and a retried call that
+// re-initialised the namespace reports ErrReset again.
 package redis
 
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -80,6 +158,14 @@ import (
 // DefaultPrefix is the key prefix when NewWorkers is given none.
 const DefaultPrefix = "flakeid:workers"
 
+// DefaultRegistry is the datacenter registry's key when no WithRegistry
+// option names another.
+const DefaultRegistry = "flakeid:datacenters"
+
+// nsField is the field of a datacenter's hash that holds its namespace
+// record; every other field is a worker id.
+const nsField = "ns"
+
 // maxMs bounds every millisecond value the scripts handle: below 2^53, so
 // Lua's doubles hold them exactly (10^15 ms is the year 33658).
 const maxMs = 999_999_999_999_999
@@ -89,9 +175,11 @@ const (
 	codeExhausted = "FLAKEID_EXHAUSTED"
 	codeNotHeld   = "FLAKEID_NOTHELD"
 	codeCorrupt   = "FLAKEID_CORRUPT"
+	codeReset     = "FLAKEID_RESET"
 )
 
-// luaCommon parses slot values and reads the clock; it prefixes every script.
+// luaCommon parses slot values and namespace records and reads the clock;
+// it prefixes every script.
 const luaCommon = `
 -- Replicate effects, not the script: it reads TIME before writing. Always so
 -- since Redis 7 (where this call is a no-op); needed by Redis 3.2–4.
@@ -102,9 +190,11 @@ local function clean(s)
   if #s > 80 then s = string.sub(s, 1, 80) .. '...' end
   return s
 end
-local function now_ms()
+-- clock returns Redis's time in milliseconds and in microseconds.
+local function clock()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local sec, us = tonumber(t[1]), tonumber(t[2])
+  return sec * 1000 + math.floor(us / 1000), sec * 1000000 + us
 end
 -- parse returns expires, high, prev, holder of a slot value, or nil.
 local function parse(v)
@@ -116,21 +206,49 @@ local function corrupt(key, field, v)
   return redis.error_reply('` + codeCorrupt + ` field ' .. clean(field) .. ' of ' .. clean(key) ..
     ' is not <expires_ms>|<high_water_ms>|<previous_ms>|<holder>: ' .. clean(v))
 end
+-- parse_ns returns initialised, floor, incarnation, contract of a namespace
+-- record, or nil.
+local function parse_ns(v)
+  local i, f, inc, c = string.match(v, '^(%d+)|(%d+)|([^|]+)|(.*)$')
+  if not i or #i > 15 or #f > 15 then return nil end
+  return tonumber(i), tonumber(f), inc, c
+end
+local function corrupt_ns(key, v)
+  return redis.error_reply('` + codeCorrupt + ` field ` + nsField + ` of ' .. clean(key) ..
+    ' is not <initialised_ms>|<floor_ms>|<incarnation>|<contract>: ' .. clean(v))
+end
+local function ns_value(i, f, inc, c)
+  return fmt(i) .. '|' .. fmt(f) .. '|' .. inc .. '|' .. c
+end
 `
 
 // acquireScript: KEYS[1] the datacenter's hash; ARGV workers, owner, ttl_ms,
-// reserve_ms. Replies {worker id, previous high-water ms}.
+// reserve_ms, contract, quarantine_ms, incarnation (for a new record).
+// Replies {worker id, previous ms (raised to the floor), now_us, incarnation,
+// initialised_ms, high-water ms stored}, or {'contract', recorded contract}.
 const acquireScript = luaCommon + `
 local key = KEYS[1]
 local workers = tonumber(ARGV[1])
 local owner = ARGV[2]
 local ttl = tonumber(ARGV[3])
 local reserve = tonumber(ARGV[4])
-local now = now_ms()
+local contract = ARGV[5]
+local quarantine = tonumber(ARGV[6])
+local fresh = ARGV[7]
+local now, now_us = clock()
+local rec = redis.call('HGET', key, '` + nsField + `')
+local init, floor, inc
+if rec then
+  local c
+  init, floor, inc, c = parse_ns(rec)
+  if not init then return corrupt_ns(key, rec) end
+  if c ~= contract then return {'contract', c} end
+end
 local flat = redis.call('HGETALL', key)
 local seen = {}
 local held = 0
 local best, best_high = -1, 0
+local mine, mine_high, mine_prev = -1, 0, 0
 local function consider(id, high)
   local better
   if best < 0 then
@@ -151,97 +269,161 @@ local function consider(id, high)
 end
 for i = 1, #flat, 2 do
   local field, v = flat[i], flat[i + 1]
-  if not (field == '0' or (string.match(field, '^[1-9]%d*$') and #field <= 15)) then
-    return corrupt(key, field, v)
-  end
-  local e, h, p, holder = parse(v)
-  if not e then return corrupt(key, field, v) end
-  local id = tonumber(field)
-  if id < workers then
-    seen[id] = true
-    if holder ~= '' and e > now then
-      if holder == owner then
-        -- This owner's Acquire already ran (a retry): extend and answer the same.
-        redis.call('HSET', key, field, fmt(now + ttl) .. '|' .. fmt(math.max(h, reserve)) .. '|' .. fmt(p) .. '|' .. owner)
-        return {id, p}
+  if field ~= '` + nsField + `' then
+    if not (field == '0' or (string.match(field, '^[1-9]%d*$') and #field <= 15)) then
+      return corrupt(key, field, v)
+    end
+    local e, h, p, holder = parse(v)
+    if not e then return corrupt(key, field, v) end
+    local id = tonumber(field)
+    if id < workers then
+      seen[id] = true
+      if holder ~= '' and e > now then
+        if holder == owner then
+          mine, mine_high, mine_prev = id, h, p
+        end
+        held = held + 1
+      else
+        consider(id, h)
       end
-      held = held + 1
-    else
-      consider(id, h)
     end
   end
 end
-local never = 0
-while seen[never] do never = never + 1 end
-if never < workers then consider(never, 0) end
-if best < 0 then
-  return redis.error_reply('` + codeExhausted + ` ' .. held)
+if mine < 0 then
+  local never = 0
+  while seen[never] do never = never + 1 end
+  if never < workers then consider(never, 0) end
+  if best < 0 then
+    return redis.error_reply('` + codeExhausted + ` ' .. held)
+  end
 end
-local field = fmt(best)
-redis.call('HSET', key, field, fmt(now + ttl) .. '|' .. fmt(math.max(best_high, reserve)) .. '|' .. fmt(best_high) .. '|' .. owner)
-return {best, best_high}
+if not rec then
+  init, floor, inc = now, now + quarantine, fresh
+  redis.call('HSET', key, '` + nsField + `', ns_value(init, floor, inc, contract))
+end
+if mine >= 0 then
+  -- This owner's Acquire already ran (a retry): extend and answer the same.
+  local high = math.max(mine_high, reserve)
+  redis.call('HSET', key, fmt(mine), fmt(now + ttl) .. '|' .. fmt(high) .. '|' .. fmt(mine_prev) .. '|' .. owner)
+  return {mine, math.max(mine_prev, floor), now_us, inc, init, high}
+end
+local high = math.max(best_high, reserve)
+redis.call('HSET', key, fmt(best), fmt(now + ttl) .. '|' .. fmt(high) .. '|' .. fmt(best_high) .. '|' .. owner)
+return {best, math.max(best_high, floor), now_us, inc, init, high}
 `
 
 // changeScript is the head of Renew and Release: KEYS[1] the hash; ARGV
-// field, owner, ttl_ms, reserve_ms. It leaves e, h, p, now set when the owner
-// holds the field, and replies with an error otherwise.
+// field, owner, ttl_ms, reserve_ms, and the claim's incarnation,
+// initialised_ms, highest stored mark, contract, quarantine_ms, and a fresh
+// incarnation. It checks the namespace record (re-initialising it and
+// replying FLAKEID_RESET when the state was lost or rolled back), then
+// leaves e, h, p, now, now_us, high set when the owner holds the field, and
+// replies with an error otherwise.
+//
+// FLAKEID_RESET replies are "<kind> <new floor ms or 0> <number> <incarnation>".
 const changeScript = luaCommon + `
 local key, field, owner = KEYS[1], ARGV[1], ARGV[2]
 local ttl, reserve = tonumber(ARGV[3]), tonumber(ARGV[4])
-local now = now_ms()
+local cinc, cinit, cstored = ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
+local ccontract, quarantine, fresh = ARGV[8], tonumber(ARGV[9]), ARGV[10]
+local now, now_us = clock()
+local rec = redis.call('HGET', key, '` + nsField + `')
 local v = redis.call('HGET', key, field)
-if not v then return redis.error_reply('` + codeNotHeld + ` 0 ') end
+-- reinit records a new incarnation behind a floor, touching no slot.
+local function reinit(old_floor, c, kind, n, inc)
+  local f = now + quarantine
+  if old_floor and old_floor > f then f = old_floor end
+  redis.call('HSET', key, '` + nsField + `', ns_value(now, f, fresh, c))
+  return redis.error_reply('` + codeReset + ` ' .. kind .. ' ' .. fmt(f) .. ' ' .. fmt(n) .. ' ' .. clean(inc))
+end
+if not rec then return reinit(nil, ccontract, 'gone', 0, '-') end
+local ri, rf, rinc, rc = parse_ns(rec)
+if not ri then return corrupt_ns(key, rec) end
+if ri < cinit then return reinit(rf, rc, 'older', ri, rinc) end
+if rinc ~= cinc then
+  return redis.error_reply('` + codeReset + ` since 0 ' .. fmt(ri) .. ' ' .. clean(rinc))
+end
+if not v then return reinit(rf, rc, 'slot', 0, rinc) end
 local e, h, p, holder = parse(v)
 if not e then return corrupt(key, field, v) end
+if h < cstored then return reinit(rf, rc, 'below', h, rinc) end
 if holder ~= owner or e <= now then
   return redis.error_reply('` + codeNotHeld + ` ' .. fmt(e) .. ' ' .. clean(holder))
 end
 local high = math.max(h, reserve)
 `
 
-// renewScript replies with the new expiry.
+// renewScript replies {new expiry ms, now_us, high-water ms stored}.
 const renewScript = changeScript + `
 redis.call('HSET', key, field, fmt(now + ttl) .. '|' .. fmt(high) .. '|' .. fmt(p) .. '|' .. owner)
-return now + ttl
+return {now + ttl, now_us, high}
 `
 
-// releaseScript replies with the high-water mark stored.
+// releaseScript replies {high-water ms stored, now_us}.
 const releaseScript = changeScript + `
 redis.call('HSET', key, field, '0|' .. fmt(high) .. '|0|')
-return high
+return {high, now_us}
 `
 
 // Workers is a worker.Coordinator over Redis. It is safe for concurrent use.
 type Workers struct {
-	client  goredis.UniversalClient
-	prefix  string
-	acquire *goredis.Script
-	renew   *goredis.Script
-	release *goredis.Script
+	client   goredis.UniversalClient
+	prefix   string
+	registry string
+	acquire  *goredis.Script
+	renew    *goredis.Script
+	release  *goredis.Script
 }
 
 var _ worker.Coordinator = (*Workers)(nil)
 
-// NewWorkers returns a coordinator that keeps its slots in client under keys
-// "<prefix>:<datacenter>"; an empty prefix means DefaultPrefix. Coordinators
-// that share a prefix (and a server) share worker ids.
-func NewWorkers(client goredis.UniversalClient, prefix string) *Workers {
-	if prefix == "" {
-		prefix = DefaultPrefix
-	}
-	return &Workers{
-		client:  client,
-		prefix:  prefix,
-		acquire: goredis.NewScript(acquireScript),
-		renew:   goredis.NewScript(renewScript),
-		release: goredis.NewScript(releaseScript),
+// Option configures NewWorkers.
+type Option func(*Workers)
+
+// WithRegistry sets the key of the datacenter registry: a hash, shared by
+// every prefix of a Redis server, mapping each datacenter id to the prefix
+// that claimed it. "" means DefaultRegistry. Coordinators that should refuse
+// each other's datacenter ids must share it; a test isolates itself with its
+// own.
+func WithRegistry(key string) Option {
+	return func(w *Workers) {
+		if key != "" {
+			w.registry = key
+		}
 	}
 }
 
-// Prefix is the key prefix.
+// NewWorkers returns a coordinator that keeps its slots and namespace
+// records in client under keys "<prefix>:<datacenter>" and claims its
+// datacenter ids in the registry (DefaultRegistry unless WithRegistry says
+// otherwise); an empty prefix means DefaultPrefix. Coordinators that share a
+// prefix (and a server) share worker ids.
+func NewWorkers(client goredis.UniversalClient, prefix string, opts ...Option) *Workers {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	w := &Workers{
+		client:   client,
+		prefix:   prefix,
+		registry: DefaultRegistry,
+		acquire:  goredis.NewScript(acquireScript),
+		renew:    goredis.NewScript(renewScript),
+		release:  goredis.NewScript(releaseScript),
+	}
+	for _, o := range opts {
+		o(w)
+	}
+	return w
+}
+
+// Prefix is the key prefix: the namespace.
 func (w *Workers) Prefix() string { return w.prefix }
 
-// Key is the hash that holds the slots of a datacenter.
+// Registry is the key of the datacenter registry.
+func (w *Workers) Registry() string { return w.registry }
+
+// Key is the hash that holds the slots and the namespace record of a
+// datacenter.
 func (w *Workers) Key(datacenter int64) string {
 	return w.prefix + ":" + strconv.FormatInt(datacenter, 10)
 }
@@ -268,6 +450,11 @@ func msTime(ms int64) time.Time {
 	return time.UnixMilli(ms).UTC()
 }
 
+// stamp formats a millisecond time for an error message.
+func stamp(ms int64) string {
+	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00")
+}
+
 func checkReserve(reserve time.Time) (int64, error) {
 	ms := ceilMs(reserve)
 	if ms > maxMs {
@@ -275,6 +462,13 @@ func checkReserve(reserve time.Time) (int64, error) {
 			worker.ErrInvalidConfig, reserve, msTime(maxMs))
 	}
 	return max(ms, 0), nil
+}
+
+// newIncarnation is a fresh random incarnation token: 16 hex digits.
+func newIncarnation() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand panics instead)
+	return hex.EncodeToString(b[:])
 }
 
 // Acquire implements worker.Coordinator.
@@ -285,17 +479,27 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 			req.Datacenter, req.Workers, req.Owner)
 	case req.TTL <= 0 || durationMs(req.TTL) > maxMs/2:
 		return nil, fmt.Errorf("%w: bad request: TTL %v", worker.ErrInvalidConfig, req.TTL)
+	case req.Quarantine < 0 || durationMs(req.Quarantine) > maxMs/2:
+		return nil, fmt.Errorf("%w: bad request: quarantine %v", worker.ErrInvalidConfig, req.Quarantine)
 	}
 	reserve, err := checkReserve(req.Reserve)
 	if err != nil {
 		return nil, err
 	}
 	key := w.Key(req.Datacenter)
+	if key == w.registry {
+		return nil, fmt.Errorf("%w: redis: the datacenter registry %s is the key of datacenter %d of %s",
+			worker.ErrInvalidConfig, w.registry, req.Datacenter, w.prefix)
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%w: redis: acquiring a worker id in %s: %w", worker.ErrUnavailable, key, err)
 	}
+	if err := w.claimDatacenter(ctx, req.Datacenter); err != nil {
+		return nil, err
+	}
+	inc, quarantine := newIncarnation(), durationMs(req.Quarantine)
 	res, err := w.acquire.Run(ctx, w.client, []string{key},
-		req.Workers, req.Owner, durationMs(req.TTL), reserve).Result()
+		req.Workers, req.Owner, durationMs(req.TTL), reserve, req.Contract, quarantine, inc).Result()
 	if err != nil {
 		if rest, ok := replyCode(err, codeExhausted); ok {
 			return nil, fmt.Errorf("%w: all %s worker ids of datacenter %d are held (%s)", worker.ErrExhausted,
@@ -304,15 +508,80 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 		return nil, w.failed("acquiring a worker id in "+key, err)
 	}
 	vals, ok := res.([]any)
-	if !ok || len(vals) != 2 {
+	if ok && len(vals) == 2 && vals[0] == "contract" {
+		if recorded, ok := vals[1].(string); ok {
+			return nil, fmt.Errorf("%w: datacenter %d of %s is recorded with the contract %q; this node's is %q (%s)",
+				worker.ErrContract, req.Datacenter, w.prefix, recorded, req.Contract, key)
+		}
+	}
+	if !ok || len(vals) != 6 {
 		return nil, unexpected("acquire", key, res)
 	}
 	id, ok1 := vals[0].(int64)
 	prev, ok2 := vals[1].(int64)
-	if !ok1 || !ok2 || id < 0 || id >= req.Workers || prev < 0 {
+	nowUs, ok3 := vals[2].(int64)
+	incarnation, ok4 := vals[3].(string)
+	init, ok5 := vals[4].(int64)
+	stored, ok6 := vals[5].(int64)
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || id < 0 || id >= req.Workers || prev < 0 || nowUs <= 0 ||
+		incarnation == "" || init < 0 || stored < 0 {
 		return nil, unexpected("acquire", key, res)
 	}
-	return &claim{w: w, key: key, dc: req.Datacenter, id: id, owner: req.Owner, prev: msTime(prev)}, nil
+	return &claim{
+		w: w, key: key, dc: req.Datacenter, id: id, owner: req.Owner, prev: msTime(prev),
+		incarnation: incarnation, initialised: init, stored: stored,
+		contract: req.Contract, quarantine: quarantine, clock: time.UnixMicro(nowUs).UTC(),
+	}, nil
+}
+
+// claimDatacenter creates the registry entry of datacenter dc if absent
+// (HSETNX) and reads it back, in one round trip; it fails with ErrContract
+// when the entry names another prefix.
+func (w *Workers) claimDatacenter(ctx context.Context, dc int64) error {
+	field := strconv.FormatInt(dc, 10)
+	var get *goredis.StringCmd
+	_, err := w.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		p.HSetNX(ctx, w.registry, field, w.prefix)
+		get = p.HGet(ctx, w.registry, field)
+		return nil
+	})
+	owner, gerr := get.Result()
+	switch {
+	case errors.Is(gerr, goredis.Nil):
+		// Deleted between the two commands (a loss as it happens): the
+		// next Acquire claims it again.
+		return nil
+	case err != nil:
+		return w.failed(fmt.Sprintf("claiming datacenter %d in the registry %s", dc, w.registry), err)
+	case owner != w.prefix:
+		return fmt.Errorf("%w: datacenter %d is claimed on this coordinator by the namespace %q (registry %s); "+
+			"this namespace is %q: give each cluster its own datacenter id", worker.ErrContract, dc, owner, w.registry, w.prefix)
+	}
+	return nil
+}
+
+// Namespace implements worker.Coordinator.
+func (w *Workers) Namespace(ctx context.Context, datacenter int64) (worker.Namespace, bool, error) {
+	if datacenter < 0 {
+		return worker.Namespace{}, false, fmt.Errorf("%w: datacenter %d", worker.ErrInvalidConfig, datacenter)
+	}
+	key := w.Key(datacenter)
+	if err := ctx.Err(); err != nil {
+		return worker.Namespace{}, false, fmt.Errorf("%w: redis: reading the namespace record of %s: %w", worker.ErrUnavailable, key, err)
+	}
+	v, err := w.client.HGet(ctx, key, nsField).Result()
+	if errors.Is(err, goredis.Nil) {
+		return worker.Namespace{}, false, nil
+	}
+	if err != nil {
+		return worker.Namespace{}, false, w.failed("reading the namespace record of "+key, err)
+	}
+	r, err := parseRecord(v)
+	if err != nil {
+		return worker.Namespace{}, false, fmt.Errorf("%w: redis: %s: %w", worker.ErrUnavailable, key, err)
+	}
+	return worker.Namespace{Incarnation: r.incarnation, Contract: r.contract, Floor: msTime(r.floor),
+		Initialised: msTime(r.initialised)}, true, nil
 }
 
 // List implements worker.Coordinator.
@@ -330,6 +599,9 @@ func (w *Workers) List(ctx context.Context, datacenter int64) ([]worker.Info, er
 	}
 	infos := make([]worker.Info, 0, len(m))
 	for field, v := range m {
+		if field == nsField {
+			continue
+		}
 		id, s, err := parseSlot(field, v)
 		if err != nil {
 			return nil, fmt.Errorf("%w: redis: %s: %w", worker.ErrUnavailable, key, err)
@@ -372,6 +644,29 @@ func parseSlot(field, v string) (int64, slotValue, error) {
 		nums[i] = n
 	}
 	return id, slotValue{expires: nums[0], high: nums[1], prev: nums[2], holder: parts[3]}, nil
+}
+
+// record is a decoded namespace record.
+type record struct {
+	initialised, floor    int64
+	incarnation, contract string
+}
+
+// parseRecord decodes the namespace record field, as the scripts do.
+func parseRecord(v string) (record, error) {
+	bad := func(what string) error {
+		return fmt.Errorf("corrupt field %q = %q: %s", nsField, clip(v), what)
+	}
+	parts := strings.SplitN(v, "|", 4)
+	if len(parts) != 4 || parts[2] == "" {
+		return record{}, bad("want <initialised_ms>|<floor_ms>|<incarnation>|<contract>")
+	}
+	init, ok1 := digits(parts[0])
+	floor, ok2 := digits(parts[1])
+	if !ok1 || !ok2 {
+		return record{}, bad("want millisecond counts before the incarnation")
+	}
+	return record{initialised: init, floor: floor, incarnation: parts[2], contract: parts[3]}, nil
 }
 
 // digits parses 1–15 decimal digits, as the scripts' patterns accept.
@@ -428,50 +723,130 @@ func unexpected(script, key string, res any) error {
 		worker.ErrUnavailable, script, key, res)
 }
 
+// claim is a held worker id. Its methods are called from one goroutine at a
+// time (worker.Claim), so its mutable fields need no lock.
 type claim struct {
 	w      *Workers
 	key    string
 	dc, id int64
 	owner  string
 	prev   time.Time
+
+	incarnation string // the namespace record's, when acquired
+	initialised int64  // the record's initialisation, ms
+	stored      int64  // the highest mark this claim stored, ms
+	contract    string
+	quarantine  int64     // ms
+	clock       time.Time // Redis's clock at the last Acquire or Renew
 }
 
-func (c *claim) WorkerID() int64     { return c.id }
-func (c *claim) Previous() time.Time { return c.prev }
+func (c *claim) WorkerID() int64                   { return c.id }
+func (c *claim) Previous() time.Time               { return c.prev }
+func (c *claim) Clock() (time.Time, time.Duration) { return c.clock, 0 }
 
 // Renew implements worker.Claim.
 func (c *claim) Renew(ctx context.Context, ttl time.Duration, reserve time.Time) error {
 	if ttl <= 0 || durationMs(ttl) > maxMs/2 {
 		return fmt.Errorf("%w: TTL %v", worker.ErrInvalidConfig, ttl)
 	}
-	return c.change(ctx, "renewing", c.w.renew, durationMs(ttl), reserve)
+	vals, err := c.change(ctx, "renewing", c.w.renew, durationMs(ttl), reserve)
+	if err != nil {
+		return err
+	}
+	exp, ok1 := vals[0].(int64)
+	nowUs, ok2 := vals[1].(int64)
+	var high int64
+	ok3 := len(vals) == 3
+	if ok3 {
+		high, ok3 = vals[2].(int64)
+	}
+	if !ok1 || !ok2 || !ok3 || exp <= 0 || nowUs <= 0 {
+		return unexpected("renewing", c.key, vals)
+	}
+	c.stored = max(c.stored, high)
+	c.clock = time.UnixMicro(nowUs).UTC()
+	return nil
 }
 
 // Release implements worker.Claim.
 func (c *claim) Release(ctx context.Context, reserve time.Time) error {
-	return c.change(ctx, "releasing", c.w.release, 0, reserve)
-}
-
-func (c *claim) change(ctx context.Context, verb string, s *goredis.Script, ttlMs int64, reserve time.Time) error {
-	r, err := checkReserve(reserve)
+	vals, err := c.change(ctx, "releasing", c.w.release, 0, reserve)
 	if err != nil {
 		return err
 	}
-	what := fmt.Sprintf("%s worker %d in %s", verb, c.id, c.key)
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%w: redis: %s: %w", worker.ErrUnavailable, what, err)
-	}
-	res, err := s.Run(ctx, c.w.client, []string{c.key}, strconv.FormatInt(c.id, 10), c.owner, ttlMs, r).Result()
-	if err != nil {
-		if rest, ok := replyCode(err, codeNotHeld); ok {
-			return c.notHeld(rest)
-		}
-		return c.w.failed(what, err)
-	}
-	if _, ok := res.(int64); !ok {
-		return unexpected(verb, c.key, res)
+	if _, ok := vals[0].(int64); !ok || len(vals) != 2 {
+		return unexpected("releasing", c.key, vals)
 	}
 	return nil
+}
+
+// change runs the renew or release script and returns its reply, a
+// non-empty table.
+func (c *claim) change(ctx context.Context, verb string, s *goredis.Script, ttlMs int64, reserve time.Time) ([]any, error) {
+	r, err := checkReserve(reserve)
+	if err != nil {
+		return nil, err
+	}
+	what := fmt.Sprintf("%s worker %d in %s", verb, c.id, c.key)
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: redis: %s: %w", worker.ErrUnavailable, what, err)
+	}
+	fresh := newIncarnation()
+	res, err := s.Run(ctx, c.w.client, []string{c.key}, strconv.FormatInt(c.id, 10), c.owner, ttlMs, r,
+		c.incarnation, c.initialised, c.stored, c.contract, c.quarantine, fresh).Result()
+	if err != nil {
+		if rest, ok := replyCode(err, codeNotHeld); ok {
+			return nil, c.notHeld(rest)
+		}
+		if rest, ok := replyCode(err, codeReset); ok {
+			return nil, c.reset(rest, fresh)
+		}
+		return nil, c.w.failed(what, err)
+	}
+	vals, ok := res.([]any)
+	if !ok || len(vals) == 0 {
+		return nil, unexpected(verb, c.key, res)
+	}
+	return vals, nil
+}
+
+// reset turns the reply "<kind> <floor_ms> <number> <incarnation>" into
+// ErrReset, saying what was found; fresh is the incarnation the script
+// recorded if it re-initialised the namespace.
+func (c *claim) reset(rest, fresh string) error {
+	parts := strings.SplitN(rest, " ", 4)
+	for len(parts) < 4 {
+		parts = append(parts, "")
+	}
+	kind, inc := parts[0], parts[3]
+	floor, _ := strconv.ParseInt(parts[1], 10, 64)
+	n, _ := strconv.ParseInt(parts[2], 10, 64)
+	where := fmt.Sprintf("datacenter %d in %s (%s)", c.dc, c.w.prefix, c.key)
+	mine := fmt.Sprintf("incarnation %s initialised at %s", c.incarnation, stamp(c.initialised))
+	var found string
+	switch kind {
+	case "gone":
+		found = fmt.Sprintf("the namespace record of %s is gone (Redis restarted without its data, was flushed, "+
+			"or the key was deleted or evicted); this holder acquired worker %d under %s", where, c.id, mine)
+	case "older":
+		found = fmt.Sprintf("the namespace record of %s is incarnation %s initialised at %s, before this holder's %s: "+
+			"Redis went back to an older copy (a lagging replica or an older backup)", where, inc, stamp(n), mine)
+	case "slot":
+		found = fmt.Sprintf("worker %d of %s is gone, though this holder's %s is still recorded: "+
+			"Redis went back to an older copy or lost the field", c.id, where, mine)
+	case "below":
+		found = fmt.Sprintf("worker %d's high-water mark is %s, below the %s this holder stored (%s): "+
+			"Redis went back to an older copy (a lagging replica or an older backup)", c.id, stamp(n), stamp(c.stored), where)
+	case "since":
+		return fmt.Errorf("%w: the namespace record of %s is incarnation %s initialised at %s, not this holder's %s: "+
+			"the state was lost and the namespace re-initialised since; worker %d is no longer this holder's",
+			worker.ErrReset, where, inc, stamp(n), mine, c.id)
+	default:
+		return fmt.Errorf("%w: %s of worker %d: the coordinator's state was lost or rolled back (%s)",
+			worker.ErrReset, where, c.id, rest)
+	}
+	return fmt.Errorf("%w: %s; re-initialised the namespace as incarnation %s with floor %s", worker.ErrReset,
+		found, fresh, stamp(floor))
 }
 
 // notHeld turns the reply "<expires_ms> <holder>" into ErrNotHeld.

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os/exec"
 	"strconv"
@@ -66,11 +67,17 @@ func newPrefix(t testing.TB, addr string) string {
 }
 
 // server is a private redis-server process, for faults that would disturb
-// the other tests sharing the main Redis.
+// the other tests sharing the main Redis. It runs without persistence (no
+// RDB, no AOF), so a restart empties it.
 type server struct {
 	addr  string
-	cmd   *exec.Cmd
 	admin *goredis.Client // a connection of its own for CLIENT PAUSE/UNPAUSE
+
+	bin, dir string
+	port     int
+	out      bytes.Buffer // every run's output; read only once a run exited
+	cmd      *exec.Cmd
+	exited   chan error // receives cmd.Wait's result
 }
 
 func freePort(t testing.TB) int {
@@ -82,6 +89,49 @@ func freePort(t testing.TB) int {
 	return ln.Addr().(*net.TCPAddr).Port
 }
 
+// launch starts redis-server on s.port and waits until it answers.
+func (s *server) launch() error {
+	cmd := exec.Command(s.bin, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir)
+	cmd.Stdout, cmd.Stderr = &s.out, &s.out
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting redis-server: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	var lastErr error
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		select {
+		case err := <-exited:
+			return fmt.Errorf("redis-server exited: %v\n%s", err, s.out.String())
+		default:
+		}
+		// A new probe each time: a go-redis pool whose dials failed backs
+		// off for a second.
+		probe := s.client()
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := probe.Ping(ctx).Err()
+		cancel()
+		probe.Close()
+		if err == nil {
+			s.cmd, s.exited = cmd, exited
+			return nil
+		}
+		lastErr = err
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = cmd.Process.Kill()
+	<-exited
+	return fmt.Errorf("redis-server on %s did not answer: %v", s.addr, lastErr)
+}
+
+// client is a one-connection client of the server that never retries.
+func (s *server) client() *goredis.Client {
+	return goredis.NewClient(&goredis.Options{Addr: s.addr, PoolSize: 1, DialTimeout: time.Second, MaxRetries: -1,
+		DialerRetries: 1, MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}})
+}
+
 // startServer starts redis-server on a free loopback port, killed when the
 // test ends.
 func startServer(t testing.TB) *server {
@@ -90,50 +140,22 @@ func startServer(t testing.TB) *server {
 	dir := t.TempDir()
 	var lastErr error
 	for range 3 { // another process may take the free port first
-		port := freePort(t)
-		var out bytes.Buffer
-		cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-			"--save", "", "--appendonly", "no", "--dir", dir)
-		cmd.Stdout, cmd.Stderr = &out, &out
-		cmd.SysProcAttr = sysProcAttr()
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("starting redis-server: %v", err)
-		}
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		s := &server{addr: fmt.Sprintf("127.0.0.1:%d", port), cmd: cmd}
+		s := &server{bin: bin, dir: dir, port: freePort(t)}
+		s.addr = fmt.Sprintf("127.0.0.1:%d", s.port)
 		s.admin = goredis.NewClient(&goredis.Options{Addr: s.addr, PoolSize: 1, DialTimeout: time.Second,
 			MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}})
-		up := false
-		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
-			select {
-			case err := <-exited:
-				lastErr = fmt.Errorf("redis-server exited: %v\n%s", err, out.String())
-				deadline = time.Time{}
-				continue
-			default:
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-			err := s.admin.Ping(ctx).Err()
-			cancel()
-			if err == nil {
-				up = true
-				break
-			}
-			lastErr = err
-			time.Sleep(20 * time.Millisecond)
-		}
-		if !up {
+		if lastErr = s.launch(); lastErr != nil {
 			s.admin.Close()
-			_ = cmd.Process.Kill()
 			continue
 		}
 		t.Cleanup(func() {
 			s.admin.Close()
-			_ = cmd.Process.Kill() // works on a paused or stopped server too
-			<-exited
+			if s.cmd != nil {
+				_ = s.cmd.Process.Kill() // works on a paused or stopped server too
+				<-s.exited
+			}
 			if t.Failed() {
-				t.Logf("private redis-server at %s:\n%s", s.addr, out.String())
+				t.Logf("private redis-server at %s:\n%s", s.addr, s.out.String())
 			}
 		})
 		return s
@@ -142,28 +164,64 @@ func startServer(t testing.TB) *server {
 	return nil
 }
 
+// restart stops the server with SHUTDOWN NOSAVE and starts it again, empty,
+// on the same port: Redis restarted without persistence.
+func (s *server) restart(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c := s.client()
+	_ = c.ShutdownNoSave(ctx).Err() // the connection closes instead of a reply
+	c.Close()
+	select {
+	case <-s.exited:
+		s.cmd = nil
+	case <-ctx.Done():
+		t.Fatalf("redis-server at %s still runs 5s after SHUTDOWN NOSAVE", s.addr)
+	}
+	var err error
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		if err = s.launch(); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("restarting redis-server on %s: %v", s.addr, err)
+}
+
 // connector makes clients of one prefix. They talk to the shared Redis,
 // except once the test asked for a faulty client: then every client of the
-// test talks to a private redis-server that the fault pauses.
+// test talks to a private redis-server that the fault pauses. The datacenter
+// registry is the test's own key, "<prefix>:datacenters".
 type connector struct {
-	shared string
-	prefix string
+	shared   string
+	prefix   string
+	registry string
 
 	mu         sync.Mutex
 	private    *server
 	usedShared bool
 }
 
-func (c *connector) Connect(t *testing.T) worker.Coordinator {
+// newConnector is a connector of a fresh prefix on the shared Redis at addr.
+func newConnector(t testing.TB, addr string) *connector {
+	prefix := newPrefix(t, addr)
+	return &connector{shared: addr, prefix: prefix, registry: prefix + ":datacenters"}
+}
+
+// addr is the server the test's clients talk to.
+func (c *connector) addr() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	addr := c.shared
 	if c.private != nil {
-		addr = c.private.addr
-	} else {
-		c.usedShared = true
+		return c.private.addr
 	}
-	return NewWorkers(newClient(t, addr), c.prefix)
+	c.usedShared = true
+	return c.shared
+}
+
+func (c *connector) Connect(t *testing.T) worker.Coordinator {
+	return NewWorkers(newClient(t, c.addr()), c.prefix, WithRegistry(c.registry))
 }
 
 // ConnectFaulty returns a client of a private redis-server, and a fault that
@@ -177,7 +235,69 @@ func (c *connector) ConnectFaulty(t *testing.T) (worker.Coordinator, workertest.
 		}
 		c.private = startServer(t)
 	}
-	return NewWorkers(newClient(t, c.private.addr), c.prefix), &pauseFault{t: t, s: c.private}
+	return NewWorkers(newClient(t, c.private.addr), c.prefix, WithRegistry(c.registry)), &pauseFault{t: t, s: c.private}
+}
+
+// keys lists the test's keys: the prefix's hashes and the registry.
+func (c *connector) keys(t *testing.T, raw *goredis.Client) []string {
+	t.Helper()
+	ctx := t.Context()
+	keys := []string{c.registry}
+	iter := raw.Scan(ctx, 0, c.prefix+":*", 100).Iterator()
+	for iter.Next(ctx) {
+		if iter.Val() != c.registry {
+			keys = append(keys, iter.Val())
+		}
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatalf("listing the keys of %s: %v", c.prefix, err)
+	}
+	return keys
+}
+
+// Wipe deletes the namespace's hashes and the test's registry, as a flush,
+// DEL, eviction or restart without data would.
+func (c *connector) Wipe(t *testing.T) {
+	raw := newClient(t, c.addr())
+	if err := raw.Del(t.Context(), c.keys(t, raw)...).Err(); err != nil {
+		t.Fatalf("wiping %s: %v", c.prefix, err)
+	}
+}
+
+// Snapshot DUMPs the namespace's keys and the registry; restore deletes
+// what is there then and RESTOREs the copy, as a restored backup or a
+// failover to a lagging replica would.
+func (c *connector) Snapshot(t *testing.T) func() {
+	raw := newClient(t, c.addr())
+	dumps := map[string]string{}
+	for _, k := range c.keys(t, raw) {
+		d, err := raw.Dump(t.Context(), k).Result()
+		if errors.Is(err, goredis.Nil) {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("DUMP %s: %v", k, err)
+		}
+		dumps[k] = d
+	}
+	return func() {
+		ctx := t.Context()
+		if err := raw.Del(ctx, c.keys(t, raw)...).Err(); err != nil {
+			t.Fatalf("restoring %s: %v", c.prefix, err)
+		}
+		for k, d := range dumps {
+			if err := raw.RestoreReplace(ctx, k, 0, d).Err(); err != nil {
+				t.Fatalf("RESTORE %s: %v", k, err)
+			}
+		}
+	}
+}
+
+// OtherNamespace is a client of a fresh prefix on the same server, sharing
+// the test's registry.
+func (c *connector) OtherNamespace(t *testing.T) worker.Coordinator {
+	addr := c.addr()
+	return NewWorkers(newClient(t, addr), newPrefix(t, addr), WithRegistry(c.registry))
 }
 
 // pauseFault pauses a private server with CLIENT PAUSE <2 min> WRITE and
@@ -211,9 +331,13 @@ func TestWorkersConformance(t *testing.T) {
 	addr := testenv.Redis().Require(t)
 	workertest.Run(t, workertest.Harness{
 		Open: func(t *testing.T) workertest.Connector {
-			return &connector{shared: addr, prefix: newPrefix(t, addr)}
+			return newConnector(t, addr)
 		},
-		TTL: testTTL,
+		// Not testTTL: at 1s LeaseRenewsBeyondTTL cannot pass on any
+		// backend. Its first reservation is the new namespace's floor,
+		// now + the default quarantine (TTL/4 + 1s), and it wants the
+		// reservation 2 TTLs later past that first one + a TTL.
+		TTL: 2 * time.Second,
 	})
 }
 
@@ -221,7 +345,7 @@ func TestWorkersConformance(t *testing.T) {
 // holds scripts until CLIENT UNPAUSE, which itself gets through.
 func TestPauseFault(t *testing.T) {
 	addr := testenv.Redis().Require(t)
-	conn := &connector{shared: addr, prefix: "flakeid-test:pause"}
+	conn := newConnector(t, addr)
 	c, fault := conn.ConnectFaulty(t)
 	other := conn.Connect(t)
 	req := worker.Request{Workers: 2, Owner: "a", TTL: testTTL, Reserve: time.Now()}
@@ -266,19 +390,21 @@ func TestPartitionLosesLeaseBeforeTakeover(t *testing.T) {
 	}
 	t.Cleanup(func() { proxy.Close() })
 	prefix := newPrefix(t, addr)
+	reg := WithRegistry(prefix + ":datacenters")
 	workertest.Takeover{
-		Faulty: NewWorkers(newClient(t, proxy.Addr()), prefix), Fault: proxy,
-		Healthy: NewWorkers(newClient(t, addr), prefix),
+		Faulty: NewWorkers(newClient(t, proxy.Addr()), prefix, reg), Fault: proxy,
+		Healthy: NewWorkers(newClient(t, addr), prefix, reg),
 		TTL:     testTTL, Partition: true, Within: 5 * testTTL,
 	}.Run(t)
 }
 
-// shared is a coordinator on the shared Redis under a fresh prefix, and a
-// raw client to poke its keys.
+// shared is a coordinator on the shared Redis under a fresh prefix and a
+// registry of its own, and a raw client to poke its keys.
 func shared(t *testing.T) (*Workers, *goredis.Client) {
 	addr := testenv.Redis().Require(t)
 	raw := newClient(t, addr)
-	return NewWorkers(newClient(t, addr), newPrefix(t, addr)), raw
+	prefix := newPrefix(t, addr)
+	return NewWorkers(newClient(t, addr), prefix, WithRegistry(prefix+":datacenters")), raw
 }
 
 func wantErr(t *testing.T, what string, err error, sentinel error, substrs ...string) {
@@ -328,6 +454,32 @@ func TestCorruptStateIsAnError(t *testing.T) {
 		err = cl.Release(ctx, time.Now())
 		wantErr(t, "Release", err, worker.ErrUnavailable, "corrupt")
 	})
+	t.Run("Record", func(t *testing.T) {
+		w, raw := shared(t)
+		cl, err := w.Acquire(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw.HSet(ctx, w.Key(0), "ns", "12|x|abc|c")
+		_, err = w.Acquire(ctx, req)
+		wantErr(t, "Acquire", err, worker.ErrUnavailable, "corrupt", "12|x|abc|c", w.Key(0))
+		_, _, err = w.Namespace(ctx, 0)
+		wantErr(t, "Namespace", err, worker.ErrUnavailable, "corrupt", "12|x|abc|c")
+		err = cl.Renew(ctx, testTTL, time.Now())
+		wantErr(t, "Renew", err, worker.ErrUnavailable, "corrupt", "<initialised_ms>|<floor_ms>|<incarnation>|<contract>")
+		if errors.Is(err, worker.ErrReset) {
+			t.Fatalf("Renew under a corrupt record: %v, must not re-initialise it", err)
+		}
+		if infos, err := w.List(ctx, 0); err != nil || len(infos) != 1 {
+			t.Fatalf("List skips the record: %+v, %v", infos, err)
+		}
+	})
+	t.Run("FieldLikeTheRecord", func(t *testing.T) {
+		w, raw := shared(t)
+		raw.HSet(ctx, w.Key(0), "nsx", "0|0|0|")
+		_, err := w.Acquire(ctx, req)
+		wantErr(t, "Acquire", err, worker.ErrUnavailable, "corrupt", "nsx")
+	})
 	t.Run("WrongType", func(t *testing.T) {
 		w, raw := shared(t)
 		raw.Set(ctx, w.Key(0), "a string", 0)
@@ -362,6 +514,18 @@ func TestScriptErrorsAreErrors(t *testing.T) {
 	}
 	w.renew = goredis.NewScript(`return {1, 2}`)
 	wantErr(t, "Renew with a script that returns a table", cl.Renew(ctx, testTTL, time.Now()), worker.ErrUnavailable, "replied")
+	w.renew = goredis.NewScript(`return {1, 2, 'x'}`)
+	wantErr(t, "Renew with a script that returns a string mark", cl.Renew(ctx, testTTL, time.Now()), worker.ErrUnavailable, "replied")
+	w.release = goredis.NewScript(`return {1}`)
+	wantErr(t, "Release with a script that returns one value", cl.Release(ctx, time.Now()), worker.ErrUnavailable, "replied")
+	w.renew = goredis.NewScript(`return redis.error_reply('FLAKEID_RESET')`)
+	err = cl.Renew(ctx, testTTL, time.Now())
+	wantErr(t, "Renew told reset without details", err, worker.ErrReset, "lost or rolled back")
+	for _, src := range []string{`return {'contract'}`, `return {'contract', 5}`, `return {0, 0, 1, 5, 1, 1}`, `return {0, 0, 1, '', 1, 1}`} {
+		w.acquire = goredis.NewScript(src)
+		_, err = w.Acquire(ctx, req)
+		wantErr(t, "Acquire with a script that "+src, err, worker.ErrUnavailable, "replied")
+	}
 	w.release = goredis.NewScript(`return redis.error_reply('FLAKEID_NOTHELD')`)
 	wantErr(t, "Release told not held without details", cl.Release(ctx, time.Now()), worker.ErrNotHeld, "held by nobody")
 }
@@ -377,8 +541,11 @@ func TestUnreachableIsUnavailable(t *testing.T) {
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}})
 	t.Cleanup(func() { c.Close() })
 	w := NewWorkers(c, "")
-	if w.Prefix() != DefaultPrefix {
-		t.Fatalf("Prefix() = %q, want %q", w.Prefix(), DefaultPrefix)
+	if w.Prefix() != DefaultPrefix || w.Registry() != DefaultRegistry {
+		t.Fatalf("Prefix() = %q, Registry() = %q; want %q, %q", w.Prefix(), w.Registry(), DefaultPrefix, DefaultRegistry)
+	}
+	if r := NewWorkers(c, "", WithRegistry("")).Registry(); r != DefaultRegistry {
+		t.Fatalf("WithRegistry(\"\"): Registry() = %q, want %q", r, DefaultRegistry)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
@@ -404,8 +571,23 @@ func TestInvalidRequests(t *testing.T) {
 			t.Errorf("Acquire(%+v): %v, want ErrInvalidConfig", r, err)
 		}
 	}
+	r := ok
+	r.Quarantine = -time.Second
+	if _, err := w.Acquire(t.Context(), r); !errors.Is(err, worker.ErrInvalidConfig) {
+		t.Errorf("Acquire(%+v): %v, want ErrInvalidConfig", r, err)
+	}
 	if _, err := w.List(t.Context(), -1); !errors.Is(err, worker.ErrInvalidConfig) {
 		t.Errorf("List(-1): %v, want ErrInvalidConfig", err)
+	}
+	if _, _, err := w.Namespace(t.Context(), -1); !errors.Is(err, worker.ErrInvalidConfig) {
+		t.Errorf("Namespace(-1): %v, want ErrInvalidConfig", err)
+	}
+	// The registry must not be one of the namespace's hashes.
+	clash := NewWorkers(goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1"}), "p", WithRegistry("p:3"))
+	r = ok
+	r.Datacenter = 3
+	if _, err := clash.Acquire(t.Context(), r); !errors.Is(err, worker.ErrInvalidConfig) || !strings.Contains(err.Error(), "p:3") {
+		t.Errorf("Acquire with the registry at the datacenter's key: %v, want ErrInvalidConfig", err)
 	}
 }
 
@@ -427,7 +609,9 @@ func TestOwnerTokensAnyBytes(t *testing.T) {
 		t.Fatalf("Renew: %v", err)
 	}
 	// Another owner is told who holds the id.
-	other := &claim{w: w, key: w.Key(0), id: cl.WorkerID(), owner: "other"}
+	mine := cl.(*claim)
+	other := &claim{w: w, key: w.Key(0), id: cl.WorkerID(), owner: "other", incarnation: mine.incarnation,
+		initialised: mine.initialised}
 	wantErr(t, "Renew by another owner", other.Renew(ctx, testTTL, time.Now()), worker.ErrNotHeld, "host|1 2")
 	if err := cl.Release(ctx, time.Now()); err != nil {
 		t.Fatalf("Release: %v", err)
@@ -440,15 +624,17 @@ func TestOwnerTokensAnyBytes(t *testing.T) {
 func TestAcquireIsIdempotentPerOwner(t *testing.T) {
 	ctx := t.Context()
 	w, _ := shared(t)
-	mark := time.UnixMilli(time.Now().Add(-time.Minute).UnixMilli())
-	seed, err := w.Acquire(ctx, worker.Request{Workers: 3, Owner: "seed", TTL: testTTL, Reserve: mark})
+	// A mark past the namespace's floor (now: no quarantine), so that
+	// Previous is the slot's.
+	mark := time.UnixMilli(time.Now().Add(time.Minute).UnixMilli())
+	seed, err := w.Acquire(ctx, worker.Request{Workers: 1, Owner: "seed", TTL: testTTL, Reserve: mark})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := seed.Release(ctx, mark); err != nil {
 		t.Fatal(err)
 	}
-	req := worker.Request{Workers: 3, Owner: "o", TTL: testTTL, Reserve: time.UnixMilli(time.Now().UnixMilli())}
+	req := worker.Request{Workers: 1, Owner: "o", TTL: testTTL, Reserve: time.UnixMilli(time.Now().UnixMilli())}
 	first, err := w.Acquire(ctx, req)
 	if err != nil {
 		t.Fatal(err)
@@ -463,8 +649,8 @@ func TestAcquireIsIdempotentPerOwner(t *testing.T) {
 			again.WorkerID(), again.Previous(), first.WorkerID(), first.Previous(), mark)
 	}
 	infos, err := w.List(ctx, 0)
-	if err != nil || len(infos) != 1 || !infos[0].HighWater.Equal(req.Reserve) {
-		t.Fatalf("List = %+v, %v; want one slot with high-water %v", infos, err, req.Reserve)
+	if err != nil || len(infos) != 1 || !infos[0].HighWater.Equal(mark) {
+		t.Fatalf("List = %+v, %v; want one slot with high-water %v", infos, err, mark)
 	}
 }
 
@@ -509,10 +695,15 @@ func TestChoosesAmongFree(t *testing.T) {
 		!strings.Contains(err.Error(), "all 5") {
 		t.Fatalf("Acquire of 5 held ids: %v", err)
 	}
-	// A wider range still has never-used ids, from the lowest.
+	// A wider range still has never-used ids, from the lowest; they start
+	// at the namespace's floor.
+	ns, ok, err := w.Namespace(ctx, 0)
+	if err != nil || !ok {
+		t.Fatalf("Namespace(0) = %+v, %v, %v", ns, ok, err)
+	}
 	cl, err := w.Acquire(ctx, worker.Request{Workers: 1 << 31, Owner: "wide", TTL: time.Minute, Reserve: now})
-	if err != nil || cl.WorkerID() != n || !cl.Previous().IsZero() {
-		t.Fatalf("Acquire of 2^31 ids: %v, %v; want worker %d, never used", cl, err, n)
+	if err != nil || cl.WorkerID() != n || !cl.Previous().Equal(ns.Floor) {
+		t.Fatalf("Acquire of 2^31 ids: %v, %v; want worker %d, never used, from the floor %v", cl, err, n, ns.Floor)
 	}
 }
 
@@ -571,6 +762,241 @@ func TestMilliseconds(t *testing.T) {
 	}
 }
 
+func TestParseRecord(t *testing.T) {
+	r, err := parseRecord("5|6|ab12|41/5 × 1ms|q\r\n")
+	if err != nil || r != (record{initialised: 5, floor: 6, incarnation: "ab12", contract: "41/5 × 1ms|q\r\n"}) {
+		t.Fatalf("parseRecord = %+v, %v", r, err)
+	}
+	for _, v := range []string{"", "5|6|ab", "5|6||c", "x|6|ab|c", "5|-6|ab|c", "1234567890123456|6|ab|c"} {
+		if _, err := parseRecord(v); err == nil || !strings.Contains(err.Error(), "corrupt") {
+			t.Errorf("parseRecord(%q): %v, want a corrupt-field error", v, err)
+		}
+	}
+}
+
+// acquireOne acquires a worker id of datacenter 0 under contract "c" and
+// quarantine q, failing the test otherwise.
+func acquireOne(t *testing.T, w *Workers, owner string, q time.Duration) *claim {
+	t.Helper()
+	cl, err := w.Acquire(t.Context(), worker.Request{Workers: 4, Owner: owner, TTL: time.Minute,
+		Reserve: time.Now().Add(time.Second), Contract: "c", Quarantine: q})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl.(*claim)
+}
+
+func nsRecord(t *testing.T, w *Workers) worker.Namespace {
+	t.Helper()
+	ns, ok, err := w.Namespace(t.Context(), 0)
+	if err != nil || !ok {
+		t.Fatalf("Namespace(0) = %+v, %v, %v", ns, ok, err)
+	}
+	return ns
+}
+
+// TestResetKinds: every way the scripts recognise a loss or a rollback,
+// made by editing the hash; ErrReset is never ErrNotHeld, and no slot is
+// touched.
+func TestResetKinds(t *testing.T) {
+	ctx := t.Context()
+	const q = 3 * time.Second
+	check := func(t *testing.T, w *Workers, raw *goredis.Client, err error, reinit bool, says ...string) {
+		t.Helper()
+		wantErr(t, "after the loss", err, worker.ErrReset, says...)
+		if errors.Is(err, worker.ErrNotHeld) {
+			t.Fatalf("%v: ErrReset must not be ErrNotHeld", err)
+		}
+		if !reinit {
+			return
+		}
+		ns := nsRecord(t, w)
+		if !strings.Contains(err.Error(), ns.Incarnation) {
+			t.Fatalf("%q does not name the new incarnation %s", err, ns.Incarnation)
+		}
+		if d := ns.Floor.Sub(ns.Initialised); d < q {
+			t.Fatalf("re-initialised floor %v is %v after its initialisation, less than the quarantine %v", ns.Floor, d, q)
+		}
+	}
+	t.Run("Gone", func(t *testing.T) {
+		w, raw := shared(t)
+		cl := acquireOne(t, w, "o", q)
+		raw.HDel(ctx, w.Key(0), "ns")
+		check(t, w, raw, cl.Renew(ctx, time.Minute, time.Now()), true, "is gone", w.Prefix(), "datacenter 0")
+		if nsRecord(t, w).Contract != "c" {
+			t.Fatalf("re-initialised without the claim's contract: %+v", nsRecord(t, w))
+		}
+		if infos, _ := w.List(ctx, 0); len(infos) != 1 || infos[0].Holder != "o" {
+			t.Fatalf("the reset touched the slots: %+v", infos)
+		}
+	})
+	t.Run("SlotGone", func(t *testing.T) {
+		w, raw := shared(t)
+		cl := acquireOne(t, w, "o", q)
+		raw.HDel(ctx, w.Key(0), strconv.FormatInt(cl.id, 10))
+		check(t, w, raw, cl.Release(ctx, time.Now()), true, "worker 0 of datacenter 0", "is gone")
+	})
+	t.Run("MarkBelow", func(t *testing.T) {
+		w, raw := shared(t)
+		cl := acquireOne(t, w, "o", q)
+		raw.HSet(ctx, w.Key(0), "0", fmt.Sprintf("%d|%d|0|o", time.Now().Add(time.Minute).UnixMilli(), cl.stored-1))
+		check(t, w, raw, cl.Renew(ctx, time.Minute, time.Now()), true, "high-water mark is", "below the")
+	})
+	t.Run("OlderRecord", func(t *testing.T) {
+		w, raw := shared(t)
+		cl := acquireOne(t, w, "o", q)
+		// A copy from before the claim's incarnation, with a floor far
+		// ahead and another contract: both are kept.
+		floor := time.Now().Add(time.Hour).UnixMilli()
+		raw.HSet(ctx, w.Key(0), "ns", fmt.Sprintf("%d|%d|00aa|old contract", cl.initialised-1000, floor))
+		check(t, w, raw, cl.Renew(ctx, time.Minute, time.Now()), true, "00aa", "before this holder's", cl.incarnation)
+		if ns := nsRecord(t, w); ns.Floor.UnixMilli() != floor || ns.Contract != "old contract" {
+			t.Fatalf("re-initialised record %+v: want the old floor %v and contract kept", ns, msTime(floor))
+		}
+	})
+	t.Run("AlreadyReinitialised", func(t *testing.T) {
+		w, raw := shared(t)
+		cl := acquireOne(t, w, "o", q)
+		raw.HSet(ctx, w.Key(0), "ns", fmt.Sprintf("%d|%d|00bb|c", cl.initialised+5, cl.initialised+5))
+		before := nsRecord(t, w)
+		check(t, w, raw, cl.Renew(ctx, time.Minute, time.Now()), false, "00bb", "re-initialised since")
+		if after := nsRecord(t, w); after != before {
+			t.Fatalf("the record changed: %+v, was %+v", after, before)
+		}
+		wantErr(t, "Release", cl.Release(ctx, time.Now()), worker.ErrReset, "00bb")
+	})
+}
+
+// TestAcquireWithoutRecord: a hash whose record is gone but whose slots
+// remain (a partial loss, or written by an older flakeid) gets a record; the
+// slots' marks still count. An Acquire that finds every id held writes
+// nothing.
+func TestAcquireWithoutRecord(t *testing.T) {
+	ctx := t.Context()
+	w, raw := shared(t)
+	mark := time.Now().Add(time.Hour).UnixMilli()
+	held := time.Now().Add(time.Hour).UnixMilli()
+	raw.HSet(ctx, w.Key(0), "0", fmt.Sprintf("0|%d|0|", mark), "1", fmt.Sprintf("%d|0|0|old", held))
+	// Ids 0 (free, mark ahead) and 1 (held): 0 is taken from its mark.
+	req := worker.Request{Workers: 2, Owner: "o", TTL: testTTL, Reserve: time.Now(), Contract: "c"}
+	cl, err := w.Acquire(ctx, req)
+	if err != nil || cl.WorkerID() != 0 || cl.Previous().UnixMilli() != mark {
+		t.Fatalf("Acquire = %v, %v; want worker 0 from its mark %v", cl, err, msTime(mark))
+	}
+	if ns := nsRecord(t, w); ns.Contract != "c" {
+		t.Fatalf("record %+v", ns)
+	}
+	w2, raw2 := shared(t)
+	raw2.HSet(ctx, w2.Key(0), "0", fmt.Sprintf("%d|0|0|old", held))
+	req.Workers = 1
+	if _, err := w2.Acquire(ctx, req); !errors.Is(err, worker.ErrExhausted) {
+		t.Fatalf("Acquire of a held id: %v", err)
+	}
+	if ns, ok, err := w2.Namespace(ctx, 0); ok || err != nil {
+		t.Fatalf("the exhausted Acquire recorded %+v (%v)", ns, err)
+	}
+}
+
+// TestContractAnyBytes: the contract is the last part of the record.
+func TestContractAnyBytes(t *testing.T) {
+	ctx := t.Context()
+	w, _ := shared(t)
+	contract := "a|b|c \r\n × 1ms; quarantine 4s"
+	req := worker.Request{Workers: 2, Owner: "o", TTL: testTTL, Reserve: time.Now(), Contract: contract}
+	if _, err := w.Acquire(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if ns := nsRecord(t, w); ns.Contract != contract || len(ns.Incarnation) != 16 {
+		t.Fatalf("record %+v: want the contract %q and 16 hex digits", ns, contract)
+	}
+	req.Owner, req.Contract = "p", contract+"x"
+	_, err := w.Acquire(ctx, req)
+	wantErr(t, "Acquire with another contract", err, worker.ErrContract, strconv.Quote(contract), strconv.Quote(contract+"x"), w.Prefix())
+}
+
+// TestRegistry: the registry maps each datacenter id to the prefix that
+// claimed it, and is checked on every Acquire.
+func TestRegistry(t *testing.T) {
+	ctx := t.Context()
+	addr := testenv.Redis().Require(t)
+	raw := newClient(t, addr)
+	conn := newConnector(t, addr)
+	a := conn.Connect(t).(*Workers)
+	b := conn.OtherNamespace(t).(*Workers)
+	req := worker.Request{Workers: 2, Owner: "o", TTL: testTTL, Reserve: time.Now()}
+	if _, err := a.Acquire(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if got := raw.HGet(ctx, conn.registry, "0").Val(); got != a.Prefix() {
+		t.Fatalf("registry entry of datacenter 0 = %q, want %q", got, a.Prefix())
+	}
+	_, err := b.Acquire(ctx, req)
+	wantErr(t, "the other prefix", err, worker.ErrContract, strconv.Quote(a.Prefix()), strconv.Quote(b.Prefix()), conn.registry)
+	if n := raw.Exists(ctx, b.Key(0)).Val(); n != 0 {
+		t.Fatalf("the refused prefix wrote %s", b.Key(0))
+	}
+	// A registry of the wrong type is a failure of Redis.
+	raw.Del(ctx, conn.registry)
+	raw.Set(ctx, conn.registry, "x", 0)
+	_, err = a.Acquire(ctx, req)
+	wantErr(t, "Acquire with a broken registry", err, worker.ErrUnavailable, "WRONGTYPE", conn.registry)
+}
+
+// TestRestartWithoutPersistence: a private redis-server without RDB or AOF
+// is stopped with SHUTDOWN NOSAVE under a holder and started again, empty,
+// on the same port. The holder's lease ends with ErrReset within a renewal
+// or two of the restart, and a newcomer starts after everything the holder
+// may have issued.
+func TestRestartWithoutPersistence(t *testing.T) {
+	testenv.Redis().Require(t)
+	s := startServer(t)
+	cfg := worker.Config{Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Workers: 2, TTL: 2 * time.Second,
+		RenewEvery: 200 * time.Millisecond, RetryEvery: 50 * time.Millisecond, ReserveAhead: 500 * time.Millisecond,
+		SafetyMargin: 500 * time.Millisecond, Contract: "restart test"}
+	leaser := func() worker.Leaser {
+		lr, err := worker.NewLeaser(NewWorkers(newClient(t, s.addr), ""), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lr
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	old, err := leaser().Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	time.Sleep(3 * cfg.RenewEvery) // a few renewals
+	stopped := time.Now()
+	s.restart(t)
+	up := time.Now()
+	select {
+	case <-old.Done():
+	case <-time.After(cfg.TTL):
+		t.Fatalf("the lease still runs %v after Redis restarted empty", cfg.TTL)
+	}
+	// A renewal in flight may reach the new server before restart returns.
+	took := time.Since(up)
+	if err := old.Err(); !errors.Is(err, worker.ErrLeaseLost) || !errors.Is(err, worker.ErrReset) ||
+		!strings.Contains(err.Error(), "is gone") {
+		t.Fatalf("lease error %v, want ErrLeaseLost and ErrReset saying the record is gone", err)
+	}
+	if took > 2*cfg.RenewEvery+100*time.Millisecond {
+		t.Fatalf("the lease ended %v after the server was back, more than two renewal periods", took)
+	}
+	t.Logf("the server was down for %v; the lease ended at most %v after it was back: %v", up.Sub(stopped), max(took, 0), old.Err())
+	oldUntil := old.Until()
+	newcomer, err := leaser().Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer newcomer.Close()
+	if !newcomer.NotBefore().After(oldUntil) {
+		t.Fatalf("the newcomer starts at %v, not after the old holder's reservation %v", newcomer.NotBefore(), oldUntil)
+	}
+}
+
 func TestParseSlot(t *testing.T) {
 	id, s, err := parseSlot("12", "5|6|7|a|b")
 	if err != nil || id != 12 || s != (slotValue{expires: 5, high: 6, prev: 7, holder: "a|b"}) {
@@ -596,6 +1022,6 @@ func BenchmarkWorkers(b *testing.B) {
 				client.Del(context.Background(), keys...)
 			}
 		})
-		return NewWorkers(client, prefix)
+		return NewWorkers(client, prefix, WithRegistry(prefix+":datacenters"))
 	})
 }

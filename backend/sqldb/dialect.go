@@ -91,16 +91,22 @@ func (d Dialect) nowMs() string {
 	return "(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT)"
 }
 
-// SchemaSQL returns the DDL of the worker-id table for dialect d: a CREATE
-// TABLE IF NOT EXISTS statement that CreateSchema runs and that a migration
-// tool can print or apply itself. table must match
-// ^[A-Za-z_][A-Za-z0-9_]{0,62}$ ("" means DefaultTable); it is quoted, so it
-// is case-sensitive.
+// DefaultRegistry is the datacenter registry table NewWorkers and Open use
+// when WithRegistry names none.
+const DefaultRegistry = "flakeid_datacenters"
+
+// SchemaSQL returns the DDL of the worker-id table for dialect d, followed
+// by that of the datacenter registry table DefaultRegistry (see
+// RegistrySchemaSQL): two CREATE TABLE IF NOT EXISTS statements, each ended
+// by a semicolon, that CreateSchema runs and that a migration tool can print
+// or apply itself. (Workers.SchemaSQL gives the same with the coordinator's
+// own registry table.) table must match ^[A-Za-z_][A-Za-z0-9_]{0,62}$ (""
+// means DefaultTable); it is quoted, so it is case-sensitive.
 //
 // One row per (datacenter, worker) slot that was ever held:
 //
 //	datacenter     BIGINT        the datacenter id
-//	worker         BIGINT        the worker id; -1 is the datacenter's lock row (see below)
+//	worker         BIGINT        the worker id; -1 and -2 are the datacenter's lock and record rows (see below)
 //	holder         VARCHAR(255)  the owner token; '' when free (released)
 //	expires_at_ms  BIGINT        when the lease lapses, Unix ms by the DATABASE's clock; 0 when free
 //	high_water_ms  BIGINT        the high-water mark, Unix ms; never decreases
@@ -114,12 +120,47 @@ func (d Dialect) nowMs() string {
 // and holds nothing: every Acquire locks it first (SELECT … FOR UPDATE), so
 // acquisitions in one datacenter are serialised, and a never-used id (no row
 // yet) cannot be handed out twice. Renew and Release are single conditional
-// UPDATEs that need no lock row. List never reports the lock row.
+// UPDATEs that need no lock row.
+//
+// The row (datacenter, -2) is the datacenter's namespace record
+// (worker.Namespace), in the same columns: holder is the incarnation (16 hex
+// digits), a space and the ID-space contract; expires_at_ms is when it was
+// initialised and high_water_ms its floor, both Unix ms by the database's
+// clock. It is written only by a transaction that holds the lock row. Being
+// a row of the same table, it goes wherever the slots go: a TRUNCATE, a
+// DELETE, a restore or a failover takes or brings back both together. List
+// reports neither row. (Tables created by flakeid versions without the
+// record need no change: the first Acquire writes the record.)
 //
 // On MySQL the holder column uses the utf8mb4_bin collation so that owner
 // tokens compare exactly (case-sensitively); tokens with trailing spaces,
 // which that PAD SPACE collation would ignore, are refused by Acquire.
 func SchemaSQL(d Dialect, table string) (string, error) {
+	return SchemaSQLWithRegistry(d, table, "")
+}
+
+// SchemaSQLWithRegistry is SchemaSQL with the registry table registry (""
+// means DefaultRegistry), as WithRegistry names it.
+func SchemaSQLWithRegistry(d Dialect, table, registry string) (string, error) {
+	workers, err := workersSchemaSQL(d, table)
+	if err != nil {
+		return "", err
+	}
+	reg, err := RegistrySchemaSQL(d, registry)
+	if err != nil {
+		return "", err
+	}
+	return joinSchema(workers, reg), nil
+}
+
+// joinSchema joins DDL statements, each ended by a semicolon.
+func joinSchema(stmts ...string) string {
+	return strings.Join(stmts, ";\n\n") + ";\n"
+}
+
+// workersSchemaSQL is the CREATE TABLE IF NOT EXISTS statement of the
+// worker-id table (see SchemaSQL), without a semicolon.
+func workersSchemaSQL(d Dialect, table string) (string, error) {
 	if table == "" {
 		table = DefaultTable
 	}
@@ -145,49 +186,124 @@ func SchemaSQL(d Dialect, table string) (string, error) {
 		")" + suffix, nil
 }
 
-// statements are the SQL texts of one Workers, built once by NewWorkers for
-// its dialect and table.
-type statements struct {
-	schema     string
-	lockInsert string // create the datacenter's lock row if missing
-	lockSelect string // lock it
-	slots      string // the slots [0, n) of a datacenter, with the database's now
-	insert     string // take a never-used id
-	take       string // take a free or expired id whose mark is as read
-	renew      string
-	release    string
-	slot       string // one slot, with the database's now
-	list       string
+// RegistrySchemaSQL returns the DDL of a datacenter registry table for
+// dialect d (registry "" means DefaultRegistry): a CREATE TABLE IF NOT
+// EXISTS statement, without a semicolon. The registry is shared by every
+// worker table (namespace) of a database that names it; it maps each
+// datacenter id to the one namespace allowed to use it:
+//
+//	datacenter     BIGINT        the datacenter id (PRIMARY KEY)
+//	namespace      VARCHAR(255)  the worker table that claimed it
+//	contract       TEXT          that table's ID-space contract when it claimed it
+//	claimed_at_ms  BIGINT        when, Unix ms by the database's clock
+//
+// A row is created (if absent) by the first Acquire in a datacenter and
+// whenever a namespace record is re-initialised; flakeid never deletes one.
+// To hand a datacenter id over to another table, delete its row by hand.
+func RegistrySchemaSQL(d Dialect, registry string) (string, error) {
+	if registry == "" {
+		registry = DefaultRegistry
+	}
+	if !d.valid() {
+		return "", fmt.Errorf("%w: sqldb: unknown dialect %v", worker.ErrInvalidConfig, d)
+	}
+	if !validTableName(registry) {
+		return "", fmt.Errorf("%w: sqldb: registry table name %q does not match ^[A-Za-z_][A-Za-z0-9_]{0,62}$", worker.ErrInvalidConfig, registry)
+	}
+	text, suffix := "VARCHAR(255) NOT NULL", ""
+	contract := "TEXT NOT NULL"
+	if d == MySQL {
+		text = "VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL"
+		contract = "TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL"
+		suffix = " ENGINE=InnoDB"
+	}
+	return "CREATE TABLE IF NOT EXISTS " + d.quote(registry) + " (\n" +
+		"  datacenter BIGINT NOT NULL,\n" +
+		"  namespace " + text + ",\n" +
+		"  contract " + contract + ",\n" +
+		"  claimed_at_ms BIGINT NOT NULL,\n" +
+		"  PRIMARY KEY (datacenter)\n" +
+		")" + suffix, nil
 }
 
-func newStatements(d Dialect, table string) (statements, error) {
-	schema, err := SchemaSQL(d, table)
+// statements are the SQL texts of one Workers, built once by NewWorkers for
+// its dialect, table and registry.
+type statements struct {
+	schema         string // the worker table's CREATE TABLE
+	registrySchema string // the registry's CREATE TABLE
+	lockInsert     string // create the datacenter's lock row if missing
+	lockSelect     string // lock it
+	slots          string // the slots [0, n) of a datacenter, with the database's now
+	insert         string // take a never-used id
+	take           string // take a free or expired id whose mark is as read
+	renew          string // guarded by the slot and the namespace record; the new expiry
+	release        string // guarded by the slot and the namespace record
+	slot           string // one slot and the record row, with the database's now
+	list           string
+	record         string // the database's now and the record row (NULLs when none)
+	recordInsert   string
+	recordUpdate   string
+	regSelect      string // the registry row of a datacenter
+	regInsert      string // create it if absent
+}
+
+func newStatements(d Dialect, table, registry string) (statements, error) {
+	schema, err := workersSchemaSQL(d, table)
 	if err != nil {
 		return statements{}, err
 	}
-	t, now := d.quote(table), d.nowMs()
+	regSchema, err := RegistrySchemaSQL(d, registry)
+	if err != nil {
+		return statements{}, err
+	}
+	if registry == table {
+		return statements{}, fmt.Errorf("%w: sqldb: the registry table %q is the worker table", worker.ErrInvalidConfig, registry)
+	}
+	t, reg, now := d.quote(table), d.quote(registry), d.nowMs()
+	// Renew and Release match only while the namespace record (r) is the
+	// one the claim acquired under and the slot (s) has at least the mark
+	// the claim stored, besides the holder and expiry checks.
+	slotGuard := " s.datacenter = ? AND s.worker = ? AND s.holder = ? AND s.expires_at_ms > " + now + " AND s.high_water_ms >= ?"
 	s := statements{
-		schema:     schema,
-		lockSelect: "SELECT worker FROM " + t + " WHERE datacenter = ? AND worker = -1 FOR UPDATE",
+		schema:         schema,
+		registrySchema: regSchema,
+		lockSelect:     "SELECT worker FROM " + t + " WHERE datacenter = ? AND worker = -1 FOR UPDATE",
 		slots: "SELECT worker, holder, expires_at_ms, high_water_ms, " + now + " FROM " + t +
 			" WHERE datacenter = ? AND worker >= 0 AND worker < ? ORDER BY worker",
 		insert: "INSERT INTO " + t + " (datacenter, worker, holder, expires_at_ms, high_water_ms) VALUES (?, ?, ?, " + now + " + ?, ?)",
 		take: "UPDATE " + t + " SET holder = ?, expires_at_ms = " + now + " + ?, high_water_ms = GREATEST(high_water_ms, ?)" +
 			" WHERE datacenter = ? AND worker = ? AND high_water_ms = ? AND (holder = '' OR expires_at_ms <= " + now + ")",
-		renew: "UPDATE " + t + " SET expires_at_ms = " + now + " + ?, high_water_ms = GREATEST(high_water_ms, ?)" +
-			" WHERE datacenter = ? AND worker = ? AND holder = ? AND expires_at_ms > " + now,
-		release: "UPDATE " + t + " SET holder = '', expires_at_ms = 0, high_water_ms = GREATEST(high_water_ms, ?)" +
-			" WHERE datacenter = ? AND worker = ? AND holder = ? AND expires_at_ms > " + now,
-		slot: "SELECT holder, expires_at_ms, high_water_ms, " + now + " FROM " + t + " WHERE datacenter = ? AND worker = ?",
+		slot: "SELECT worker, holder, expires_at_ms, high_water_ms, " + now + " FROM " + t +
+			" WHERE datacenter = ? AND worker IN (?, -2)",
 		list: "SELECT worker, holder, expires_at_ms, high_water_ms FROM " + t + " WHERE datacenter = ? AND worker >= 0 ORDER BY worker",
+		record: "SELECT " + now + ", r.holder, r.expires_at_ms, r.high_water_ms FROM (SELECT 1 AS one) AS o LEFT JOIN " + t +
+			" AS r ON r.datacenter = ? AND r.worker = -2",
+		recordInsert: "INSERT INTO " + t + " (datacenter, worker, holder, expires_at_ms, high_water_ms) VALUES (?, -2, ?, ?, ?)",
+		recordUpdate: "UPDATE " + t + " SET holder = ?, expires_at_ms = ?, high_water_ms = ? WHERE datacenter = ? AND worker = -2",
+		regSelect:    "SELECT namespace, contract, claimed_at_ms FROM " + reg + " WHERE datacenter = ?",
 	}
 	if d == MySQL {
 		s.lockInsert = "INSERT INTO " + t + " (datacenter, worker) VALUES (?, -1) ON DUPLICATE KEY UPDATE worker = worker"
+		s.regInsert = "INSERT INTO " + reg + " (datacenter, namespace, contract, claimed_at_ms) VALUES (?, ?, ?, " + now + ")" +
+			" ON DUPLICATE KEY UPDATE datacenter = datacenter"
+		// A multi-table UPDATE (MySQL refuses a subquery on the updated
+		// table); LAST_INSERT_ID(expr) hands the new expiry back in the
+		// reply, in the same round trip.
+		join := "UPDATE " + t + " AS s JOIN " + t + " AS r ON r.datacenter = s.datacenter AND r.worker = -2"
+		s.renew = join + " SET s.expires_at_ms = LAST_INSERT_ID(" + now + " + ?), s.high_water_ms = GREATEST(s.high_water_ms, ?)" +
+			" WHERE" + slotGuard + " AND r.holder = ?"
+		s.release = join + " SET s.holder = '', s.expires_at_ms = 0, s.high_water_ms = GREATEST(s.high_water_ms, ?)" +
+			" WHERE" + slotGuard + " AND r.holder = ?"
 	} else {
 		s.lockInsert = "INSERT INTO " + t + " (datacenter, worker) VALUES (?, -1) ON CONFLICT (datacenter, worker) DO NOTHING"
-	}
-	if d == Postgres {
-		for _, p := range []*string{&s.lockInsert, &s.lockSelect, &s.slots, &s.insert, &s.take, &s.renew, &s.release, &s.slot, &s.list} {
+		s.regInsert = "INSERT INTO " + reg + " (datacenter, namespace, contract, claimed_at_ms) VALUES (?, ?, ?, " + now + ")" +
+			" ON CONFLICT (datacenter) DO NOTHING"
+		record := " FROM " + t + " AS r WHERE" + slotGuard + " AND r.datacenter = s.datacenter AND r.worker = -2 AND r.holder = ?"
+		s.renew = "UPDATE " + t + " AS s SET expires_at_ms = " + now + " + ?, high_water_ms = GREATEST(s.high_water_ms, ?)" +
+			record + " RETURNING s.expires_at_ms"
+		s.release = "UPDATE " + t + " AS s SET holder = '', expires_at_ms = 0, high_water_ms = GREATEST(s.high_water_ms, ?)" + record
+		for _, p := range []*string{&s.lockInsert, &s.lockSelect, &s.slots, &s.insert, &s.take, &s.renew, &s.release, &s.slot,
+			&s.list, &s.record, &s.recordInsert, &s.recordUpdate, &s.regSelect, &s.regInsert} {
 			*p = dollarParams(*p)
 		}
 	}

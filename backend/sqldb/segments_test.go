@@ -91,6 +91,27 @@ func (c segConnector) ConnectFaulty(t *testing.T) (segment.Store, segmenttest.Fa
 	return s, p
 }
 
+// Backup reads every tag's max_id; the restore writes them back, as
+// restoring the table from a backup (or a point-in-time recovery) does.
+func (c segConnector) Backup(t *testing.T) func() {
+	s, db := segClient(t, c.dsn, c.table)
+	tags, err := s.List(t.Context())
+	if err != nil {
+		t.Fatalf("backup: %v", err)
+	}
+	q := "UPDATE " + s.d.quote(c.table) + " SET max_id = ? WHERE biz_tag = ?"
+	if s.d == Postgres {
+		q = dollarParams(q)
+	}
+	return func() {
+		for _, tag := range tags {
+			if _, err := db.ExecContext(t.Context(), q, tag.MaxID, tag.Name); err != nil {
+				t.Fatalf("restoring tag %q to max_id %d: %v", tag.Name, tag.MaxID, err)
+			}
+		}
+	}
+}
+
 func TestSegmentsConformance(t *testing.T) {
 	var _ segment.Store = (*Segments)(nil)
 	forEach(t, func(t *testing.T, dsn string) {

@@ -9,8 +9,10 @@
 // Design of the worker coordinator:
 //
 //   - One table (default "flakeid_workers", see SchemaSQL for its columns),
-//     one row per (datacenter, worker) slot ever held, created by
-//     CreateSchema or by a migration that applies SchemaSQL.
+//     one row per (datacenter, worker) slot ever held, plus a lock row and
+//     a namespace-record row per datacenter, and a registry table shared
+//     by the worker tables of the database, both created by CreateSchema or
+//     by a migration that applies SchemaSQL.
 //   - Every expiry is computed and compared by the DATABASE's clock, in Unix
 //     milliseconds (PostgreSQL clock_timestamp(), MySQL UTC_TIMESTAMP(6)),
 //     never by the clock of the Go process: the nodes' clocks may disagree,
@@ -31,11 +33,67 @@
 //     that connection (wait_timeout, TCP keepalive), and meanwhile Acquire
 //     in that datacenter fails with ErrUnavailable at the caller's deadline.
 //   - Renew and Release are single UPDATEs guarded by holder = owner AND
-//     expires_at_ms > now; matching no row is worker.ErrNotHeld. The
-//     high-water mark only ever moves up (GREATEST).
+//     expires_at_ms > now, by the slot's high-water mark being at least the
+//     highest the claim stored, and by the datacenter's namespace record
+//     being the one the claim acquired under (a self-join on the record row;
+//     on MySQL a multi-table UPDATE); a successful renewal is one round
+//     trip. Matching no row, they read the slot and the record (one SELECT)
+//     to tell worker.ErrNotHeld from worker.ErrReset. The high-water mark
+//     only ever moves up (GREATEST). On MySQL the UPDATE takes a shared
+//     lock on the record row, which only a transaction writing the record
+//     locks for long: a partitioned acquirer holds the lock row, never the
+//     record row, unless it was writing a new record.
 //   - Database and connection errors wrap worker.ErrUnavailable with the
 //     driver's error kept for errors.Is/As; bad arguments wrap
 //     worker.ErrInvalidConfig; every id held wraps worker.ErrExhausted.
+//
+// The namespace record and the datacenter registry (issue 12):
+//
+//   - The namespace of a coordinator is its table, named by the table name
+//     (unqualified: a copy of the database under another name, or with
+//     another search_path, is the same namespace). Each datacenter used in
+//     it has a namespace record (worker.Namespace) in the row (datacenter,
+//     -2) of the same table: holder = incarnation (16 random hex digits), a
+//     space, the ID-space contract (at most 238 characters); expires_at_ms =
+//     when it was initialised, high_water_ms = its floor, both by the
+//     database's clock. Whatever takes or brings back the slots takes or
+//     brings back the record with them.
+//   - Acquire reads the record in its transaction, holding the lock row
+//     (every writer of the record holds it): a record with another contract
+//     is worker.ErrContract and nothing is written; no record (never used,
+//     lost, or a table of an older flakeid: its slots are kept) is written
+//     then, with initialised = the database's now and floor = now + the
+//     request's quarantine. Previous is max(the slot's mark, the floor).
+//   - The datacenter registry is a table outside every namespace (default
+//     "flakeid_datacenters", see RegistrySchemaSQL and WithRegistry), shared
+//     by the worker tables of the database that name it: one row per
+//     datacenter id naming the table that claimed it. Acquire creates its
+//     datacenter's row if absent (INSERT … ON CONFLICT DO NOTHING / ON
+//     DUPLICATE KEY UPDATE, in its transaction) and fails with
+//     worker.ErrContract when it names another table. flakeid never deletes
+//     a row: to give a datacenter id to another table, delete it by hand.
+//   - How a reset looks here, and how a holder recognises it at its next
+//     Renew or Release (within one renewal period):
+//     a TRUNCATE, a DELETE of the rows, or a database recreated empty:
+//     the record row is gone (and with it the slot);
+//     a restore from an older dump or a point-in-time recovery, or a
+//     failover to a lagging asynchronous replica: the record row is an
+//     older one (initialised before the holder's), or it is the holder's
+//     but the holder's slot row is missing or its high-water mark is below
+//     the highest the holder stored (the renewals since the copy are lost).
+//     The holder that finds it re-initialises the record in a transaction on
+//     the lock row, if the record is still as it saw it (new incarnation,
+//     the old contract or its own, initialised now, floor max(the old floor,
+//     now + its quarantine)), touches no slot, and fails with
+//     worker.ErrReset; a holder that finds the record re-initialised by
+//     someone else (another incarnation, initialised after its own) fails
+//     with worker.ErrReset and writes nothing. Every later holder starts
+//     after the new floor. A rollback that loses nothing this holder stored
+//     (a copy taken after its last renewal) is not a reset for it.
+//   - Clock: Claim.Clock is the database's clock (see nowMs) as the Acquire
+//     transaction or the renewal UPDATE read it, stale 0: PostgreSQL returns
+//     the new expiry (RETURNING), MySQL hands it back in the reply's insert
+//     id (LAST_INSERT_ID(expr)), so the renewal stays one round trip.
 //
 // Open picks the dialect from the DSN: a postgres:// or postgresql:// URL is
 // PostgreSQL (driver github.com/jackc/pgx/v5/stdlib), anything else is a
@@ -44,8 +102,10 @@ package sqldb
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
 	"database/sql/driver"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -54,6 +114,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/flakeid/flakeid/internal/backoff"
 	"github.com/flakeid/flakeid/worker"
@@ -111,11 +172,12 @@ func (w *Workers) releaseIdleLimit(conn *sql.Conn) {
 
 // Workers is a worker.Coordinator over a table of a SQL database.
 type Workers struct {
-	db      *sql.DB
-	d       Dialect
-	table   string
-	q       statements
-	ownedDB bool // Close closes db: Open made it
+	db       *sql.DB
+	d        Dialect
+	table    string
+	registry string
+	q        statements
+	ownedDB  bool // Close closes db: Open made it
 
 	lockHold time.Duration // lockHoldLimit; tests shorten it
 	// idleTxTimeout is, on MySQL, whether the server has MariaDB's
@@ -126,30 +188,55 @@ type Workers struct {
 	testHookLocked func()
 }
 
+// WorkersOption is an option of NewWorkers.
+type WorkersOption func(*workersOptions)
+
+type workersOptions struct{ registry string }
+
+// WithRegistry names the datacenter registry table ("" means
+// DefaultRegistry): the table, shared by every worker table of the database
+// that names it, that records which worker table claimed each datacenter
+// id. It must match ^[A-Za-z_][A-Za-z0-9_]{0,62}$ and differ from the
+// worker table.
+func WithRegistry(table string) WorkersOption {
+	return func(o *workersOptions) { o.registry = table }
+}
+
 // NewWorkers returns a coordinator that keeps its slots in table ("" means
-// DefaultTable) of db, a database of dialect d. The table is not created:
-// call CreateSchema, or apply SchemaSQL with a migration tool. table must
-// match ^[A-Za-z_][A-Za-z0-9_]{0,62}$.
+// DefaultTable) of db, a database of dialect d, and claims its datacenter
+// ids in the registry table (DefaultRegistry unless WithRegistry says
+// otherwise). The tables are not created: call CreateSchema, or apply
+// SchemaSQL with a migration tool. table must match
+// ^[A-Za-z_][A-Za-z0-9_]{0,62}$; it is also the coordinator's namespace name
+// in the registry and in errors.
 //
 // A MySQL db should be opened with clientFoundRows=true (OpenDB does);
 // without it Renew reads the slot back when an UPDATE changed nothing.
-func NewWorkers(db *sql.DB, d Dialect, table string) (*Workers, error) {
+func NewWorkers(db *sql.DB, d Dialect, table string, opts ...WorkersOption) (*Workers, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: sqldb: no database", worker.ErrInvalidConfig)
+	}
+	var o workersOptions
+	for _, opt := range opts {
+		opt(&o)
 	}
 	if table == "" {
 		table = DefaultTable
 	}
-	q, err := newStatements(d, table)
+	if o.registry == "" {
+		o.registry = DefaultRegistry
+	}
+	q, err := newStatements(d, table, o.registry)
 	if err != nil {
 		return nil, err
 	}
-	return &Workers{db: db, d: d, table: table, q: q, lockHold: lockHoldLimit}, nil
+	return &Workers{db: db, d: d, table: table, registry: o.registry, q: q, lockHold: lockHoldLimit}, nil
 }
 
 // Open opens the database dsn names (see DialectOf and OpenDB), checks that
-// it answers, and returns a coordinator on its DefaultTable. It does not
-// create the table: call CreateSchema. Close closes the database.
+// it answers, and returns a coordinator on its DefaultTable and
+// DefaultRegistry. It does not create the tables: call CreateSchema. Close
+// closes the database.
 func Open(ctx context.Context, dsn string) (*Workers, error) {
 	db, d, err := OpenDB(dsn)
 	if err != nil {
@@ -180,18 +267,25 @@ func (w *Workers) Close() error {
 // Dialect is the coordinator's SQL dialect.
 func (w *Workers) Dialect() Dialect { return w.d }
 
-// Table is the name of the coordinator's table.
+// Table is the name of the coordinator's table: its namespace.
 func (w *Workers) Table() string { return w.table }
 
-// SchemaSQL is the DDL of the coordinator's table (see the function
-// SchemaSQL).
-func (w *Workers) SchemaSQL() string { return w.q.schema }
+// Registry is the name of the coordinator's datacenter registry table.
+func (w *Workers) Registry() string { return w.registry }
 
-// CreateSchema creates the table when it does not exist (CREATE TABLE IF NOT
-// EXISTS); it is safe to run at every start, and by several nodes at once.
+// SchemaSQL is the DDL of the coordinator's table and of its registry table
+// (see the function SchemaSQL): two statements, each ended by a semicolon.
+func (w *Workers) SchemaSQL() string { return joinSchema(w.q.schema, w.q.registrySchema) }
+
+// CreateSchema creates the table and the registry table when they do not
+// exist (CREATE TABLE IF NOT EXISTS); it is safe to run at every start, and
+// by several nodes at once.
 func (w *Workers) CreateSchema(ctx context.Context) error {
 	if err := createTable(ctx, w.db, w.q.schema); err != nil {
 		return w.unavailable(ctx, "creating the table", err)
+	}
+	if err := createTable(ctx, w.db, w.q.registrySchema); err != nil {
+		return w.unavailable(ctx, fmt.Sprintf("creating the registry table %s", w.registry), err)
 	}
 	return nil
 }
@@ -234,6 +328,132 @@ func (w *Workers) check(dc int64, r row) error {
 	return nil
 }
 
+// record is a datacenter's namespace record, the row (datacenter, -2).
+type record struct {
+	holder      string // as stored: the incarnation, a space, the contract
+	incarnation string
+	contract    string
+	initMs      int64 // expires_at_ms: when it was initialised, database clock
+	floorMs     int64 // high_water_ms: the floor of every worker id
+}
+
+// incarnationLen is the length of an incarnation: 16 hex digits.
+const incarnationLen = 16
+
+// maxContract is the longest contract, in characters, that fits the holder
+// column (255 characters) after an incarnation and a space.
+const maxContract = 255 - incarnationLen - 1
+
+func newRecord(incarnation, contract string, initMs, floorMs int64) record {
+	return record{holder: incarnation + " " + contract, incarnation: incarnation, contract: contract, initMs: initMs, floorMs: floorMs}
+}
+
+// parseRecord reads the record row's columns.
+func (w *Workers) parseRecord(dc int64, holder string, initMs, floorMs int64) (record, error) {
+	inc, contract, ok := strings.Cut(holder, " ")
+	if !ok || len(inc) != incarnationLen || strings.Trim(inc, "0123456789abcdef") != "" {
+		return record{}, w.corrupt(dc, -2, "the namespace record's holder %q is not an incarnation of %d hex digits, a space and a contract", holder, incarnationLen)
+	}
+	if initMs <= 0 || floorMs < initMs {
+		return record{}, w.corrupt(dc, -2, "the namespace record was initialised at %d ms with the floor %d ms", initMs, floorMs)
+	}
+	return newRecord(inc, contract, initMs, floorMs), nil
+}
+
+func (r record) namespace() worker.Namespace {
+	return worker.Namespace{Incarnation: r.incarnation, Contract: r.contract, Floor: msTime(r.floorMs), Initialised: msTime(r.initMs)}
+}
+
+// newIncarnation is a fresh random incarnation token.
+func newIncarnation() (string, error) {
+	var b [incarnationLen / 2]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("sqldb: reading random bytes for an incarnation: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// queryer runs a query: a *sql.DB or a *sql.Tx.
+type queryer interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// readRecord reads the database's clock and the namespace record of
+// datacenter dc, ok false when there is none.
+func (w *Workers) readRecord(ctx context.Context, q queryer, dc int64) (rec record, ok bool, nowMs int64, err error) {
+	var (
+		holder        sql.NullString
+		initMs, floor sql.NullInt64
+	)
+	if err := q.QueryRowContext(ctx, w.q.record, dc).Scan(&nowMs, &holder, &initMs, &floor); err != nil {
+		return record{}, false, 0, err
+	}
+	if !holder.Valid {
+		return record{}, false, nowMs, nil
+	}
+	rec, err = w.parseRecord(dc, holder.String, initMs.Int64, floor.Int64)
+	return rec, err == nil, nowMs, err
+}
+
+// Namespace implements worker.Coordinator: the row (datacenter, -2).
+func (w *Workers) Namespace(ctx context.Context, datacenter int64) (worker.Namespace, bool, error) {
+	rec, ok, _, err := w.readRecord(ctx, w.db, datacenter)
+	switch {
+	case errors.Is(err, worker.ErrUnavailable):
+		return worker.Namespace{}, false, err
+	case err != nil:
+		return worker.Namespace{}, false, w.unavailable(ctx, fmt.Sprintf("reading the namespace record of datacenter %d", datacenter), err)
+	case !ok:
+		return worker.Namespace{}, false, nil
+	}
+	return rec.namespace(), true, nil
+}
+
+// missingTable reports an error of a table that does not exist (PostgreSQL
+// 42P01 undefined_table, MySQL 1146).
+func missingTable(err error) bool {
+	var pe *pgconn.PgError
+	var me *mysql.MySQLError
+	return errors.As(err, &pe) && pe.Code == "42P01" || errors.As(err, &me) && me.Number == 1146
+}
+
+// registryError explains an error of a registry statement.
+func (w *Workers) registryError(ctx context.Context, dc int64, err error) error {
+	if missingTable(err) {
+		return fmt.Errorf("%w: %s: the datacenter registry table %s does not exist (a table created by an older flakeid): "+
+			"run CreateSchema (flakeid creates it at start), or apply its DDL (`flakeid workers schema` prints it):\n%s;\n(%w)",
+			worker.ErrUnavailable, w.where(fmt.Sprintf("claiming datacenter %d", dc)), w.registry, w.q.registrySchema, err)
+	}
+	return w.unavailable(ctx, fmt.Sprintf("claiming datacenter %d in the registry table %s", dc, w.registry), err)
+}
+
+// claimDatacenter makes sure the registry gives datacenter dc to this
+// namespace: it creates the registry row if absent, and fails with
+// worker.ErrContract when it names another namespace. In the transaction
+// tx, so that a refused Acquire writes nothing.
+func (w *Workers) claimDatacenter(ctx context.Context, tx *sql.Tx, dc int64, contract string) error {
+	var (
+		ns, theirs string
+		atMs       int64
+	)
+	err := tx.QueryRowContext(ctx, w.q.regSelect, dc).Scan(&ns, &theirs, &atMs)
+	if errors.Is(err, sql.ErrNoRows) {
+		if _, err := tx.ExecContext(ctx, w.q.regInsert, dc, w.table, contract); err != nil {
+			return w.registryError(ctx, dc, err)
+		}
+		err = tx.QueryRowContext(ctx, w.q.regSelect, dc).Scan(&ns, &theirs, &atMs)
+	}
+	if err != nil {
+		return w.registryError(ctx, dc, err)
+	}
+	if ns != w.table {
+		return fmt.Errorf("%w: %s: datacenter %d is claimed on this coordinator by the namespace %q (registry table %s, since %s, contract %q); "+
+			"this namespace is %q: give each cluster its own datacenter id", worker.ErrContract, w.where("acquiring"),
+			dc, ns, w.registry, fmtMs(atMs), theirs, w.table)
+	}
+	return nil
+}
+
 func validOwner(owner string) error {
 	switch {
 	case owner == "":
@@ -244,6 +464,16 @@ func validOwner(owner string) error {
 		return fmt.Errorf("owner %q is not UTF-8 text without NUL", owner)
 	case strings.HasSuffix(owner, " "):
 		return fmt.Errorf("owner %q ends with a space, which MySQL's comparison ignores", owner)
+	}
+	return nil
+}
+
+func validContract(contract string) error {
+	switch {
+	case !utf8.ValidString(contract) || strings.ContainsRune(contract, 0):
+		return fmt.Errorf("contract %q is not UTF-8 text without NUL", contract)
+	case utf8.RuneCountInString(contract) > maxContract:
+		return fmt.Errorf("contract of %d characters, at most %d fit the namespace record", utf8.RuneCountInString(contract), maxContract)
 	}
 	return nil
 }
@@ -269,6 +499,12 @@ func msTime(ms int64) time.Time {
 	return time.UnixMilli(ms).UTC()
 }
 
+// durMs is d in milliseconds, rounded up.
+func durMs(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
+
+// fmtMs formats a stored Unix-ms value for messages.
+func fmtMs(ms int64) string { return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00") }
+
 func sleepCtx(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -290,19 +526,45 @@ func (e errLostRace) Error() string {
 
 // Acquire implements worker.Coordinator.
 func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim, error) {
-	if req.Workers < 1 || req.Datacenter < 0 || req.TTL < time.Millisecond {
+	if req.Workers < 1 || req.Datacenter < 0 || req.TTL < time.Millisecond || req.Quarantine < 0 {
 		return nil, fmt.Errorf("%w: sqldb: bad request %+v", worker.ErrInvalidConfig, req)
 	}
 	if err := validOwner(req.Owner); err != nil {
 		return nil, fmt.Errorf("%w: sqldb: %w", worker.ErrInvalidConfig, err)
 	}
+	if err := validContract(req.Contract); err != nil {
+		return nil, fmt.Errorf("%w: sqldb: %w", worker.ErrInvalidConfig, err)
+	}
+	var c *claim
+	err := w.inLockedTx(ctx, req.Datacenter, "acquiring a worker id", func(tx *sql.Tx) (err error) {
+		c, err = w.acquireLocked(ctx, tx, req)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// beginner starts transactions: a *sql.DB, or one *sql.Conn.
+type beginner interface {
+	BeginTx(context.Context, *sql.TxOptions) (*sql.Tx, error)
+}
+
+// inLockedTx runs fn in a READ COMMITTED transaction that holds the lock
+// row of datacenter dc, and runs it again after a transient conflict (a
+// lost race, a deadlock, a lock timeout, a duplicate key), a bounded number
+// of times. Errors that wrap a sentinel of package worker are returned as
+// they are; others are wrapped in worker.ErrUnavailable, op saying what
+// failed.
+func (w *Workers) inLockedTx(ctx context.Context, dc int64, op string, fn func(*sql.Tx) error) error {
 	// On MariaDB the transactions run on one connection whose idle
-	// transaction timeout is set for the whole Acquire, retries included.
+	// transaction timeout is set for the whole operation, retries included.
 	var begin beginner = w.db
 	if w.d == MySQL && w.idleTxTimeout.Load() >= 0 {
 		conn, err := w.mariaDBIdleLimit(ctx)
 		if err != nil {
-			return nil, w.unavailable(ctx, "acquiring a worker id", err)
+			return w.unavailable(ctx, op, err)
 		}
 		if conn != nil {
 			defer w.releaseIdleLimit(conn)
@@ -312,10 +574,8 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 	bo := backoff.Backoff{Min: 5 * time.Millisecond, Max: 200 * time.Millisecond}
 	var err error
 	for attempt := 0; attempt < maxAttempts; attempt++ {
-		var c *claim
-		c, err = w.acquireOnce(ctx, begin, req)
-		if err == nil {
-			return c, nil
+		if err = w.lockedOnce(ctx, begin, dc, fn); err == nil {
+			return nil
 		}
 		var lost errLostRace
 		if !errors.As(err, &lost) && !retryable(err) {
@@ -325,45 +585,77 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 			break
 		}
 	}
-	if errors.Is(err, worker.ErrExhausted) || errors.Is(err, worker.ErrUnavailable) {
-		return nil, err
+	for _, sentinel := range []error{worker.ErrExhausted, worker.ErrUnavailable, worker.ErrContract, worker.ErrReset} {
+		if errors.Is(err, sentinel) {
+			return err
+		}
 	}
-	return nil, w.unavailable(ctx, "acquiring a worker id", err)
+	return w.unavailable(ctx, op, err)
 }
 
-// beginner starts transactions: a *sql.DB, or one *sql.Conn.
-type beginner interface {
-	BeginTx(context.Context, *sql.TxOptions) (*sql.Tx, error)
-}
-
-// acquireOnce is one Acquire transaction, begun by begin. Errors of the
-// database are returned unwrapped, for retryable to classify.
-func (w *Workers) acquireOnce(ctx context.Context, begin beginner, req worker.Request) (c *claim, err error) {
+// lockedOnce is one transaction of inLockedTx, begun by begin. Errors of
+// the database are returned unwrapped, for retryable to classify.
+func (w *Workers) lockedOnce(ctx context.Context, begin beginner, dc int64, fn func(*sql.Tx) error) (err error) {
 	tx, err := begin.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer func() {
 		if err != nil {
 			_ = tx.Rollback()
 		}
 	}()
-	dc := req.Datacenter
 	if w.d == Postgres {
 		if _, err := tx.ExecContext(ctx, fmt.Sprintf("SET LOCAL idle_in_transaction_session_timeout = %d", w.lockHold.Milliseconds())); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	// Serialise the datacenter's acquisitions on its lock row.
+	// Serialise the datacenter's acquisitions and record writes on its
+	// lock row.
 	if _, err := tx.ExecContext(ctx, w.q.lockInsert, dc); err != nil {
-		return nil, err
+		return err
 	}
 	var lockID int64
 	if err := tx.QueryRowContext(ctx, w.q.lockSelect, dc).Scan(&lockID); err != nil {
-		return nil, err
+		return err
 	}
 	if w.testHookLocked != nil {
 		w.testHookLocked()
+	}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// acquireLocked is the body of an Acquire transaction, holding the lock row:
+// the registry, the namespace record, then the slot.
+func (w *Workers) acquireLocked(ctx context.Context, tx *sql.Tx, req worker.Request) (*claim, error) {
+	dc := req.Datacenter
+	// Every writer of the record holds the lock row, as this transaction
+	// does now: a plain read sees the latest record.
+	rec, found, nowMs, err := w.readRecord(ctx, tx, dc)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.claimDatacenter(ctx, tx, dc, req.Contract); err != nil {
+		return nil, err
+	}
+	if found && rec.contract != req.Contract {
+		return nil, fmt.Errorf("%w: %s: datacenter %d of %s is recorded with the contract %q (since %s); this node's is %q",
+			worker.ErrContract, w.where("acquiring"), dc, w.table, rec.contract, fmtMs(rec.initMs), req.Contract)
+	}
+	if !found {
+		// Never used, lost, or written by a flakeid without records: the
+		// slots, if any, are kept, and every id starts after the floor.
+		inc, err := newIncarnation()
+		if err != nil {
+			return nil, err
+		}
+		rec = newRecord(inc, req.Contract, nowMs, nowMs+durMs(req.Quarantine))
+		if _, err := tx.ExecContext(ctx, w.q.recordInsert, dc, rec.holder, rec.initMs, rec.floorMs); err != nil {
+			return nil, err
+		}
 	}
 	rows, err := tx.QueryContext(ctx, w.q.slots, dc, req.Workers)
 	if err != nil {
@@ -371,17 +663,16 @@ func (w *Workers) acquireOnce(ctx context.Context, begin beginner, req worker.Re
 	}
 	var (
 		best      row
-		found     bool
+		found1    bool
 		held      int64
-		nowMs     int64
 		next      int64 // the lowest id not seen yet
 		bestFresh bool  // best is a never-used id
 	)
 	consider := func(r row, fresh bool) {
 		// The first free id in id order whose mark has passed wins;
 		// failing that, the smallest mark.
-		if !found || (best.highMs > nowMs && r.highMs < best.highMs) {
-			best, found, bestFresh = r, true, fresh
+		if !found1 || (best.highMs > nowMs && r.highMs < best.highMs) {
+			best, found1, bestFresh = r, true, fresh
 		}
 	}
 	for rows.Next() {
@@ -413,10 +704,9 @@ func (w *Workers) acquireOnce(ctx context.Context, begin beginner, req worker.Re
 	if next < req.Workers {
 		consider(row{id: next}, true)
 	}
-	if !found {
-		err = fmt.Errorf("%w: %s: %d of %d worker ids of datacenter %d are held", worker.ErrExhausted,
+	if !found1 {
+		return nil, fmt.Errorf("%w: %s: %d of %d worker ids of datacenter %d are held", worker.ErrExhausted,
 			w.where("acquiring"), held, req.Workers, dc)
-		return nil, err
 	}
 	ttl, reserve := req.TTL.Milliseconds(), ceilMs(req.Reserve)
 	if bestFresh {
@@ -433,17 +723,66 @@ func (w *Workers) acquireOnce(ctx context.Context, begin beginner, req worker.Re
 			return nil, err
 		}
 		if n != 1 {
-			err = errLostRace{best.id}
-			return nil, err
+			return nil, errLostRace{best.id}
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return nil, err
-	}
-	return &claim{w: w, dc: dc, id: best.id, owner: req.Owner, prev: msTime(best.highMs)}, nil
+	return &claim{
+		w: w, dc: dc, id: best.id, owner: req.Owner,
+		prev:         msTime(max(best.highMs, rec.floorMs)),
+		rec:          rec,
+		contract:     req.Contract,
+		quarantineMs: durMs(req.Quarantine),
+		highMs:       max(best.highMs, reserve),
+		clockMs:      nowMs,
+	}, nil
 }
 
-// List implements worker.Coordinator. The lock row is not reported.
+// reinit re-initialises the namespace record of datacenter dc after a
+// holder found its state lost or rolled back, if the record is still what
+// the holder saw (observed; nil: none): a new incarnation, the contract of
+// the record (or contract when there was none), initialised now and a floor
+// of max(the old floor, now + quarantineMs). It touches no slot. When
+// another client re-initialised it first, it returns that record and
+// already true.
+func (w *Workers) reinit(ctx context.Context, dc int64, observed *record, contract string, quarantineMs int64) (rec record, already bool, err error) {
+	err = w.inLockedTx(ctx, dc, fmt.Sprintf("re-initialising the namespace record of datacenter %d", dc), func(tx *sql.Tx) error {
+		cur, found, nowMs, err := w.readRecord(ctx, tx, dc)
+		if err != nil {
+			return err
+		}
+		if found != (observed != nil) || found && cur != *observed {
+			rec, already = cur, true
+			return nil
+		}
+		inc, err := newIncarnation()
+		if err != nil {
+			return err
+		}
+		floor := nowMs + quarantineMs
+		if found {
+			contract, floor = cur.contract, max(floor, cur.floorMs)
+		}
+		rec, already = newRecord(inc, contract, nowMs, floor), false
+		if found {
+			_, err = tx.ExecContext(ctx, w.q.recordUpdate, rec.holder, rec.initMs, rec.floorMs, dc)
+		} else {
+			_, err = tx.ExecContext(ctx, w.q.recordInsert, dc, rec.holder, rec.initMs, rec.floorMs)
+		}
+		if err != nil {
+			return err
+		}
+		// Claim the datacenter again if the registry lost it too; another
+		// namespace's claim is left alone (Acquire refuses then).
+		if _, err := tx.ExecContext(ctx, w.q.regInsert, dc, w.table, contract); err != nil {
+			return w.registryError(ctx, dc, err)
+		}
+		return nil
+	})
+	return rec, already, err
+}
+
+// List implements worker.Coordinator. The lock and record rows are not
+// reported.
 func (w *Workers) List(ctx context.Context, datacenter int64) ([]worker.Info, error) {
 	rows, err := w.db.QueryContext(ctx, w.q.list, datacenter)
 	if err != nil {
@@ -472,60 +811,142 @@ func (w *Workers) List(ctx context.Context, datacenter int64) ([]worker.Info, er
 }
 
 type claim struct {
-	w      *Workers
-	dc, id int64
-	owner  string
-	prev   time.Time
+	w            *Workers
+	dc, id       int64
+	owner        string
+	prev         time.Time
+	rec          record // the namespace record acquired under
+	contract     string // the request's contract
+	quarantineMs int64  // the request's quarantine
+	highMs       int64  // the highest mark this claim stored
+	clockMs      int64  // the database's clock at the last Acquire or Renew
 }
 
 func (c *claim) WorkerID() int64     { return c.id }
 func (c *claim) Previous() time.Time { return c.prev }
 
-// Renew implements worker.Claim.
+// Clock implements worker.Claim: the database's clock as the last Acquire
+// or Renew read it.
+func (c *claim) Clock() (time.Time, time.Duration) { return msTime(c.clockMs), 0 }
+
+// Renew implements worker.Claim: one UPDATE, guarded by the holder, the
+// expiry, the namespace record and the claim's high-water mark.
 func (c *claim) Renew(ctx context.Context, ttl time.Duration, reserve time.Time) error {
 	if ttl < time.Millisecond {
 		return fmt.Errorf("%w: sqldb: renewal TTL %v", worker.ErrInvalidConfig, ttl)
 	}
-	res, err := c.w.db.ExecContext(ctx, c.w.q.renew, ttl.Milliseconds(), ceilMs(reserve), c.dc, c.id, c.owner)
+	ttlMs, reserveMs := ttl.Milliseconds(), ceilMs(reserve)
+	args := []any{ttlMs, reserveMs, c.dc, c.id, c.owner, c.highMs, c.rec.holder}
+	var expires int64
+	var err error
+	if c.w.d == Postgres {
+		err = c.w.db.QueryRowContext(ctx, c.w.q.renew, args...).Scan(&expires)
+		if errors.Is(err, sql.ErrNoRows) {
+			return c.failed(ctx, "renewing", reserveMs)
+		}
+	} else {
+		var res sql.Result
+		if res, err = c.w.db.ExecContext(ctx, c.w.q.renew, args...); err == nil {
+			var n int64
+			if n, err = res.RowsAffected(); err == nil && n != 1 {
+				return c.failed(ctx, "renewing", reserveMs)
+			}
+			if err == nil {
+				expires, err = res.LastInsertId() // LAST_INSERT_ID(the new expiry)
+			}
+		}
+	}
 	if err != nil {
 		return c.w.unavailable(ctx, fmt.Sprintf("renewing worker %d of datacenter %d", c.id, c.dc), err)
 	}
-	return c.matched(ctx, res, "renewing", ceilMs(reserve))
+	c.highMs = max(c.highMs, reserveMs)
+	c.clockMs = expires - ttlMs
+	return nil
 }
 
-// Release implements worker.Claim.
+// Release implements worker.Claim, with the checks of Renew.
 func (c *claim) Release(ctx context.Context, reserve time.Time) error {
-	res, err := c.w.db.ExecContext(ctx, c.w.q.release, ceilMs(reserve), c.dc, c.id, c.owner)
+	res, err := c.w.db.ExecContext(ctx, c.w.q.release, ceilMs(reserve), c.dc, c.id, c.owner, c.highMs, c.rec.holder)
 	if err != nil {
 		return c.w.unavailable(ctx, fmt.Sprintf("releasing worker %d of datacenter %d", c.id, c.dc), err)
 	}
-	return c.matched(ctx, res, "releasing", -1)
-}
-
-// matched checks that a guarded UPDATE hit the slot, and otherwise reads who
-// holds it for the ErrNotHeld message. renewedTo ≥ 0 is a renewal's
-// reservation: MySQL without clientFoundRows reports 0 rows for an UPDATE
-// that matched but changed nothing (a second renewal in the same
-// millisecond), which the read-back tells apart.
-func (c *claim) matched(ctx context.Context, res sql.Result, op string, renewedTo int64) error {
 	n, err := res.RowsAffected()
 	if err != nil {
-		return c.w.unavailable(ctx, fmt.Sprintf("%s worker %d of datacenter %d", op, c.id, c.dc), err)
+		return c.w.unavailable(ctx, fmt.Sprintf("releasing worker %d of datacenter %d", c.id, c.dc), err)
 	}
 	if n == 1 {
 		return nil
 	}
-	var r row
-	var nowMs int64
-	err = c.w.db.QueryRowContext(ctx, c.w.q.slot, c.dc, c.id).Scan(&r.holder, &r.expiresMs, &r.highMs, &nowMs)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return fmt.Errorf("%w: %s: worker %d of datacenter %d has no row", worker.ErrNotHeld, c.w.where(op), c.id, c.dc)
-	case err != nil:
-		return c.w.unavailable(ctx, fmt.Sprintf("%s worker %d of datacenter %d: reading the slot", op, c.id, c.dc), err)
+	return c.failed(ctx, "releasing", -1)
+}
+
+// failed explains a guarded UPDATE that matched no row: it reads the slot
+// and the namespace record, and tells a reset (worker.ErrReset, after
+// re-initialising the record when this holder is the first to find it)
+// from a lease this owner no longer holds (worker.ErrNotHeld). renewedTo ≥
+// 0 is a renewal's reservation: MySQL without clientFoundRows reports 0
+// rows for an UPDATE that matched but changed nothing (a second renewal in
+// the same millisecond), which the read-back tells apart.
+func (c *claim) failed(ctx context.Context, op string, renewedTo int64) error {
+	what := fmt.Sprintf("%s worker %d of datacenter %d", op, c.id, c.dc)
+	rows, err := c.w.db.QueryContext(ctx, c.w.q.slot, c.dc, c.id)
+	if err != nil {
+		return c.w.unavailable(ctx, what+": reading the slot", err)
 	}
+	var (
+		slot, rec *row
+		nowMs     int64
+	)
+	for rows.Next() {
+		var r row
+		if err := rows.Scan(&r.id, &r.holder, &r.expiresMs, &r.highMs, &nowMs); err != nil {
+			rows.Close()
+			return c.w.unavailable(ctx, what+": reading the slot", err)
+		}
+		if r.id == -2 {
+			rec = &r
+		} else {
+			slot = &r
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return c.w.unavailable(ctx, what+": reading the slot", err)
+	}
+	rows.Close()
+	var cur *record
+	if rec != nil {
+		r, err := c.w.parseRecord(c.dc, rec.holder, rec.expiresMs, rec.highMs)
+		if err != nil {
+			return err
+		}
+		cur = &r
+	}
+	if reason, reinit := c.resetReason(slot, cur); reason != "" {
+		if !reinit {
+			return fmt.Errorf("%w: %s: %s", worker.ErrReset, c.w.where(op), reason)
+		}
+		fresh, already, err := c.w.reinit(ctx, c.dc, cur, c.contract, c.quarantineMs)
+		switch {
+		case err != nil:
+			// Not ErrReset: the holder tries again, and re-initialises
+			// the record then, or finds it done.
+			return fmt.Errorf("%w (%s, %s)", err, what, reason)
+		case already:
+			return fmt.Errorf("%w: %s: %s; another client has re-initialised the namespace record since (incarnation %s, floor %s)",
+				worker.ErrReset, c.w.where(op), reason, fresh.incarnation, fmtMs(fresh.floorMs))
+		}
+		return fmt.Errorf("%w: %s: %s; the namespace record is re-initialised (incarnation %s): no worker id of datacenter %d issues before %s",
+			worker.ErrReset, c.w.where(op), reason, fresh.incarnation, c.dc, fmtMs(fresh.floorMs))
+	}
+	if slot == nil { // not reached: resetReason reports a missing slot
+		return fmt.Errorf("%w: %s: worker %d of datacenter %d has no row", worker.ErrNotHeld, c.w.where(op), c.id, c.dc)
+	}
+	r := *slot
 	if c.w.d == MySQL && renewedTo >= 0 && r.holder == c.owner && r.expiresMs > nowMs && r.highMs >= renewedTo {
-		return nil // matched, nothing to change
+		// Matched, nothing to change (MySQL without clientFoundRows).
+		c.highMs = max(c.highMs, renewedTo)
+		c.clockMs = nowMs
+		return nil
 	}
 	switch {
 	case r.holder == "":
@@ -540,4 +961,32 @@ func (c *claim) matched(ctx context.Context, res sql.Result, op string, renewedT
 		return fmt.Errorf("%w: %s: worker %d of datacenter %d is held by %q until %s", worker.ErrNotHeld,
 			c.w.where(op), c.id, c.dc, r.holder, msTime(r.expiresMs).Format(time.RFC3339Nano))
 	}
+}
+
+// resetReason says whether the slot and namespace record (nil when their
+// rows are missing) show the state this claim acquired under lost or
+// rolled back, and whether this holder must re-initialise the record
+// (false: another client already did).
+func (c *claim) resetReason(slot *row, rec *record) (reason string, reinit bool) {
+	ns := fmt.Sprintf("datacenter %d in %s", c.dc, c.w.table)
+	switch {
+	case rec == nil:
+		return fmt.Sprintf("the namespace record of %s is gone: the table was truncated or its rows deleted, "+
+			"or the database went back to a copy (a restore, a point-in-time recovery, a failover to a lagging replica) from before it was written", ns), true
+	case rec.initMs < c.rec.initMs:
+		return fmt.Sprintf("the namespace record of %s was initialised at %s (incarnation %s), before the one this holder acquired under (%s, incarnation %s): "+
+			"the database went back to an older copy (a restore, a point-in-time recovery, a failover to a lagging replica)",
+			ns, fmtMs(rec.initMs), rec.incarnation, fmtMs(c.rec.initMs), c.rec.incarnation), true
+	case rec.incarnation != c.rec.incarnation:
+		return fmt.Sprintf("the namespace record of %s was re-initialised at %s (incarnation %s), after the one this holder acquired under (%s, incarnation %s): "+
+			"the state was lost, and another client found it first", ns, fmtMs(rec.initMs), rec.incarnation, fmtMs(c.rec.initMs), c.rec.incarnation), false
+	case slot == nil:
+		return fmt.Sprintf("worker %d's row of %s is gone, while the namespace record is the one this holder acquired under: "+
+			"rows were deleted, or the database went back to a copy from before this holder took the worker id", c.id, ns), true
+	case slot.highMs < c.highMs:
+		return fmt.Sprintf("worker %d's high-water mark in %s is %s, below the %s this holder stored: "+
+			"the database went back to an older copy (a restore, a point-in-time recovery, a failover to a lagging replica)",
+			c.id, ns, fmtMs(slot.highMs), fmtMs(c.highMs)), true
+	}
+	return "", false
 }

@@ -17,32 +17,50 @@ import (
 
 func tableName(t testing.TB) string { return "flakeid_workers_" + randomHex(t) }
 
-// newTable creates a uniquely named table and drops it after the test, once
-// the clients' own cleanups (registered later, so run earlier) are done.
+// registryName is a fresh datacenter registry table name: every test claims
+// its datacenters in its own registry, so tests never see each other.
+func registryName(t testing.TB) string { return "flakeid_dcs_" + randomHex(t) }
+
+// newTable creates a uniquely named table and registry table and drops them
+// after the test, once the clients' own cleanups (registered later, so run
+// earlier) are done.
 func newTable(t testing.TB, dsn string) (*Workers, *sql.DB) {
 	t.Helper()
 	admin, d := testDB(t, dsn)
-	w, err := NewWorkers(admin, d, tableName(t))
+	return createWorkers(t, admin, d, tableName(t), registryName(t)), admin
+}
+
+// createWorkers creates table and registry with CreateSchema, drops them
+// after the test, and returns a coordinator on them over admin.
+func createWorkers(t testing.TB, admin *sql.DB, d Dialect, table, registry string) *Workers {
+	t.Helper()
+	w, err := NewWorkers(admin, d, table, WithRegistry(registry))
 	if err != nil {
 		t.Fatal(err)
 	}
+	dropAfter(t, admin, d, w.registry)
 	dropAfter(t, admin, d, w.table)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	if err := w.CreateSchema(ctx); err != nil {
 		t.Fatalf("CreateSchema: %v", err)
 	}
-	return w, admin
+	return w
 }
 
 type connector struct {
-	dsn   string
-	table string
+	dsn      string
+	table    string
+	registry string
+}
+
+func connectorOf(dsn string, w *Workers) connector {
+	return connector{dsn: dsn, table: w.table, registry: w.registry}
 }
 
 func (c connector) Connect(t *testing.T) worker.Coordinator {
 	db, d := testDB(t, c.dsn)
-	w, err := NewWorkers(db, d, c.table)
+	w, err := NewWorkers(db, d, c.table, WithRegistry(c.registry))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,11 +72,85 @@ func (c connector) Connect(t *testing.T) worker.Coordinator {
 func (c connector) ConnectFaulty(t *testing.T) (worker.Coordinator, workertest.Fault) {
 	dsn, p := throughProxy(t, c.dsn)
 	db, d := testDB(t, dsn)
-	w, err := NewWorkers(db, d, c.table)
+	w, err := NewWorkers(db, d, c.table, WithRegistry(c.registry))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return w, p
+}
+
+// execT runs one statement (with ? placeholders) of the harness on db.
+func execT(t *testing.T, db interface {
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
+}, d Dialect, q string, args ...any) {
+	t.Helper()
+	if d == Postgres {
+		q = dollarParams(q)
+	}
+	if _, err := db.ExecContext(ctx10(t), q, args...); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
+
+// Wipe empties the table and the registry, as a TRUNCATE, a DELETE or a
+// database recreated from nothing would.
+func (c connector) Wipe(t *testing.T) {
+	db, d := testDB(t, c.dsn)
+	execT(t, db, d, "DELETE FROM "+d.quote(c.table))
+	execT(t, db, d, "DELETE FROM "+d.quote(c.registry))
+}
+
+// Snapshot reads every row of the table; restore replaces the table's rows
+// with them in one transaction, as a restore from a dump, a point-in-time
+// recovery or a failover to a lagging replica would. The registry, outside
+// the namespace, is left as it is.
+func (c connector) Snapshot(t *testing.T) (restore func()) {
+	t.Helper()
+	db, d := testDB(t, c.dsn)
+	rows, err := db.QueryContext(ctx10(t), "SELECT datacenter, worker, holder, expires_at_ms, high_water_ms FROM "+d.quote(c.table))
+	if err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	defer rows.Close()
+	type saved struct {
+		dc, id        int64
+		holder        string
+		expires, high int64
+	}
+	var snap []saved
+	for rows.Next() {
+		var r saved
+		if err := rows.Scan(&r.dc, &r.id, &r.holder, &r.expires, &r.high); err != nil {
+			t.Fatalf("snapshot: %v", err)
+		}
+		snap = append(snap, r)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	return func() {
+		t.Helper()
+		tx, err := db.BeginTx(ctx10(t), nil)
+		if err != nil {
+			t.Fatalf("restore: %v", err)
+		}
+		defer tx.Rollback()
+		execT(t, tx, d, "DELETE FROM "+d.quote(c.table))
+		for _, r := range snap {
+			execT(t, tx, d, "INSERT INTO "+d.quote(c.table)+" (datacenter, worker, holder, expires_at_ms, high_water_ms) VALUES (?, ?, ?, ?, ?)",
+				r.dc, r.id, r.holder, r.expires, r.high)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatalf("restore: %v", err)
+		}
+	}
+}
+
+// OtherNamespace is a client of another table sharing the registry.
+func (c connector) OtherNamespace(t *testing.T) worker.Coordinator {
+	admin, d := testDB(t, c.dsn)
+	other := createWorkers(t, admin, d, tableName(t), c.registry)
+	return connectorOf(c.dsn, other).Connect(t)
 }
 
 func TestWorkersConformance(t *testing.T) {
@@ -66,9 +158,9 @@ func TestWorkersConformance(t *testing.T) {
 		workertest.Run(t, workertest.Harness{
 			Open: func(t *testing.T) workertest.Connector {
 				w, _ := newTable(t, dsn)
-				return connector{dsn: dsn, table: w.table}
+				return connectorOf(dsn, w)
 			},
-			TTL: time.Second,
+			TTL: 2 * time.Second,
 		})
 	})
 }
@@ -133,6 +225,250 @@ func TestTableNameValidation(t *testing.T) {
 		_, err := NewWorkers(db, d, name)
 		return err
 	}, SchemaSQL)
+	checkRefusesTables(t, "NewWorkers with a registry", func(db *sql.DB, d Dialect, name string) error {
+		_, err := NewWorkers(db, d, "", WithRegistry(name))
+		return err
+	}, RegistrySchemaSQL)
+}
+
+func TestRegistryNames(t *testing.T) {
+	db := offlineDB(t)
+	for _, d := range []Dialect{Postgres, MySQL} {
+		w, err := NewWorkers(db, d, "")
+		if err != nil || w.Registry() != DefaultRegistry {
+			t.Fatalf("%v: NewWorkers with no registry: %v, %v", d, w, err)
+		}
+		for _, schema := range []string{w.SchemaSQL(), func() string { s, _ := SchemaSQL(d, ""); return s }()} {
+			if !strings.Contains(schema, "CREATE TABLE IF NOT EXISTS "+d.quote(DefaultTable)) ||
+				!strings.Contains(schema, "CREATE TABLE IF NOT EXISTS "+d.quote(DefaultRegistry)) || strings.Count(schema, ";") != 2 {
+				t.Errorf("%v: schema %q: want both tables, each statement ended by a semicolon", d, schema)
+			}
+		}
+		w, err = NewWorkers(db, d, "ids", WithRegistry("dcs"))
+		if err != nil || w.Registry() != "dcs" || !strings.Contains(w.SchemaSQL(), "CREATE TABLE IF NOT EXISTS "+d.quote("dcs")) {
+			t.Errorf("%v: WithRegistry(dcs): %v, %v", d, w, err)
+		}
+		if s, err := SchemaSQLWithRegistry(d, "ids", "dcs"); err != nil || s != w.SchemaSQL() {
+			t.Errorf("%v: SchemaSQLWithRegistry = %q, %v; want %q", d, s, err, w.SchemaSQL())
+		}
+		if _, err := NewWorkers(db, d, "same", WithRegistry("same")); !errors.Is(err, worker.ErrInvalidConfig) {
+			t.Errorf("%v: a registry named as the worker table: %v, want ErrInvalidConfig", d, err)
+		}
+	}
+}
+
+func TestBadContracts(t *testing.T) {
+	w, err := NewWorkers(offlineDB(t), Postgres, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, contract := range map[string]string{
+		"too long":      strings.Repeat("×", maxContract+1),
+		"invalid UTF-8": "41/5/5/12\xff",
+		"NUL":           "a\x00b",
+	} {
+		r := req("a", 1)
+		r.Contract = contract
+		if _, err := w.Acquire(t.Context(), r); !errors.Is(err, worker.ErrInvalidConfig) {
+			t.Errorf("%s: Acquire = %v, want ErrInvalidConfig", name, err)
+		}
+	}
+	r := req("a", 1)
+	r.Quarantine = -time.Second
+	if _, err := w.Acquire(t.Context(), r); !errors.Is(err, worker.ErrInvalidConfig) {
+		t.Errorf("negative quarantine: Acquire = %v, want ErrInvalidConfig", err)
+	}
+}
+
+// qexec runs q (with ? placeholders) on db, failing the test on an error.
+func qexec(t *testing.T, db *sql.DB, d Dialect, q string, args ...any) {
+	t.Helper()
+	execT(t, db, d, q, args...)
+}
+
+// A table written by a flakeid without namespace records (slots, a lock
+// row, no record) keeps working: the first Acquire writes the record and
+// keeps the slots and their marks; every id starts after the floor.
+func TestWorkersOlderTable(t *testing.T) {
+	forEach(t, func(t *testing.T, dsn string) {
+		w, admin := newTable(t, dsn)
+		d, tbl := w.d, w.d.quote(w.table)
+		ctx := ctx10(t)
+		now := time.Now().UnixMilli()
+		qexec(t, admin, d, "INSERT INTO "+tbl+" (datacenter, worker) VALUES (0, -1)")
+		qexec(t, admin, d, "INSERT INTO "+tbl+" VALUES (0, 0, '', 0, ?)", now+3_600_000)
+		qexec(t, admin, d, "INSERT INTO "+tbl+" VALUES (0, 1, 'old-node', ?, ?)", now+60_000, now+1_000)
+		r := req("new-node", 3)
+		r.Contract, r.Quarantine = "c", 2*time.Second
+		cl, err := w.Acquire(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns, ok, err := w.Namespace(ctx, 0)
+		if err != nil || !ok || ns.Contract != "c" || ns.Floor.Sub(ns.Initialised) != 2*time.Second {
+			t.Fatalf("Namespace = %+v, %v, %v; want the record written with the contract and a 2s quarantine", ns, ok, err)
+		}
+		if cl.WorkerID() != 2 || !cl.Previous().Equal(ns.Floor) {
+			t.Fatalf("took worker %d starting at %v; want the never-used worker 2 at the floor %v", cl.WorkerID(), cl.Previous(), ns.Floor)
+		}
+		infos, err := w.List(ctx, 0)
+		if err != nil || len(infos) != 3 || infos[0].HighWater.UnixMilli() != now+3_600_000 || infos[1].Holder != "old-node" ||
+			infos[1].HighWater.UnixMilli() != now+1_000 {
+			t.Fatalf("List = %+v, %v; want the older slots as they were", infos, err)
+		}
+		if err := cl.Renew(ctx, time.Second, time.Now()); err != nil {
+			t.Fatalf("Renew: %v", err)
+		}
+	})
+}
+
+// A database whose worker table predates the registry (migrations applied
+// the older SchemaSQL) is refused with the DDL to run, until it exists.
+func TestWorkersMissingRegistry(t *testing.T) {
+	forEach(t, func(t *testing.T, dsn string) {
+		admin, d := testDB(t, dsn)
+		table, registry := tableName(t), registryName(t)
+		dropAfter(t, admin, d, registry)
+		dropAfter(t, admin, d, table)
+		ddl, err := workersSchemaSQL(d, table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		qexec(t, admin, d, ddl)
+		w, err := NewWorkers(admin, d, table, WithRegistry(registry))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := ctx10(t)
+		_, err = w.Acquire(ctx, req("a", 1))
+		if !errors.Is(err, worker.ErrUnavailable) || !strings.Contains(err.Error(), "CreateSchema") ||
+			!strings.Contains(err.Error(), "CREATE TABLE IF NOT EXISTS "+d.quote(registry)) {
+			t.Fatalf("Acquire without the registry table: %v; want ErrUnavailable telling to create it", err)
+		}
+		t.Logf("without the registry: %v", err)
+		if ns, ok, err := w.Namespace(ctx, 0); err != nil || ok {
+			t.Fatalf("the refused Acquire wrote a record: %+v, %v, %v", ns, ok, err)
+		}
+		if err := w.CreateSchema(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Acquire(ctx, req("a", 1)); err != nil {
+			t.Fatalf("Acquire after CreateSchema: %v", err)
+		}
+	})
+}
+
+// wantReset fails unless err is ErrReset (and not ErrNotHeld) saying want.
+func wantReset(t *testing.T, what string, err error, want string) {
+	t.Helper()
+	if !errors.Is(err, worker.ErrReset) || errors.Is(err, worker.ErrNotHeld) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("%s: %v; want ErrReset (and not ErrNotHeld) saying %q", what, err, want)
+	}
+	t.Logf("%s: %v", what, err)
+}
+
+// Only the record row deleted (a partial loss): the holder's Renew finds it
+// gone, re-initialises it and touches no slot.
+func TestWorkersRecordDeleted(t *testing.T) {
+	forEach(t, func(t *testing.T, dsn string) {
+		w, admin := newTable(t, dsn)
+		ctx := ctx10(t)
+		r := req("holder", 2)
+		r.Quarantine = 3 * time.Second
+		cl, err := w.Acquire(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old, _, _ := w.Namespace(ctx, 0)
+		before, _ := w.List(ctx, 0)
+		qexec(t, admin, w.d, "DELETE FROM "+w.d.quote(w.table)+" WHERE worker = -2")
+		wantReset(t, "Renew", cl.Renew(ctx, 2*time.Second, time.Now().Add(time.Second)), "namespace record of datacenter 0 in "+w.table+" is gone")
+		ns, ok, err := w.Namespace(ctx, 0)
+		if err != nil || !ok || ns.Incarnation == old.Incarnation || ns.Floor.Before(time.Now().Add(2*time.Second)) {
+			t.Fatalf("after the reset: %+v, %v, %v; want a new record with a floor 3s ahead (was %+v)", ns, ok, err, old)
+		}
+		if after, _ := w.List(ctx, 0); len(after) != 1 || after[0] != before[0] {
+			t.Fatalf("the reset changed the slot: %+v, was %+v", after, before)
+		}
+		wantReset(t, "Release", cl.Release(ctx, time.Now()), "after the one this holder acquired under")
+		if again, _, _ := w.Namespace(ctx, 0); again != ns {
+			t.Fatalf("a holder that found the record re-initialised wrote it again: %+v, was %+v", again, ns)
+		}
+	})
+}
+
+// The database goes back to a copy from an older incarnation: the holder of
+// the newer one finds its record initialised before its own, re-initialises
+// it (the floor never goes back), and the holder of the older incarnation
+// finds it re-initialised after its own.
+func TestWorkersOlderIncarnation(t *testing.T) {
+	forEach(t, func(t *testing.T, dsn string) {
+		w, _ := newTable(t, dsn)
+		conn := connectorOf(dsn, w)
+		ctx := ctx10(t)
+		r := req("first", 2)
+		r.Quarantine = time.Second
+		first, err := w.Acquire(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		restore := conn.Snapshot(t)
+		conn.Wipe(t)
+		time.Sleep(5 * time.Millisecond)
+		r.Owner, r.Quarantine = "second", 20*time.Second
+		second, err := w.Acquire(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		newer, _, _ := w.Namespace(ctx, 0)
+		restore()
+		wantReset(t, "Renew of the newer incarnation's holder", second.Renew(ctx, 2*time.Second, time.Now()), "before the one this holder acquired under")
+		ns, ok, err := w.Namespace(ctx, 0)
+		if err != nil || !ok || ns.Incarnation == newer.Incarnation || ns.Floor.Before(newer.Floor) {
+			t.Fatalf("after the rollback: %+v, %v, %v; want a new record whose floor is not below %v", ns, ok, err, newer.Floor)
+		}
+		wantReset(t, "Renew of the older incarnation's holder", first.Renew(ctx, 2*time.Second, time.Now()), "after the one this holder acquired under")
+		if again, _, _ := w.Namespace(ctx, 0); again != ns {
+			t.Fatalf("the record changed again: %+v, was %+v", again, ns)
+		}
+	})
+}
+
+// Several holders find the same loss at once: each fails with ErrReset, and
+// exactly one re-initialises the record.
+func TestWorkersConcurrentReset(t *testing.T) {
+	forEach(t, func(t *testing.T, dsn string) {
+		w, _ := newTable(t, dsn)
+		conn := connectorOf(dsn, w)
+		ctx := ctx10(t)
+		const holders = 6
+		claims := make([]worker.Claim, holders)
+		for i := range claims {
+			cl, err := conn.Connect(t).Acquire(ctx, req(fmt.Sprintf("h%d", i), holders))
+			if err != nil {
+				t.Fatal(err)
+			}
+			claims[i] = cl
+		}
+		conn.Wipe(t)
+		errs := make(chan error, holders)
+		for _, cl := range claims {
+			go func() { errs <- cl.Renew(ctx, 2*time.Second, time.Now()) }()
+		}
+		reinits := 0
+		for range holders {
+			err := <-errs
+			if !errors.Is(err, worker.ErrReset) || errors.Is(err, worker.ErrNotHeld) {
+				t.Fatalf("Renew after the loss: %v, want ErrReset", err)
+			}
+			if strings.Contains(err.Error(), "the namespace record is re-initialised") {
+				reinits++
+			}
+		}
+		if reinits != 1 {
+			t.Fatalf("%d holders re-initialised the record, want 1", reinits)
+		}
+	})
 }
 
 func TestDialectOf(t *testing.T) {
@@ -206,17 +542,32 @@ func TestExpiryUsesDatabaseClock(t *testing.T) {
 		if _, err := db.ExecContext(ctx, fmt.Sprintf("SET timestamp = %d", ahead.Unix())); err != nil {
 			t.Fatal(err)
 		}
-		fw, err := NewWorkers(db, MySQL, w.table)
+		fw, err := NewWorkers(db, MySQL, w.table, WithRegistry(w.registry))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := fw.Acquire(ctx, req("from-the-future", 1)); err != nil {
+		fcl, err := fw.Acquire(ctx, req("from-the-future", 1))
+		if err != nil {
 			t.Fatalf("Acquire with the database clock an hour ahead: %v", err)
 		}
 		infos, err = w.List(ctx, 0)
 		if err != nil || len(infos) != 1 || infos[0].Holder != "from-the-future" || infos[0].Expires.Before(ahead) {
 			t.Fatalf("List = %+v, %v; want held by from-the-future until about %v", infos, err, ahead)
 		}
+		// The claim reports that clock, from Acquire and from the renewal
+		// (the UPDATE's LAST_INSERT_ID).
+		nearClock := func(when string) {
+			t.Helper()
+			if at, stale := fcl.Clock(); at.Before(ahead.Add(-2*time.Second)) || at.After(ahead.Add(5*time.Second)) || stale != 0 {
+				t.Fatalf("%s: Clock() = %v, %v; want the session's clock, about %v", when, at, stale, ahead)
+			}
+		}
+		nearClock("after Acquire")
+		time.Sleep(5 * time.Millisecond)
+		if err := fcl.Renew(ctx, 2*time.Second, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		nearClock("after Renew")
 	})
 }
 
@@ -227,7 +578,7 @@ func TestRenewWithoutFoundRows(t *testing.T) {
 	w, _ := newTable(t, dsn)
 	db := noFoundRowsDB(t, dsn)
 	db.SetMaxOpenConns(1)
-	pw, err := NewWorkers(db, MySQL, w.table)
+	pw, err := NewWorkers(db, MySQL, w.table, WithRegistry(w.registry))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +634,9 @@ func TestForeignTable(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { admin.ExecContext(context.Background(), "DROP TABLE "+d.quote(name)) })
-		w, err := NewWorkers(admin, d, name)
+		registry := registryName(t)
+		dropAfter(t, admin, d, registry)
+		w, err := NewWorkers(admin, d, name, WithRegistry(registry))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -305,7 +658,7 @@ func TestClosedDB(t *testing.T) {
 	forEach(t, func(t *testing.T, dsn string) {
 		w, _ := newTable(t, dsn)
 		db, d := testDB(t, dsn)
-		c, err := NewWorkers(db, d, w.table)
+		c, err := NewWorkers(db, d, w.table, WithRegistry(w.registry))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -371,7 +724,7 @@ func TestCeilMs(t *testing.T) {
 func TestPartitionedAcquirer(t *testing.T) {
 	forEach(t, func(t *testing.T, dsn string) {
 		w, _ := newTable(t, dsn)
-		conn := connector{dsn: dsn, table: w.table}
+		conn := connectorOf(dsn, w)
 		healthy := conn.Connect(t).(*Workers)
 		fc, fault := conn.ConnectFaulty(t)
 		faulty := fc.(*Workers)
@@ -435,7 +788,7 @@ func TestPartitionedAcquirer(t *testing.T) {
 func TestAcquireChurn(t *testing.T) {
 	forEach(t, func(t *testing.T, dsn string) {
 		w, _ := newTable(t, dsn)
-		conn := connector{dsn: dsn, table: w.table}
+		conn := connectorOf(dsn, w)
 		const nodes, ids = 24, 4
 		type key struct{ dc, id int64 }
 		var (
@@ -502,7 +855,7 @@ func TestAcquireChurn(t *testing.T) {
 func TestRecoversAfterHeal(t *testing.T) {
 	forEach(t, func(t *testing.T, dsn string) {
 		w, _ := newTable(t, dsn)
-		c, fault := connector{dsn: dsn, table: w.table}.ConnectFaulty(t)
+		c, fault := connectorOf(dsn, w).ConnectFaulty(t)
 		ctx := ctx10(t)
 		cl, err := c.Acquire(ctx, req("a", 2))
 		if err != nil {
@@ -552,13 +905,14 @@ func TestCreateSchemaRace(t *testing.T) {
 		}
 		ctx := ctx10(t)
 		for round := range rounds {
-			workers, segments := tableName(t), "flakeid_segments_"+randomHex(t)
+			workers, segments, registry := tableName(t), "flakeid_segments_"+randomHex(t), registryName(t)
+			dropAfter(t, admin, d, registry)
 			dropAfter(t, admin, d, workers)
 			dropAfter(t, admin, d, segments)
 			start := make(chan struct{})
 			errs := make(chan error, 2*nodes)
 			for _, db := range dbs {
-				w, err := NewWorkers(db, d, workers)
+				w, err := NewWorkers(db, d, workers, WithRegistry(registry))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -578,7 +932,7 @@ func TestCreateSchemaRace(t *testing.T) {
 			if t.Failed() {
 				return
 			}
-			w, _ := NewWorkers(admin, d, workers)
+			w, _ := NewWorkers(admin, d, workers, WithRegistry(registry))
 			if _, err := w.List(ctx, 0); err != nil {
 				t.Fatalf("round %d: the table is not usable after the race: %v", round, err)
 			}

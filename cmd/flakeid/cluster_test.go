@@ -66,8 +66,9 @@ func TestCluster(t *testing.T) {
 	dir := t.TempDir()
 	base := freeBase(t)
 	env := append(os.Environ(), "BASE_PORT="+strconv.Itoa(base),
-		"FLAKEID_CLUSTER_PREFIX=/"+randomName("flakeid-cluster-"),
-		"FLAKEID_CLUSTER_STORE="+pg+"&table="+table)
+		"FLAKEID_TEST_CLUSTER_PREFIX=/"+randomName("flakeid-cluster-"),
+		"FLAKEID_TEST_CLUSTER_REGISTRY=/"+randomName("flakeid-cluster-datacenters-"),
+		"FLAKEID_TEST_CLUSTER_STORE="+pg+"&table="+table)
 	script := filepath.Join("..", "..", "scripts", "cluster.sh")
 	run := func(args ...string) string {
 		cmd := exec.Command(script, args...)

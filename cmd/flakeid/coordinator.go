@@ -11,16 +11,18 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/flakeid/flakeid/backend/bolt"
+	"github.com/flakeid/flakeid/snowflake"
 	"github.com/flakeid/flakeid/worker"
 )
 
 // coordFlags say where worker ids are leased; next, workers and serve embed
 // them.
 type coordFlags struct {
-	Coordinator string        `placeholder:"URL" env:"FLAKEID_COORDINATOR" help:"Where worker ids are leased: file:///path/workers.db (the default, under --data-dir), etcd://host:port[,host:port…][/prefix], redis://[:password@]host:port[/db][?prefix=P], postgres://user@host:port/db[?table=T], mysql://user[:password]@host:port/db[?table=T]."`
-	Datacenter  int64         `default:"0" placeholder:"D" env:"FLAKEID_DATACENTER" help:"Datacenter id, 0 to 2^datacenter-bits − 1; clusters sharing a coordinator never collide when their datacenter ids differ."`
-	LeaseTTL    time.Duration `default:"10s" placeholder:"DURATION" env:"FLAKEID_LEASE_TTL" help:"Worker-id lease TTL, 1s–10m (default 10s): how long a crashed node's worker id stays taken."`
+	Coordinator  string        `placeholder:"URL" env:"FLAKEID_COORDINATOR" help:"Where worker ids are leased: file:///path/workers.db (the default, under --data-dir), etcd://host:port[,host:port…][/prefix], redis://[:password@]host:port[/db][?prefix=P], postgres://user@host:port/db[?table=T], mysql://user[:password]@host:port/db[?table=T]."`
+	Datacenter   int64         `default:"0" placeholder:"D" env:"FLAKEID_DATACENTER" help:"Datacenter id, 0 to 2^datacenter-bits − 1; clusters sharing a coordinator never collide when their datacenter ids differ."`
+	LeaseTTL     time.Duration `default:"10s" placeholder:"DURATION" env:"FLAKEID_LEASE_TTL" help:"Worker-id lease TTL, 1s–10m (default 10s): how long a crashed node's worker id stays taken."`
+	MaxClockSkew time.Duration `default:"1s" placeholder:"DURATION" env:"FLAKEID_MAX_CLOCK_SKEW" help:"How far this node's clock may differ from the coordinator's (etcd: from its live peers') before the node refuses to issue, 1ms–1m (default 1s)."`
+	Quarantine   time.Duration `placeholder:"DURATION" env:"FLAKEID_QUARANTINE" help:"How long after a coordinator's state is first created or found lost nothing is issued: at least the reservation (3s) + --max-clock-skew, at most 1h (default their sum, 4s). Every node of a datacenter must use the same."`
 
 	// TestClockOffset shifts this process's clock, for the fault-injection
 	// tests (a node whose clock is behind). Hidden, and never set by default.
@@ -76,6 +78,14 @@ func (f *coordFlags) clock() func() time.Time {
 	return nil
 }
 
+// now reads the node's clock: the test clock when one is set.
+func (f *coordFlags) now() time.Time {
+	if c := f.clock(); c != nil {
+		return c()
+	}
+	return time.Now()
+}
+
 // testClock is the shiftable clock of the test flags, or nil.
 func (f *coordFlags) testClock() *shiftClock {
 	if f.TestClockOffset == 0 && !f.TestClockAdmin {
@@ -112,23 +122,28 @@ func (f *coordFlags) open(ctx context.Context, data *dataFlags) (worker.Coordina
 		if path == "" {
 			return nil, nil, fmt.Errorf("--coordinator %q: no file path", raw)
 		}
-		w, err := bolt.OpenWorkers(ctx, path)
+		w, closeDir, err := openWorkersFile(ctx, path)
 		if err != nil {
 			return nil, nil, err
 		}
-		return w, func() error { return nil }, nil
+		return w, closeDir, nil
 	}
 	return openRemote(ctx, u)
 }
 
-// leaseConfig is the worker.Config for the flags and a layout's widths.
-func (f *coordFlags) leaseConfig(workers int64, log *slog.Logger, wait bool) worker.Config {
+// leaseConfig is the worker.Config for the flags and a layout: its worker
+// widths, and its description as the ID-space contract the coordinator
+// records.
+func (f *coordFlags) leaseConfig(l snowflake.Layout, log *slog.Logger, wait bool) worker.Config {
 	return worker.Config{
-		Datacenter:  f.Datacenter,
-		Workers:     workers,
-		TTL:         f.LeaseTTL,
-		WaitForFree: wait,
-		Logger:      log,
-		Now:         f.clock(),
+		Datacenter:   f.Datacenter,
+		Workers:      int64(1) << l.WorkerBits,
+		Contract:     l.String(),
+		MaxClockSkew: f.MaxClockSkew,
+		Quarantine:   f.Quarantine,
+		TTL:          f.LeaseTTL,
+		WaitForFree:  wait,
+		Logger:       log,
+		Now:          f.clock(),
 	}
 }

@@ -16,13 +16,14 @@ import (
 
 // openRemote opens a coordinator on a network service, from its URL:
 //
-//	etcd://host:port[,host:port…][/prefix]           (default prefix /flakeid/workers)
-//	redis://[:password@]host:port[/db][?prefix=P]   (go-redis URL options pass through)
-//	postgres://user[:password]@host:port/db[?table=T&…]  (pgx options pass through)
-//	mysql://user[:password]@host:port/db[?table=T&…]     (go-sql-driver/mysql options pass through)
+//	etcd://host:port[,host:port…][/prefix][?registry=R]  (default prefix /flakeid/workers, registry /flakeid/datacenters)
+//	redis://[:password@]host:port[/db][?prefix=P&registry=R]   (default registry flakeid:datacenters; go-redis URL options pass through)
+//	postgres://user[:password]@host:port/db[?table=T&registry=R&…]  (pgx options pass through)
+//	mysql://user[:password]@host:port/db[?table=T&registry=R&…]     (go-sql-driver/mysql options pass through)
 //
-// A SQL coordinator's table (default flakeid_workers) is created when
-// missing; `flakeid workers schema` prints its DDL for a migration tool.
+// A SQL coordinator's table (default flakeid_workers) and its datacenter
+// registry table (default flakeid_datacenters) are created when missing;
+// `flakeid workers schema` prints their DDL for a migration tool.
 func openRemote(ctx context.Context, u *url.URL) (worker.Coordinator, func() error, error) {
 	switch strings.ToLower(u.Scheme) {
 	case "etcd":
@@ -33,7 +34,7 @@ func openRemote(ctx context.Context, u *url.URL) (worker.Coordinator, func() err
 		for _, h := range strings.Split(u.Host, ",") {
 			endpoints = append(endpoints, "http://"+h)
 		}
-		w, err := etcd.Dial(ctx, endpoints, u.Path)
+		w, err := etcd.Dial(ctx, endpoints, u.Path, etcd.WithRegistry(u.Query().Get("registry")))
 		if err != nil {
 			return nil, nil, fmt.Errorf("--coordinator %q: %w", u.Redacted(), err)
 		}
@@ -50,8 +51,9 @@ func openRemote(ctx context.Context, u *url.URL) (worker.Coordinator, func() err
 		return w, closeDB, nil
 	case "redis", "rediss":
 		q := u.Query()
-		prefix := q.Get("prefix")
+		prefix, registry := q.Get("prefix"), q.Get("registry")
 		q.Del("prefix")
+		q.Del("registry")
 		v := *u
 		v.RawQuery = q.Encode()
 		opts, err := goredis.ParseURL(v.String())
@@ -60,7 +62,7 @@ func openRemote(ctx context.Context, u *url.URL) (worker.Coordinator, func() err
 		}
 		opts.ContextTimeoutEnabled = true
 		client := goredis.NewClient(opts)
-		return redis.NewWorkers(client, prefix), client.Close, nil
+		return redis.NewWorkers(client, prefix, redis.WithRegistry(registry)), client.Close, nil
 	}
 	return nil, nil, fmt.Errorf("--coordinator %q: unknown scheme %q (want file, etcd, redis, postgres or mysql)", u.Redacted(), u.Scheme)
 }
@@ -102,7 +104,12 @@ func sqlDSN(u *url.URL) (dsn, table string, err error) {
 // openSQL opens the SQL coordinator a URL names, and a function that closes
 // its database.
 func openSQL(ctx context.Context, u *url.URL) (*sqldb.Workers, func() error, error) {
-	dsn, table, err := sqlDSN(u)
+	q := u.Query() // ?registry= names the datacenter registry table; not for the driver
+	registry := q.Get("registry")
+	q.Del("registry")
+	v := *u
+	v.RawQuery = q.Encode()
+	dsn, table, err := sqlDSN(&v)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -110,7 +117,7 @@ func openSQL(ctx context.Context, u *url.URL) (*sqldb.Workers, func() error, err
 	if err != nil {
 		return nil, nil, fmt.Errorf("--coordinator %q: %w", u.Redacted(), err)
 	}
-	w, err := sqldb.NewWorkers(db, d, table)
+	w, err := sqldb.NewWorkers(db, d, table, sqldb.WithRegistry(registry))
 	if err != nil {
 		db.Close()
 		return nil, nil, fmt.Errorf("--coordinator %q: %w", u.Redacted(), err)

@@ -7,13 +7,22 @@
 // Every command takes the layout flags (--preset, --time-bits,
 // --datacenter-bits, --worker-bits, --sequence-bits, --epoch, --time-unit);
 // each flag can also be set through an environment variable FLAKEID_<FLAG>
-// (FLAKEID_PRESET, FLAKEID_WORKER_BITS, FLAKEID_COUNT, …). A flag on the
-// command line wins over its environment variable.
+// (FLAKEID_PRESET, FLAKEID_WORKER_BITS, FLAKEID_COUNT, …), or by a key of a
+// JSON file given with --config (the flag name with _ for -). A flag on the
+// command line wins over its environment variable, and both over the file.
+//
+// Configuration is strict: a key of the --config file that is no flag of any
+// command, and an environment variable beginning with FLAKEID_ that no flag
+// reads, are usage errors naming the key or variable most likely meant.
+// Names beginning with FLAKEID_TEST_ are reserved for the test suite and the
+// scripts and are not checked (the hidden test flags use a few of them).
 //
 // Exit status: 0 on success, 1 when the command failed (an impossible layout,
 // a worker id the layout cannot hold, an ID that does not parse), 2 when the
 // command line itself could not be parsed (unknown flag or command, missing
-// argument, a value of the wrong type or not among the choices).
+// argument, a value of the wrong type or not among the choices) or the
+// configuration is wrong the same way (an unknown FLAKEID_ variable, an
+// unknown key in the --config file).
 package main
 
 import (
@@ -50,7 +59,7 @@ func main() {
 
 // cli is the command line: one field per subcommand.
 type cli struct {
-	Config kong.ConfigFlag `placeholder:"FILE" env:"FLAKEID_CONFIG" help:"Read flag values from a JSON file whose keys are flag names with _ for -, e.g. {\"listen\": \"0.0.0.0:8080\", \"max_count\": 1000, \"coordinator\": \"etcd://10.0.0.1:2379\"}; flags and environment variables win over it."`
+	Config configFlag `placeholder:"FILE" env:"FLAKEID_CONFIG" help:"Read flag values from a JSON file whose keys are flag names with _ for -, e.g. {\"listen\": \"0.0.0.0:8080\", \"max_count\": 1000, \"coordinator\": \"etcd://10.0.0.1:2379\"}; flags and environment variables win over it. A key that is no flag is an error."`
 
 	Serve   serveCmd   `cmd:"" help:"Run the ID service: HTTP/JSON (and Leaf's paths), Connect, gRPC, metrics."`
 	Next    nextCmd    `cmd:"" help:"Generate IDs and print them, one per line."`
@@ -58,6 +67,7 @@ type cli struct {
 	Layout  layoutCmd  `cmd:"" help:"Show a layout's bit fields, capacity and lifetime."`
 	Workers workersCmd `cmd:"" help:"Inspect worker-id leases."`
 	Tags    tagsCmd    `cmd:"" help:"Manage segment-mode tags."`
+	Recover recoverCmd `cmd:"" help:"Start a data directory's damaged or lost state files afresh past safe floors (moves them aside, never deletes); serve, next and tags refuse such files until then."`
 	Verify  verifyCmd  `cmd:"" help:"Prove it: run a cluster under clock jumps, crashes and partitions and check every ID it hands out."`
 	Mask    maskCmd    `cmd:"" help:"Mask IDs into keyed, non-guessable external IDs (order numbers that do not reveal volume)."`
 	Unmask  unmaskCmd  `cmd:"" help:"Turn masked IDs back into internal IDs."`
@@ -88,26 +98,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 	}()
 
 	var c cli
-	parser, err := kong.New(&c,
-		kong.Name("flakeid"),
-		kong.Configuration(kong.JSON),
-		kong.Description("Generate, decode and explain 63-bit Snowflake-style unique IDs."),
-		kong.Writers(stdout, stderr),
-		kong.Exit(func(code int) { panic(exitPanic{code}) }),
-		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
-		kong.ExplicitGroups([]kong.Group{{
-			Key:         "layout",
-			Title:       "Layout flags:",
-			Description: layoutGroupHelp(),
-		}}),
-		kong.Vars{
-			"presets":    strings.Join(snowflake.PresetNames(), ", "),
-			"max_count":  humanize.Thousands(maxCount),
-			"max_borrow": snowflake.DefaultMaxBorrow.String(),
-		},
-		kong.BindTo(ctx, (*context.Context)(nil)),
-		kong.Bind(&streams{stdout: stdout, stderr: stderr}),
-	)
+	parser, err := newParser(ctx, &c, stdout, stderr)
 	if err != nil { // a mistake in the cli struct's tags
 		fmt.Fprintf(stderr, "flakeid: %v\n", err)
 		return exitError
@@ -125,11 +116,48 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 		fmt.Fprintf(stderr, "Run %q for usage.\n", hint)
 		return exitUsage
 	}
+	// After parsing, so that --help still works to look the names up; before
+	// running, so that nothing starts with a setting silently ignored.
+	if err := checkEnv(parser.Model, os.Environ()); err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintf(stderr, "flakeid: %s\n", line)
+		}
+		hint := "flakeid <command> --help"
+		if sel := kctx.Selected(); sel != nil {
+			hint = "flakeid " + sel.Path() + " --help"
+		}
+		fmt.Fprintf(stderr, "Run %q for the variables it reads.\n", hint)
+		return exitUsage
+	}
 	if err := kctx.Run(); err != nil {
 		fmt.Fprintf(stderr, "flakeid %s: %v\n", kctx.Selected().Name, err)
 		return exitError
 	}
 	return exitOK
+}
+
+// newParser is the kong parser of c, the binary's command line, writing help
+// and usage errors to stdout and stderr and binding ctx for the commands.
+func newParser(ctx context.Context, c *cli, stdout, stderr io.Writer) (*kong.Kong, error) {
+	return kong.New(c,
+		kong.Name("flakeid"),
+		kong.Description("Generate, decode and explain 63-bit Snowflake-style unique IDs."),
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(code int) { panic(exitPanic{code}) }),
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+		kong.ExplicitGroups([]kong.Group{{
+			Key:         "layout",
+			Title:       "Layout flags:",
+			Description: layoutGroupHelp(),
+		}}),
+		kong.Vars{
+			"presets":    strings.Join(snowflake.PresetNames(), ", "),
+			"max_count":  humanize.Thousands(maxCount),
+			"max_borrow": snowflake.DefaultMaxBorrow.String(),
+		},
+		kong.BindTo(ctx, (*context.Context)(nil)),
+		kong.Bind(&streams{stdout: stdout, stderr: stderr}),
+	)
 }
 
 // layoutGroupHelp describes the layout flags and lists the presets.

@@ -16,10 +16,15 @@ import (
 
 // TestMain clears FLAKEID_* variables, so a developer's environment cannot
 // change what the commands under test do, and points the data directory (the
-// default file coordinator) at a fresh temporary one.
+// default file coordinator) at a fresh temporary one. It keeps the
+// FLAKEID_TEST_* variables (the service addresses of internal/testenv, which
+// the proof tests read) except those of the binary's hidden test flags,
+// which would shift the clock of every command under test.
 func TestMain(m *testing.M) {
+	hidden := hiddenFlagEnv()
 	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "FLAKEID_") {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, envPrefix) && (!strings.HasPrefix(k, testEnvPrefix) || hidden[k]) {
 			os.Unsetenv(k)
 		}
 	}

@@ -65,6 +65,11 @@ func (c *nextCmd) Run(ctx context.Context, out *streams) error {
 	if err != nil {
 		return err
 	}
+	// A layout that cannot issue now (epoch in the future, time field run
+	// out) is refused before a worker id is leased and its contract recorded.
+	if err := l.ValidateAt(c.Coord.now()); err != nil {
+		return err
+	}
 	s := snowflake.Settings{Layout: l, MaxWait: c.MaxWait, Now: c.Coord.clock()}
 	if c.MaxWait == 0 {
 		s.MaxWait = -1 // never wait
@@ -82,7 +87,7 @@ func (c *nextCmd) Run(ctx context.Context, out *streams) error {
 			return err
 		}
 		defer closeCoord()
-		if leaser, err = worker.NewLeaser(coord, c.Coord.leaseConfig(int64(1)<<l.WorkerBits, log, c.WaitLease)); err != nil {
+		if leaser, err = worker.NewLeaser(coord, c.Coord.leaseConfig(l, log, c.WaitLease)); err != nil {
 			return err
 		}
 	}

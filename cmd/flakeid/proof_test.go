@@ -1,7 +1,7 @@
 package main
 
 // The proof of issue 3, with the real binary: processes contending for worker
-// ids on each coordinator, kill -9, a newcomer whose clock is 10 s behind, a
+// ids on each coordinator, kill -9, a newcomer whose clock is 3 s behind, a
 // restart with the clock moved back, and a coordinator that becomes
 // unreachable. Every backend runs against the real service (see
 // internal/testenv); under CI=true a missing service fails the test.
@@ -176,16 +176,18 @@ func proofBackends() []proofBackend {
 	return []proofBackend{
 		{"file", func(t *testing.T) string { return "file://" + filepath.Join(t.TempDir(), "workers.db") }},
 		{"etcd", func(t *testing.T) string {
-			return "etcd://" + testenv.Etcd().Require(t) + "/" + randomName("flakeid-proof-")
+			prefix := randomName("flakeid-proof-")
+			return "etcd://" + testenv.Etcd().Require(t) + "/" + prefix + "?registry=/" + prefix + "-datacenters"
 		}},
 		{"redis", func(t *testing.T) string {
-			return "redis://" + testenv.Redis().Require(t) + "/0?prefix=" + randomName("flakeid-proof-")
+			prefix := randomName("flakeid-proof-")
+			return "redis://" + testenv.Redis().Require(t) + "/0?prefix=" + prefix + "&registry=" + prefix + ":datacenters"
 		}},
 		{"postgres", func(t *testing.T) string {
-			return sqlURL(t, "postgres", testenv.Postgres().Require(t), "")
+			return sqlCoordinatorURL(t, "postgres", testenv.Postgres().Require(t), "")
 		}},
 		{"mysql", func(t *testing.T) string {
-			return sqlURL(t, "mysql", testenv.MySQL().Require(t), "")
+			return sqlCoordinatorURL(t, "mysql", testenv.MySQL().Require(t), "")
 		}},
 	}
 }
@@ -216,6 +218,15 @@ func sqlURL(t *testing.T, scheme, dsn, addr string) string {
 	}
 	t.Cleanup(func() { dropTable(dsn, scheme, table) })
 	return u
+}
+
+// sqlCoordinatorURL is sqlURL with a datacenter registry table of its own
+// (the default one outlives the test), dropped when the test ends.
+func sqlCoordinatorURL(t *testing.T, scheme, dsn, addr string) string {
+	t.Helper()
+	registry := randomName("flakeid_proof_dc_")
+	t.Cleanup(func() { dropTable(dsn, scheme, registry) })
+	return sqlURL(t, scheme, dsn, addr) + "&registry=" + registry
 }
 
 // dropTable removes a proof test's table.
@@ -277,7 +288,7 @@ func checkUnique(t *testing.T, procs []*proc) int {
 var proofBin builtBinary
 
 // TestProofContention: eight processes contend for four worker ids; exactly
-// four hold; kill -9 a holder and a newcomer whose clock is 10 s behind takes
+// four hold; kill -9 a holder and a newcomer whose clock is 3 s behind takes
 // its id after the TTL, issuing only IDs above every ID of the dead holder.
 func TestProofContention(t *testing.T) {
 	if testing.Short() {
@@ -288,8 +299,13 @@ func TestProofContention(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			t.Parallel()
 			url := b.url(t)
+			// --max-clock-skew lets the newcomers below, whose clocks are
+			// 3 s behind, through, so that the high-water marks, not the
+			// clock check, are what keeps them from reissuing; every node
+			// of a datacenter has the same bound (it sets the quarantine,
+			// which is part of the contract).
 			common := append([]string{"next", "--coordinator", url, "-n", "10000000", "--every", "2ms",
-				"--wait-lease", "--lease-ttl", "2s", "--max-wait", "30s"}, proofLayoutArgs...)
+				"--wait-lease", "--lease-ttl", "2s", "--max-wait", "30s", "--max-clock-skew", "4s"}, proofLayoutArgs...)
 			var procs []*proc
 			for i := range 4 {
 				procs = append(procs, startProc(t, bin, fmt.Sprintf("p%d", i), common...))
@@ -302,9 +318,11 @@ func TestProofContention(t *testing.T) {
 				}
 				return true
 			})
-			behind := append(slices.Clone(common), "--test-clock-offset=-10s")
+			// The newcomers' clocks are 3 s behind: more than the 2 s a
+			// holder reserves ahead.
+			behind := append(slices.Clone(common), "--test-clock-offset=-3s")
 			for i := 4; i < 8; i++ {
-				procs = append(procs, startProc(t, bin, fmt.Sprintf("p%d(-10s)", i), behind...))
+				procs = append(procs, startProc(t, bin, fmt.Sprintf("p%d(-3s)", i), behind...))
 			}
 			time.Sleep(time.Second)
 			if n := heldCount(t, bin, url); n != 4 {
@@ -368,7 +386,11 @@ func TestProofRestartClockBehind(t *testing.T) {
 	}
 	bin := proofBin.get(t)
 	url := "file://" + filepath.Join(t.TempDir(), "workers.db")
-	args := []string{"next", "--coordinator", url, "--datacenter-bits", "0", "--worker-bits", "0", "--max-wait", "30s"}
+	// --max-clock-skew lets the restart with its clock 5 s behind through:
+	// the high-water mark is what is tested here (TestServeRefusesSkewedClock
+	// tests the refusal). Both runs have the same bound: it sets the
+	// quarantine, which is part of the contract.
+	args := []string{"next", "--coordinator", url, "--datacenter-bits", "0", "--worker-bits", "0", "--max-wait", "30s", "--max-clock-skew", "6s"}
 	first := startProc(t, bin, "first", append(slices.Clone(args), "-n", "10000000", "--every", "1ms")...)
 	waitFor(t, "the first run to issue", 10*time.Second, func() bool { ids, _ := first.snapshot(); return len(ids) > 200 })
 	first.kill() // kill -9: no release, the reservation stays
@@ -398,11 +420,11 @@ func proxiedBackends() []proxiedBackend {
 	return []proxiedBackend{
 		{"redis", func(t *testing.T) (string, func(string) string) {
 			addr, prefix := testenv.Redis().Require(t), randomName("flakeid-proof-")
-			return addr, func(a string) string { return "redis://" + a + "/0?prefix=" + prefix }
+			return addr, func(a string) string { return "redis://" + a + "/0?prefix=" + prefix + "&registry=" + prefix + ":datacenters" }
 		}},
 		{"etcd", func(t *testing.T) (string, func(string) string) {
 			addr, prefix := testenv.Etcd().Require(t), randomName("flakeid-proof-")
-			return addr, func(a string) string { return "etcd://" + a + "/" + prefix }
+			return addr, func(a string) string { return "etcd://" + a + "/" + prefix + "?registry=/" + prefix + "-datacenters" }
 		}},
 		{"postgres", sqlProxied("postgres", testenv.Postgres())},
 		{"mysql", sqlProxied("mysql", testenv.MySQL())},
@@ -415,7 +437,7 @@ func sqlProxied(scheme string, svc testenv.Service) func(t *testing.T) (string, 
 	return func(t *testing.T) (string, func(string) string) {
 		dsn := svc.Require(t)
 		real := testenv.HostPort(dsn)
-		direct := sqlURL(t, scheme, dsn, "")
+		direct := sqlCoordinatorURL(t, scheme, dsn, "")
 		return real, func(a string) string { return strings.Replace(direct, real, a, 1) }
 	}
 }

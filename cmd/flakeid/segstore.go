@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/flakeid/flakeid/backend/bolt"
 	"github.com/flakeid/flakeid/backend/sqldb"
 	"github.com/flakeid/flakeid/segment"
 )
@@ -42,11 +41,11 @@ func (f *storeFlags) open(ctx context.Context, data *dataFlags) (segment.Store, 
 		if path == "" {
 			return nil, nil, fmt.Errorf("--store %q: no file path", raw)
 		}
-		s, err := bolt.OpenSegments(ctx, path)
+		s, closeDir, err := openSegmentsFile(ctx, path)
 		if err != nil {
 			return nil, nil, err
 		}
-		return s, func() error { return nil }, nil
+		return s, closeDir, nil
 	case "postgres", "postgresql", "mysql":
 		dsn, table, err := sqlDSN(u)
 		if err != nil {

@@ -3,11 +3,11 @@ package main
 import (
 	"context"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/flakeid/flakeid/node"
@@ -54,7 +54,7 @@ func (c *serveCmd) config() (server.Config, error) {
 		if err != nil {
 			return cfg, fmt.Errorf("--tokens-file: %w", err)
 		}
-		if err := json.Unmarshal(b, &cfg.Tokens); err != nil {
+		if err := strictUnmarshal(b, &cfg.Tokens); err != nil {
 			return cfg, fmt.Errorf("--tokens-file %s: %w", c.TokensFile, err)
 		}
 		if len(cfg.Tokens) == 0 {
@@ -96,6 +96,9 @@ func (c *serveCmd) Run(ctx context.Context, out *streams) error {
 	if err != nil {
 		return err
 	}
+	if err := l.ValidateAt(c.Coord.now()); err != nil {
+		return err // before a worker id is leased and the layout recorded
+	}
 	log := c.logger(out)
 
 	coord, closeCoord, err := c.Coord.open(ctx, &c.Data)
@@ -103,7 +106,7 @@ func (c *serveCmd) Run(ctx context.Context, out *streams) error {
 		return err
 	}
 	defer closeCoord()
-	leaser, err := worker.NewLeaser(coord, c.Coord.leaseConfig(int64(1)<<l.WorkerBits, log, true))
+	leaser, err := worker.NewLeaser(coord, c.Coord.leaseConfig(l, log, true))
 	if err != nil {
 		return err
 	}
@@ -143,6 +146,10 @@ func (c *serveCmd) Run(ctx context.Context, out *streams) error {
 		return err
 	}
 	st := n.Status()
+	if shared := c.Coord.Coordinator != "" && !strings.HasPrefix(strings.ToLower(c.Coord.Coordinator), "file:"); shared && st.DatacenterID == 0 {
+		log.Warn("flakeid: datacenter 0 on a shared coordinator: another cluster on another coordinator that also " +
+			"uses datacenter 0 issues the same IDs, and no coordinator can see that; give every cluster its own --datacenter")
+	}
 	log.Info("flakeid: serving", "addr", ln.Addr().String(), "datacenter", st.DatacenterID, "worker", st.WorkerID, "layout", l.String())
 	return srv.Serve(ctx, ln)
 }

@@ -75,7 +75,11 @@ func (c *tagsCreateCmd) Run(ctx context.Context, out *streams) error {
 	if err := s.Create(ctx, t); err != nil {
 		return err
 	}
-	fmt.Fprintf(out.stdout, "created tag %s (step %d, first ID %d)\n", c.Tag, c.Step, max(c.MaxID, 1))
+	first := max(c.MaxID, 1)
+	if got, err := s.Get(ctx, c.Tag); err == nil {
+		first = got.MaxID // a recovered store's floor may have raised it
+	}
+	fmt.Fprintf(out.stdout, "created tag %s (step %d, first ID %d)\n", c.Tag, c.Step, first)
 	return nil
 }
 

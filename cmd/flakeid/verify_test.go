@@ -45,7 +45,7 @@ func TestVerifyBrokenConfig(t *testing.T) {
 	t.Parallel()
 	bin := proofBin.get(t)
 	_, a := startServe(t, bin, "--worker-bits", "0")
-	_, b := startServe(t, bin, "--worker-bits", "0", "--test-clock-offset=-2s")
+	_, b := startServe(t, bin, "--worker-bits", "0", "--test-clock-offset=-2s", "--max-clock-skew=5s")
 	r := runCLI(t, "verify", "--target", a+","+b, "--worker-bits", "0", "--duration", "6s", "--clients", "8")
 	if r.code != exitError {
 		t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, exitError, r.stdout, r.stderr)
@@ -107,31 +107,74 @@ func TestVerifyHealthyTarget(t *testing.T) {
 	}
 }
 
+// needBin skips the test, or fails it on CI, when an executable the
+// verifier starts is missing.
+func needBin(t *testing.T, name, why string) {
+	t.Helper()
+	if _, err := exec.LookPath(name); err != nil {
+		msg := fmt.Sprintf("%s: %v; install it (./scripts/services.sh does)", why, err)
+		if testenv.CI() {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+}
+
 // TestVerifyNemesisShort runs the whole verifier — private etcd, proxies,
-// three nodes, the nemesis — for half a minute under the race detector,
-// with three of the fault kinds. CI runs the full two-minute profile with
-// every kind (.ci/run).
+// the etcd group's three nodes, the nemesis — for half a minute under the
+// race detector, with three of the fault kinds. CI runs the full profile
+// with every kind and every group (.ci/run).
 func TestVerifyNemesisShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster for half a minute")
 	}
 	t.Parallel()
 	pg := testenv.Postgres().Require(t)
-	if _, err := exec.LookPath("etcd"); err != nil {
-		msg := fmt.Sprintf("the nemesis pauses a private etcd: %v; install etcd-server (./scripts/services.sh does)", err)
-		if testenv.CI() {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	needBin(t, "etcd", "the nemesis pauses a private etcd")
 	bin := proofBin.get(t)
 	r := runCLI(t, "verify", "--bin", bin, "--postgres", pg, "--duration", "35s", "--clients", "8",
+		"--redis-nodes", "0", "--sql-nodes", "0", "--file-nodes", "0",
 		"--faults", "kill,clock-back,etcd-partition", "--min-faults", "1", "--dir", t.TempDir())
 	if r.code != exitOK || !strings.Contains(r.stdout, "RESULT: PASS") {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
 	}
 	if res, v := checkRow(t, r.stdout, "every fault kind injected, at least 1 each"); v != "ok" {
 		t.Fatalf("faults: %s", res)
+	}
+	t.Logf("\n%s", r.stdout)
+}
+
+// TestVerifyNemesisLostState runs the verifier with the faults of lost
+// state and wrong configuration: the Redis group's server restarted empty,
+// the file node's workers.db truncated (refused, then `flakeid recover`),
+// a node with another layout and a config with a misspelt key (both
+// refused). Every misconfigured start must have been refused, and no ID
+// acknowledged twice across the groups.
+func TestVerifyNemesisLostState(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster for most of a minute")
+	}
+	t.Parallel()
+	pg := testenv.Postgres().Require(t)
+	needBin(t, "etcd", "the verifier runs a private etcd")
+	needBin(t, "redis-server", "the verifier runs a private redis-server")
+	bin := proofBin.get(t)
+	r := runCLI(t, "verify", "--bin", bin, "--postgres", pg, "--duration", "35s", "--clients", "8",
+		"--nodes", "1", "--redis-nodes", "2", "--sql-nodes", "0", "--file-nodes", "1",
+		"--faults", "redis-restart-nosave,truncated-state,other-layout,config-typo", "--min-faults", "1", "--dir", t.TempDir())
+	if r.code != exitOK || !strings.Contains(r.stdout, "RESULT: PASS") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	for _, check := range []string{
+		"every fault kind injected, at least 1 each",
+		"duplicate Snowflake IDs",
+		"a node whose workers.db was truncated (to half, to 0 bytes) is refused at start, naming the file",
+		"a node with another layout than its coordinator records is refused at start, showing both layouts",
+		"a node whose --config file has a misspelt key is refused at start, naming it",
+	} {
+		if res, v := checkRow(t, r.stdout, check); v != "ok" {
+			t.Errorf("%s: %s %s", check, res, v)
+		}
 	}
 	t.Logf("\n%s", r.stdout)
 }

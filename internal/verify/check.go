@@ -57,13 +57,14 @@ type checker struct {
 	h       *history
 	f       fields
 	minLife int64 // the shortest a lease can live: the renewal period, TTL/4
+	ttl     int64 // the lease TTL
 
 	byInc   [][]int32 // acknowledged requests per incarnation
 	okPolls [][]poll  // successful status polls per incarnation
 }
 
 func newChecker(h *history, l snowflake.Layout, ttl time.Duration) *checker {
-	c := &checker{h: h, f: newFields(l), minLife: int64(min(time.Second, ttl/4)), byInc: make([][]int32, len(h.incs)), okPolls: make([][]poll, len(h.incs))}
+	c := &checker{h: h, f: newFields(l), minLife: int64(min(time.Second, ttl/4)), ttl: int64(ttl), byInc: make([][]int32, len(h.incs)), okPolls: make([][]poll, len(h.incs))}
 	for i := range h.reqs {
 		q := &h.reqs[i]
 		if q.acked() && q.inc >= 0 {
@@ -433,8 +434,14 @@ func (c *checker) leaseLost() (n int, windows int, total time.Duration, refused 
 }
 
 // exclusive checks that no process reported holding a worker id inside an
-// interval in which another process surely held it.
-func (c *checker) exclusive() (n int, vs []violation) {
+// interval in which another process surely held it. Two holders are
+// expected, and excused, while a coordinator's state is lost: from the
+// fault's start until a TTL after its end, the holders of the lost state
+// hold their leases until their next renewal finds the loss, while others
+// may already have leased the same worker ids from the empty state (to
+// issue only past the quarantine floor, which the per-worker-id order
+// check verifies).
+func (c *checker) exclusive() (n, excused int, vs []violation) {
 	byHolder := map[[2]int64][]window{}
 	for _, w := range c.runs(true) {
 		byHolder[w.holder] = append(byHolder[w.holder], w)
@@ -449,6 +456,10 @@ func (c *checker) exclusive() (n int, vs []violation) {
 				if w.inc == int32(inc) || p.t0 < w.lo || p.t1 > w.hi {
 					continue
 				}
+				if c.stateLost(p.dc, p.t0, p.t1) {
+					excused++
+					continue
+				}
 				n++
 				if key := [2]int32{w.inc, int32(inc)}; !seen[key] && len(vs) < maxDetails {
 					seen[key] = true
@@ -458,7 +469,54 @@ func (c *checker) exclusive() (n int, vs []violation) {
 			}
 		}
 	}
-	return n, vs
+	return n, excused, vs
+}
+
+// stateLost reports whether [t0, t1] overlaps the time from the start of a
+// fault that lost or rolled back the coordinator state of datacenter dc to
+// a TTL after its end.
+func (c *checker) stateLost(dc, t0, t1 int64) bool {
+	for _, f := range c.h.faults {
+		if f.lost && f.dc == dc && t1 >= f.start && t0 <= f.end+c.ttl {
+			return true
+		}
+	}
+	return false
+}
+
+// lossNoticed checks that every process that held a lease in a datacenter
+// when its coordinator lost or rolled back its state gave that lease up:
+// comparing its last poll before the fault began (at most a second before)
+// with its first poll a TTL and a second after the fault ended, its lease
+// count grew. A holder that kept its lease across the loss did not notice
+// it. Processes without both polls (killed, the run ending) are skipped.
+func (c *checker) lossNoticed() (holders, n int, vs []violation) {
+	for _, f := range c.h.faults {
+		if !f.lost || f.failed {
+			continue
+		}
+		for inc, ps := range c.okPolls {
+			k := sort.Search(len(ps), func(i int) bool { return ps[i].t1 > f.start }) - 1
+			if k < 0 || !ps[k].held || ps[k].dc != f.dc || ps[k].t1 < f.start-int64(time.Second) {
+				continue
+			}
+			before := ps[k]
+			after := f.end + c.ttl + int64(time.Second)
+			j := sort.Search(len(ps), func(i int) bool { return ps[i].t0 >= after })
+			if j == len(ps) {
+				continue
+			}
+			holders++
+			if ps[j].leases == before.leases {
+				n++
+				if len(vs) < maxDetails {
+					vs = append(vs, violation{what: fmt.Sprintf("%s held worker %d/%d under lease #%d at %s, when %s began at %s (%s), and still at %s",
+						c.h.incs[inc].name(), before.dc, before.worker, before.leases, at(before.t1), f.kind, at(f.start), f.note, at(ps[j].t0))})
+				}
+			}
+		}
+	}
+	return holders, n, vs
 }
 
 // gaps is the largest distance between an ID's time field and the wall

@@ -200,9 +200,23 @@ func TestVerifyExclusive(t *testing.T) {
 		pollsAt(50, h(2, 1), h(2, 1)),           // another worker id
 		pollsAt(10, poll{worker: 1, leases: 1}), // not held
 	}
-	n, vs := checkerOf(build(len(polls), polls)).exclusive()
-	if n != 1 || len(vs) != 1 || !strings.Contains(vs[0].what, "n2.1 reported holding worker 0/1") {
-		t.Fatalf("%d violations: %+v", n, vs)
+	hist := build(len(polls), polls)
+	n, excused, vs := checkerOf(hist).exclusive()
+	if n != 1 || excused != 0 || len(vs) != 1 || !strings.Contains(vs[0].what, "n2.1 reported holding worker 0/1") {
+		t.Fatalf("%d violations, %d excused: %+v", n, excused, vs)
+	}
+	// The same while the coordinator of datacenter 0 had lost its state: the
+	// holder of the lost state holds until its next renewal, beside the
+	// new one. A loss in another datacenter, or one that ended more than a
+	// TTL before, excuses nothing.
+	hist.faults = []fault{{kind: "redis-keys-deleted", lost: true, dc: 1, start: 100 * ms, end: 101 * ms},
+		{kind: "sql-rollback", lost: true, dc: 0, start: 10 * ms, end: 11 * ms}}
+	if n, excused, _ := checkerOf(hist).exclusive(); n != 0 || excused != 1 {
+		t.Fatalf("during a loss: %d violations, %d excused", n, excused)
+	}
+	hist.faults[1].start, hist.faults[1].end = -3000*ms, -2000*ms
+	if n, excused, _ := checkerOf(hist).exclusive(); n != 1 || excused != 0 {
+		t.Fatalf("after a loss: %d violations, %d excused", n, excused)
 	}
 }
 
@@ -251,5 +265,26 @@ func TestVerifyTakeFitting(t *testing.T) {
 	}
 	if strings.Join(got, ",") != "kill,clock-back,kill" || strings.Join(queue, ",") != "etcd-pause" {
 		t.Fatalf("took %v, left %v", got, queue)
+	}
+}
+
+func TestVerifyLossNoticed(t *testing.T) {
+	p := func(t0 int64, held bool, leases int64) poll {
+		return poll{ok: true, t0: t0 * ms, t1: t0*ms + ms, held: held, worker: 1, leases: leases}
+	}
+	polls := [][]poll{
+		{p(900, true, 1), p(4500, true, 2)},                   // gave its lease up: right
+		{p(950, true, 1), p(2000, true, 1), p(4600, true, 1)}, // kept it: a violation
+		{p(900, false, 1), p(4500, true, 1)},                  // held nothing at the loss
+		{p(900, true, 1)},                                     // killed: no poll after
+		{p(-500, true, 1), p(4500, true, 1)},                  // last poll too long before the loss
+	}
+	h := build(len(polls), polls)
+	h.faults = []fault{{kind: "redis-keys-deleted", lost: true, dc: 0, start: 1000 * ms, end: 1001 * ms, note: "keys deleted"},
+		{kind: "sql-rollback", lost: true, dc: 1, start: 1000 * ms, end: 1001 * ms}, // another datacenter
+		{kind: "kill", start: 1000 * ms, end: 1001 * ms}}                            // no loss
+	holders, n, vs := checkerOf(h).lossNoticed()
+	if holders != 2 || n != 1 || len(vs) != 1 || !strings.Contains(vs[0].what, "n2.1 held worker 0/1 under lease #1 at +0.951s, when redis-keys-deleted began at +1.000s") {
+		t.Fatalf("%d holders, %d kept their lease: %+v", holders, n, vs)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,11 +31,13 @@ import (
 )
 
 // node is one member of the cluster: its processes come and go (kill -9,
-// restart), its data directory and its link to etcd stay.
+// restart), its data directory, its group and its link to etcd stay.
 type node struct {
 	idx       int
 	dir       string
-	etcdProxy *faultnet.Proxy // nil for a target
+	grp       *group          // nil for a target
+	dc        int64           // its datacenter id
+	etcdProxy *faultnet.Proxy // the etcd group's; nil otherwise
 	cur       atomic.Pointer[incarnation]
 	target    *incarnation // the server of --target mode
 }
@@ -109,7 +112,7 @@ func (r *runner) setupPostgres() error {
 	return nil
 }
 
-// dropTable removes the run's segment table.
+// dropTable removes the run's segment table and the SQL group's tables.
 func (r *runner) dropTable() {
 	if r.table == "" {
 		return
@@ -121,24 +124,45 @@ func (r *runner) dropTable() {
 	defer db.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	db.ExecContext(ctx, `DROP TABLE IF EXISTS "`+r.table+`"`)
+	for _, t := range append([]string{r.table}, r.sqlTables...) {
+		db.ExecContext(ctx, `DROP TABLE IF EXISTS "`+t+`"`)
+	}
 }
 
 // servingRE finds the address in `flakeid serve`'s "serving" log line.
 var servingRE = regexp.MustCompile(`msg="flakeid: serving" addr=(\S+)`)
 
-// nodeArgs are the flags of every process of node n.
+// nodeArgs are the flags of every process of node n: its group's
+// coordinator and datacenter, the shared segment store.
 func (r *runner) nodeArgs(n *node) []string {
-	args := []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", n.dir,
-		"--coordinator", "etcd://" + n.etcdProxy.Addr() + "/flakeid-verify",
+	args := r.serveArgs(n.dir)
+	args = append(args, "--datacenter", strconv.FormatInt(n.dc, 10))
+	switch n.grp.kind {
+	case groupEtcd:
+		args = append(args, "--coordinator", "etcd://"+n.etcdProxy.Addr()+etcdPrefix,
+			"--max-clock-skew", etcdClockSkew.String(), "--test-clock-admin")
+	case groupRedis:
+		args = append(args, "--coordinator", "redis://"+r.redis.addr()+"/0?prefix="+redisPrefix)
+	case groupSQL:
+		args = append(args, "--coordinator", r.sqlCoordURL)
+	case groupFile: // the default: file://<data dir>/workers.db
+	}
+	return append(args, r.cfg.LayoutArgs...)
+}
+
+// serveArgs are the flags every `flakeid serve` the verifier starts shares.
+func (r *runner) serveArgs(dir string) []string {
+	return []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", dir,
 		"--store", r.storeURL,
 		"--lease-ttl", r.cfg.LeaseTTL.String(),
 		"--segment-duration", r.cfg.SegmentDuration.String(),
 		"--shutdown-timeout", "1s",
-		"--log-format", "text", "--log-level", "info",
-		"--test-clock-admin"}
-	return append(args, r.cfg.LayoutArgs...)
+		"--log-format", "text", "--log-level", "info"}
 }
+
+// stateFile is the file coordinator's state file of a node of the file
+// group.
+func stateFile(n *node) string { return filepath.Join(n.dir, "workers.db") }
 
 // childEnv is the environment without FLAKEID_* variables, so that a
 // developer's settings (a config file, a coordinator) cannot leak into the
@@ -164,6 +188,7 @@ func (r *runner) startNode(ctx context.Context, n *node, offset time.Duration) (
 	}
 	r.mu.Lock()
 	inc := &incarnation{id: int32(len(r.incs)), node: n.idx, offset: offset, exited: make(chan struct{})}
+	inc.clock.Store(int64(offset))
 	for _, c := range r.incs {
 		if c.node == n.idx {
 			inc.n = max(inc.n, c.n)
@@ -364,7 +389,8 @@ func (r *runner) createTag(ctx context.Context, base string) (bool, error) {
 	}
 }
 
-// setupCluster starts etcd, the proxies and the nodes, and creates the tag.
+// setupCluster starts etcd, Redis, the proxies and the nodes of every
+// group, and creates the tag.
 func (r *runner) setupCluster(ctx context.Context) error {
 	if err := r.startEtcd(ctx); err != nil {
 		return err
@@ -372,17 +398,41 @@ func (r *runner) setupCluster(ctx context.Context) error {
 	if err := r.setupPostgres(); err != nil {
 		return err
 	}
-	for i := range r.cfg.Nodes {
-		n := &node{idx: i, dir: filepath.Join(r.dir, nodeName(i))}
-		if err := os.MkdirAll(n.dir, 0o755); err != nil {
+	if r.cfg.RedisNodes > 0 {
+		if err := r.startRedis(ctx); err != nil {
 			return err
 		}
-		p, err := faultnet.Listen(r.etcd.Addr())
-		if err != nil {
+	}
+	if r.cfg.SQLNodes > 0 {
+		if err := r.setupSQLGroup(); err != nil {
 			return err
 		}
-		n.etcdProxy = p
-		r.nodes = append(r.nodes, n)
+	}
+	for _, gs := range r.cfg.groupSizes() {
+		if gs.n == 0 {
+			continue
+		}
+		g := &group{kind: gs.kind, dc: gs.dc}
+		r.groups = append(r.groups, g)
+		for k := range gs.n {
+			i := len(r.nodes)
+			n := &node{idx: i, dir: filepath.Join(r.dir, nodeName(i)), grp: g, dc: g.dc}
+			if g.kind == groupFile {
+				n.dc += int64(k)
+			}
+			if err := os.MkdirAll(n.dir, 0o755); err != nil {
+				return err
+			}
+			if g.kind == groupEtcd {
+				p, err := faultnet.Listen(r.etcd.Addr())
+				if err != nil {
+					return err
+				}
+				n.etcdProxy = p
+			}
+			g.nodes = append(g.nodes, n)
+			r.nodes = append(r.nodes, n)
+		}
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(r.nodes))
@@ -452,6 +502,7 @@ func (r *runner) teardown() {
 		}
 	}
 	r.etcd.kill()
+	r.redis.close()
 	for _, n := range r.nodes {
 		if n.etcdProxy != nil {
 			n.etcdProxy.Close()

@@ -156,6 +156,7 @@ type incarnation struct {
 	url    string // http://host:port
 	pid    int
 	offset time.Duration // --test-clock-offset it started with
+	clock  atomic.Int64  // its clock's offset now, ns: offset plus the shifts applied
 	log    string        // its log file ("" for a target)
 
 	started, serving, ended int64 // ns since the run started; ended 0 while running
@@ -199,7 +200,9 @@ type fault struct {
 	end       int64 // it was removed: healed, resumed, restarted
 	recovered int64 // every node answered Snowflake requests steadily again (0: not within the wait)
 	note      string
-	failed    bool // the fault could not be applied as intended
+	failed    bool  // the fault could not be applied as intended
+	lost      bool  // the coordinator of datacenter dc lost or rolled back its state
+	dc        int64 // with lost
 }
 
 // history is everything a run recorded, merged.
@@ -209,8 +212,11 @@ type history struct {
 	seg    []span
 	incs   []*incarnation
 	faults []fault
-	wall0  time.Time // the wall-clock time of the run's start
-	length int64     // how long the load ran, ns
+	// refusals are the starts of misconfigured or damaged nodes, which had
+	// to be refused.
+	refusals []refusal
+	wall0    time.Time // the wall-clock time of the run's start
+	length   int64     // how long the load ran, ns
 }
 
 // merge appends the recorders' requests and spans, renumbering them. It

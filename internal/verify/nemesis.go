@@ -14,46 +14,92 @@ import (
 
 // The sizes of the faults.
 const (
-	clockBack    = -3 * time.Second // a node's wall clock jumps back …
-	clockForward = 2 * time.Second  // … or forward
-	behind       = -5 * time.Second // a node restarts with its clock this far behind
-	pgDown       = 3 * time.Second  // PostgreSQL is "restarting" this long
-	quiet        = 5 * time.Second  // no fault starts this close to the end
-	healthWait   = 30 * time.Second // how long the nemesis waits for the cluster to recover
-	healthyFor   = 500 * time.Millisecond
+	clockBack     = -3 * time.Second // a node's wall clock jumps back …
+	clockForward  = 2 * time.Second  // … or forward
+	behind        = -5 * time.Second // a node restarts with its clock this far behind
+	pgDown        = 3 * time.Second  // PostgreSQL is "restarting" this long
+	rollbackAfter = 3 * time.Second  // sql-rollback restores a copy this old
+	quiet         = 5 * time.Second  // no fault starts this close to the end
+	healthyFor    = 500 * time.Millisecond
 )
 
-// kindInfo describes each fault kind; est is a generous estimate of how
+// kindInfo describes each fault kind: what it does, the group it needs,
+// whether one injection satisfies MinFaults (once: it costs a quarantine
+// or a refused start, and one shows it), the check row of the starts it
+// makes that must be refused (refused), and est, a generous estimate of how
 // long one takes, fault and recovery, for the schedule.
 var kindInfo = map[string]struct {
-	desc string
-	est  func(ttl time.Duration) time.Duration
+	desc    string
+	group   string
+	once    bool
+	lost    bool // it loses or rolls back a coordinator's state
+	refused string
+	est     func(ttl time.Duration) time.Duration
 }{
-	"clock-back":     {"one node's wall clock jumps back 3 s (POST /admin/test/clock?shift=-3s)", func(time.Duration) time.Duration { return 2 * time.Second }},
-	"clock-forward":  {"one node's wall clock jumps forward 2 s", func(time.Duration) time.Duration { return 2 * time.Second }},
-	"kill":           {"kill -9 of one node, restarted with the same data directory and flags", func(time.Duration) time.Duration { return 6 * time.Second }},
-	"restart-behind": {"kill -9 of one node, restarted with its clock 5 s behind (--test-clock-offset=-5s)", func(ttl time.Duration) time.Duration { return 15 * time.Second }},
-	"etcd-pause":     {"etcd SIGSTOPped for lease TTL + 1.5 s, then SIGCONT", func(ttl time.Duration) time.Duration { return ttl + 7*time.Second }},
-	"etcd-partition": {"one node cut off from etcd (its proxy holds every byte) for lease TTL + 1.5 s", func(ttl time.Duration) time.Duration { return ttl + 6*time.Second }},
-	"pg-restart":     {"PostgreSQL \"restarts\": every connection reset, no new one for 3 s", func(time.Duration) time.Duration { return 6 * time.Second }},
+	"clock-back":     {desc: "one node's wall clock jumps back 3 s (POST /admin/test/clock?shift=-3s)", group: groupEtcd, est: func(time.Duration) time.Duration { return 2 * time.Second }},
+	"clock-forward":  {desc: "one node's wall clock jumps forward 2 s", group: groupEtcd, est: func(time.Duration) time.Duration { return 2 * time.Second }},
+	"kill":           {desc: "kill -9 of one node (of any group), restarted with the same data directory and flags", group: groupEtcd, est: func(ttl time.Duration) time.Duration { return 6*time.Second + quarantine(ttl) }},
+	"restart-behind": {desc: "kill -9 of one node, restarted with its clock 5 s behind (--test-clock-offset=-5s)", group: groupEtcd, est: func(ttl time.Duration) time.Duration { return 15 * time.Second }},
+	"etcd-pause":     {desc: "etcd SIGSTOPped for lease TTL + 1.5 s, then SIGCONT", group: groupEtcd, est: func(ttl time.Duration) time.Duration { return ttl + 7*time.Second }},
+	"etcd-partition": {desc: "one node cut off from etcd (its proxy holds every byte) for lease TTL + 1.5 s", group: groupEtcd, est: func(ttl time.Duration) time.Duration { return ttl + 6*time.Second }},
+	"pg-restart": {desc: "PostgreSQL \"restarts\": every connection reset, no new one for 3 s (segments, and the SQL group's leases)", group: groupEtcd, est: func(ttl time.Duration) time.Duration {
+		return 4*time.Second + ttl + quarantine(ttl)
+	}},
+	"redis-restart-nosave": {desc: "the Redis group's redis-server shut down with SHUTDOWN NOSAVE and started again, empty, on its port", group: groupRedis, once: true, lost: true,
+		est: func(ttl time.Duration) time.Duration {
+			return 5*time.Second + ttl + quarantine(ttl)
+		}},
+	"redis-keys-deleted": {desc: "every key of the Redis group's prefix deleted (DEL)", group: groupRedis, once: true, lost: true,
+		est: func(ttl time.Duration) time.Duration {
+			return 4*time.Second + ttl + quarantine(ttl)
+		}},
+	"sql-rollback": {desc: "the SQL group's coordinator table copied, and 3 s later restored to that copy (DELETE + INSERT in one transaction), as a restored backup", group: groupSQL, once: true, lost: true,
+		est: func(ttl time.Duration) time.Duration {
+			return rollbackAfter + 4*time.Second + ttl + quarantine(ttl)
+		}},
+	"truncated-state": {desc: "kill -9 of a file-coordinator node; its workers.db truncated to half, then to 0 bytes, and a restart after each, which must be refused; then `flakeid recover` and a restart that serves", group: groupFile, once: true,
+		refused: "a node whose workers.db was truncated (to half, to 0 bytes) is refused at start, naming the file",
+		est:     func(ttl time.Duration) time.Duration { return 9*time.Second + quarantine(ttl) }},
+	"other-layout": {desc: "an extra node started on the etcd group's coordinator with another layout (more worker and sequence bits); it must be refused", group: groupEtcd, once: true,
+		refused: "a node with another layout than its coordinator records is refused at start, showing both layouts",
+		est:     func(time.Duration) time.Duration { return 4 * time.Second }},
+	"config-typo": {desc: "an extra node started with --config naming a file whose key \"coordinater\" is misspelt; it must be refused", group: groupEtcd, once: true,
+		refused: "a node whose --config file has a misspelt key is refused at start, naming it",
+		est:     func(time.Duration) time.Duration { return 3 * time.Second }},
 }
 
 // Kinds are the fault kinds, in the order the report lists them.
 func Kinds() []string {
-	return []string{"clock-back", "clock-forward", "kill", "restart-behind", "etcd-pause", "etcd-partition", "pg-restart"}
+	return []string{"clock-back", "clock-forward", "kill", "restart-behind", "etcd-pause", "etcd-partition", "pg-restart",
+		"redis-restart-nosave", "redis-keys-deleted", "sql-rollback", "truncated-state", "other-layout", "config-typo"}
+}
+
+// minFaults is how many times kind must be injected for the run to pass
+// with MinFaults: MinFaults, or at most 1 for a kind marked once.
+func minFaults(kind string, minAll int) int {
+	if kindInfo[kind].once {
+		return min(minAll, 1)
+	}
+	return minAll
 }
 
 // nemesis injects faults one after another until a fault would not end
-// quiet before until: first MinFaults rounds of every kind, each round in a
-// random order, then kinds at random. After each fault it waits for the
+// quiet before until: first MinFaults rounds of every kind (round k holds
+// the kinds whose minFaults is at least k), each round in a random order,
+// then kinds at random. After each fault it waits for the
 // cluster to recover (every node answers Snowflake requests steadily), then
 // pauses 1–3 s.
 func (r *runner) nemesis(ctx context.Context, rec *recorder, until int64) {
 	rnd := rand.New(rand.NewPCG(r.cfg.Seed, 0))
 	sleepCtx(ctx, min(3*time.Second, r.cfg.Duration/10))
 	var queue []string
-	for range r.cfg.MinFaults {
-		round := append([]string(nil), r.cfg.Faults...)
+	for k := range r.cfg.MinFaults {
+		var round []string
+		for _, kind := range r.cfg.Faults {
+			if minFaults(kind, r.cfg.MinFaults) > k {
+				round = append(round, kind)
+			}
+		}
 		rnd.Shuffle(len(round), func(i, j int) { round[i], round[j] = round[j], round[i] })
 		queue = append(queue, round...)
 	}
@@ -76,11 +122,11 @@ func (r *runner) nemesis(ctx context.Context, rec *recorder, until int64) {
 		}
 		f.recovered = r.waitHealthy(ctx, rec)
 		r.addFault(f)
-		took := "not within " + healthWait.String()
+		took := "not within " + r.healthWait().String()
 		if f.recovered > 0 {
 			took = fmt.Sprintf("%.1fs after it began", time.Duration(f.recovered-f.start).Seconds())
 		}
-		r.logf("%-14s %s; recovered %s", kind, f.note, took)
+		r.logf("%-20s %s; recovered %s", kind, f.note, took)
 		sleepCtx(ctx, time.Second+time.Duration(rnd.Int64N(int64(2*time.Second))))
 	}
 }
@@ -102,18 +148,77 @@ func (r *runner) addFault(f fault) {
 	r.mu.Unlock()
 }
 
-// pick chooses a node that has a running process.
-func (r *runner) pick(rnd *rand.Rand) *node {
-	var alive []*node
+// pick chooses a node of a group of that kind ("": of any group) that has
+// a running process, or any node of it when none has.
+func (r *runner) pick(rnd *rand.Rand, kind string) *node {
+	var alive, all []*node
 	for _, n := range r.nodes {
+		if kind != "" && n.grp.kind != kind {
+			continue
+		}
+		all = append(all, n)
 		if n.cur.Load() != nil {
 			alive = append(alive, n)
 		}
 	}
 	if len(alive) == 0 {
-		return r.nodes[rnd.IntN(len(r.nodes))]
+		return all[rnd.IntN(len(all))]
 	}
 	return alive[rnd.IntN(len(alive))]
+}
+
+// pickClock chooses a node of the etcd group whose clock offset is to
+// become to(its offset now), preferring the nodes for which the spread of
+// the group's offsets — and of the offsets a restart gives, 0 and behind —
+// stays within clockSpread, else the one that keeps it smallest. A node
+// whose clock is further than etcdClockSkew from its peers' is refused its
+// lease (at start: serve exits), so the nemesis keeps the clocks it moves
+// within the bound of each other and of a node it restarts.
+func (r *runner) pickClock(rnd *rand.Rand, to func(now time.Duration) time.Duration) *node {
+	var cands []*node
+	var offs []time.Duration
+	for _, n := range r.nodes {
+		if n.grp.kind != groupEtcd {
+			continue
+		}
+		if inc := n.cur.Load(); inc != nil {
+			cands = append(cands, n)
+			offs = append(offs, time.Duration(inc.clock.Load()))
+		}
+	}
+	if len(cands) == 0 {
+		return r.pick(rnd, groupEtcd)
+	}
+	spreads := make([]time.Duration, len(cands))
+	for i := range cands {
+		lo, hi := min(to(offs[i]), behind, 0), max(to(offs[i]), behind, 0)
+		for j, o := range offs {
+			if j != i {
+				lo, hi = min(lo, o), max(hi, o)
+			}
+		}
+		spreads[i] = hi - lo
+	}
+	return cands[pickSpread(rnd, spreads, clockSpread)]
+}
+
+// pickSpread picks at random an index whose spread is within limit, else
+// the first with the smallest spread.
+func pickSpread(rnd *rand.Rand, spreads []time.Duration, limit time.Duration) int {
+	var fit []int
+	best := 0
+	for i, s := range spreads {
+		if s <= limit {
+			fit = append(fit, i)
+		}
+		if s < spreads[best] {
+			best = i
+		}
+	}
+	if len(fit) > 0 {
+		return fit[rnd.IntN(len(fit))]
+	}
+	return best
 }
 
 // inject runs one fault to its end (healed, resumed, restarted).
@@ -126,7 +231,7 @@ func (r *runner) inject(ctx context.Context, kind string, rnd *rand.Rand) fault 
 		if kind == "clock-forward" {
 			shift = clockForward
 		}
-		n := r.pick(rnd)
+		n := r.pickClock(rnd, func(now time.Duration) time.Duration { return now + shift })
 		inc := n.cur.Load()
 		f.node, f.start = n.idx, r.now()
 		if inc == nil {
@@ -137,6 +242,9 @@ func (r *runner) inject(ctx context.Context, kind string, rnd *rand.Rand) fault 
 		off, err := r.shiftClock(ctx, inc, shift)
 		f.end = r.now()
 		f.note = fmt.Sprintf("%s clock %+v (now %s from the real time)", inc.name(), shift, off)
+		if d, perr := time.ParseDuration(off); err == nil && perr == nil {
+			inc.clock.Store(int64(d))
+		}
 		if err != nil {
 			f.note, f.failed = fmt.Sprintf("%s clock %+v failed: %v", inc.name(), shift, err), true
 		}
@@ -145,7 +253,10 @@ func (r *runner) inject(ctx context.Context, kind string, rnd *rand.Rand) fault 
 		if kind == "restart-behind" {
 			offset = behind
 		}
-		n := r.pick(rnd)
+		n := r.pick(rnd, "")
+		if kind == "restart-behind" {
+			n = r.pickClock(rnd, func(time.Duration) time.Duration { return offset })
+		}
 		f.node, f.start = n.idx, r.now()
 		old := r.killNode(n)
 		f.note = nodeName(n.idx) + " had no process"
@@ -181,7 +292,7 @@ func (r *runner) inject(ctx context.Context, kind string, rnd *rand.Rand) fault 
 			f.note, f.failed = f.note+fmt.Sprintf(" FAILED: %v %v", err, cerr), true
 		}
 	case "etcd-partition":
-		n := r.pick(rnd)
+		n := r.pick(rnd, groupEtcd)
 		f.node, f.start = n.idx, r.now()
 		if inc := n.cur.Load(); inc != nil {
 			f.inc = inc.id
@@ -199,6 +310,12 @@ func (r *runner) inject(ctx context.Context, kind string, rnd *rand.Rand) fault 
 		r.pgProxy.Heal()
 		f.end = r.now()
 		f.note = fmt.Sprintf("PostgreSQL connections reset, unreachable for %.1fs", time.Duration(f.end-f.start).Seconds())
+	case "redis-restart-nosave", "redis-keys-deleted", "sql-rollback":
+		r.coordinatorLoss(ctx, kind, &f)
+	case "truncated-state":
+		r.truncatedState(ctx, rnd, &f)
+	case "other-layout", "config-typo":
+		r.misconfigured(ctx, kind, &f)
 	default:
 		panic(fmt.Sprintf("verify: unknown fault kind %q", kind)) // Config.validate lets none through
 	}
@@ -239,7 +356,7 @@ func (r *runner) shiftClock(ctx context.Context, inc *incarnation, d time.Durati
 // tick's sequence runs out. The probes are recorded and checked like every
 // other request.
 func (r *runner) waitHealthy(ctx context.Context, rec *recorder) int64 {
-	deadline := time.Now().Add(healthWait)
+	deadline := time.Now().Add(r.healthWait())
 	var since []time.Time // per node: start of its current run of answers
 	for range r.nodes {
 		since = append(since, time.Time{})

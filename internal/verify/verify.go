@@ -1,13 +1,18 @@
 // Package verify is the engine of `flakeid verify`: it starts a cluster of
-// real `flakeid serve` processes on loopback (a private etcd, PostgreSQL for
-// segments, one fault-injection proxy per link), drives it with concurrent
-// clients of every API while a nemesis jumps clocks, kills and restarts
-// nodes, pauses etcd, partitions a node from etcd and "restarts"
-// PostgreSQL, records every acknowledged ID with who answered it and when,
-// and then checks the history: no ID twice, each process's IDs in order,
-// each ID's worker id held by the process that issued it, nothing issued
-// while a lease was lost, one holder per worker id. It can also verify a
-// running cluster (Config.Targets) without injecting faults.
+// real `flakeid serve` processes on loopback, in groups that lease worker
+// ids from different coordinators (a private etcd, a private Redis, a table
+// of PostgreSQL, files of their own) with distinct datacenter ids, all
+// issuing into one ID space and keeping segments in PostgreSQL (one
+// fault-injection proxy per link). It drives them with concurrent clients
+// of every API while a nemesis jumps clocks, kills and restarts nodes,
+// pauses etcd, partitions a node from etcd, "restarts" PostgreSQL, wipes or
+// rolls back coordinators, truncates state files and starts misconfigured
+// nodes (which must be refused), records every acknowledged ID with who
+// answered it and when, and then checks the history: no ID twice, each
+// process's IDs in order, each ID's worker id held by the process that
+// issued it, nothing issued while a lease was lost, one holder per worker
+// id, every misconfigured start refused. It can also verify a running
+// cluster (Config.Targets) without injecting faults.
 package verify
 
 import (
@@ -37,8 +42,16 @@ type Config struct {
 	// Targets, when set, are running servers to verify: no cluster is
 	// started and no fault injected.
 	Targets []string
-	// Nodes is the size of the cluster the verifier starts.
+	// Nodes is the size of the etcd group: the nodes that lease worker ids
+	// from the private etcd, in datacenter 0, whose clocks the nemesis
+	// moves.
 	Nodes int
+	// RedisNodes, SQLNodes and FileNodes are the sizes of the other groups:
+	// nodes on a private Redis (datacenter 1), on a fresh table of the
+	// PostgreSQL (datacenter 2), and nodes with a file coordinator each
+	// (datacenters 3, 4, …). Unlike the other fields, 0 is kept: no such
+	// group (DefaultConfig has 2, 1 and 1).
+	RedisNodes, SQLNodes, FileNodes int
 	// Clients is the number of concurrent client goroutines; they cycle
 	// through the APIs (HTTP count=1, HTTP count=1000, Connect unary,
 	// Connect stream, HTTP segment, Connect segment).
@@ -55,15 +68,19 @@ type Config struct {
 	Postgres string
 	// EtcdBin is the etcd executable.
 	EtcdBin string
+	// RedisBin is the redis-server executable, for the Redis group.
+	RedisBin string
 	// Bin is the flakeid executable the nodes run.
 	Bin string
 	// Tag is the segment tag the clients use.
 	Tag string
-	// Faults are the fault kinds to inject (nil: all of Kinds()).
+	// Faults are the fault kinds to inject (nil: every kind of Kinds()
+	// whose group has nodes).
 	Faults []string
 	// MinFaults: the run fails unless every fault kind was injected at
-	// least this often (the schedule tries this many rounds first). 0: no
-	// such check.
+	// least this often — at most once for the kinds that cost a quarantine
+	// or a start each (minFaults) — and the schedule tries that many rounds
+	// first. 0: no such check.
 	MinFaults int
 	// Layout is the layout of the IDs; LayoutArgs the flags that give the
 	// nodes the same layout.
@@ -79,17 +96,22 @@ type Config struct {
 	Stdout, Stderr io.Writer
 }
 
-// DefaultConfig is the CI profile: three nodes, sixteen clients, two
-// minutes, every fault kind at least twice.
+// DefaultConfig is the CI profile: seven nodes (three on etcd, two on
+// Redis, one on PostgreSQL, one on a file), sixteen clients, three minutes,
+// every fault kind at least twice (once for the kinds of minFaults).
 func DefaultConfig() Config {
 	return Config{
-		Duration:        2 * time.Minute,
+		Duration:        3 * time.Minute,
 		Nodes:           3,
+		RedisNodes:      2,
+		SQLNodes:        1,
+		FileNodes:       1,
 		Clients:         16,
 		LeaseTTL:        2 * time.Second,
 		SegmentDuration: 2 * time.Second,
 		Postgres:        "postgres://postgres@127.0.0.1:5432/test?sslmode=disable",
 		EtcdBin:         "etcd",
+		RedisBin:        "redis-server",
 		Tag:             "verify",
 		MinFaults:       2,
 		Layout:          snowflake.DefaultLayout(),
@@ -115,13 +137,19 @@ type runner struct {
 	table    string
 	segments bool // the tag exists on the servers
 
-	nodes []*node
-	logMu sync.Mutex // serializes progress lines
-	mu    sync.Mutex // guards incs, faults, samples
-	incs  []*incarnation
+	redis       *redisProc // the Redis group's server
+	sqlCoordURL string     // the SQL group's --coordinator
+	sqlTables   []string   // the SQL group's tables: workers, registry, snapshot (dropped at the end)
+	extraStarts int        // processes started to be refused, for their directories
+	groups      []*group
+	nodes       []*node
+	logMu       sync.Mutex // serializes progress lines
+	mu          sync.Mutex // guards incs, faults, refusals, samples
+	incs        []*incarnation
 
-	faults  []fault
-	samples map[string]int // error samples: "api: class: message" → count
+	faults   []fault
+	refusals []refusal      // the starts that had to be refused
+	samples  map[string]int // error samples: "api: class: message" → count
 
 	hc     *http.Client // HTTP/1.1 for the JSON API
 	h2c    *http.Client // HTTP/2 without TLS for Connect
@@ -159,6 +187,9 @@ func withDefaults(c Config) Config {
 	if c.EtcdBin == "" {
 		c.EtcdBin = d.EtcdBin
 	}
+	if c.RedisBin == "" {
+		c.RedisBin = d.RedisBin
+	}
 	if c.Tag == "" {
 		c.Tag = d.Tag
 	}
@@ -178,7 +209,11 @@ func withDefaults(c Config) Config {
 		c.Seed = rand.Uint64()%1_000_000 + 1
 	}
 	if c.Faults == nil && len(c.Targets) == 0 {
-		c.Faults = Kinds()
+		for _, k := range Kinds() {
+			if c.hasGroup(kindInfo[k].group) {
+				c.Faults = append(c.Faults, k)
+			}
+		}
 	}
 	return c
 }
@@ -189,6 +224,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("duration %v: want at least 1s", c.Duration)
 	case c.Nodes < 1 || c.Nodes > 100:
 		return fmt.Errorf("nodes %d: want 1–100", c.Nodes)
+	case c.RedisNodes < 0 || c.RedisNodes > 20 || c.SQLNodes < 0 || c.SQLNodes > 20 || c.FileNodes < 0 || c.FileNodes > 20:
+		return fmt.Errorf("redis nodes %d, SQL nodes %d, file nodes %d: want 0–20 each", c.RedisNodes, c.SQLNodes, c.FileNodes)
+	case c.Nodes+c.RedisNodes+c.SQLNodes+c.FileNodes > 100:
+		return fmt.Errorf("%d nodes in all: want at most 100", c.Nodes+c.RedisNodes+c.SQLNodes+c.FileNodes)
 	case len(c.Targets) > 100:
 		return fmt.Errorf("%d targets: want at most 100", len(c.Targets))
 	case c.Clients < 1 || c.Clients > 10_000:
@@ -199,8 +238,12 @@ func (c Config) validate() error {
 		return fmt.Errorf("min faults %d: want 0 or more", c.MinFaults)
 	}
 	for _, k := range c.Faults {
-		if _, ok := kindInfo[k]; !ok {
+		info, ok := kindInfo[k]
+		if !ok {
 			return fmt.Errorf("fault kind %q: want one of %v", k, Kinds())
+		}
+		if len(c.Targets) == 0 && !c.hasGroup(info.group) {
+			return fmt.Errorf("fault kind %q needs the %s group, which has no nodes", k, info.group)
 		}
 	}
 	if len(c.Targets) == 0 && c.Bin == "" {
@@ -220,6 +263,11 @@ func Run(ctx context.Context, cfg Config) error {
 	layout, err := cfg.Layout.Normalize()
 	if err != nil {
 		return err
+	}
+	if len(cfg.Targets) == 0 {
+		if top := cfg.topDatacenter(); top >= int64(1)<<layout.DatacenterBits {
+			return fmt.Errorf("the groups need datacenter ids 0–%d, the layout has %d datacenter bits: give --datacenter-bits or fewer groups", top, layout.DatacenterBits)
+		}
 	}
 	// The history is a few large pointer-free slices: collecting garbage
 	// early costs little and keeps the peak near the live size (a
@@ -255,8 +303,8 @@ func Run(ctx context.Context, cfg Config) error {
 		} else if err := os.MkdirAll(r.dir, 0o755); err != nil {
 			return err
 		}
-		fmt.Fprintf(cfg.Stderr, "verify: %d nodes on a private etcd and PostgreSQL, %d clients, %v, seed %d, work directory %s\n",
-			cfg.Nodes, cfg.Clients, cfg.Duration, cfg.Seed, r.dir)
+		fmt.Fprintf(cfg.Stderr, "verify: %s; %d clients, %v, seed %d, work directory %s\n",
+			cfg.describeGroups(), cfg.Clients, cfg.Duration, cfg.Seed, r.dir)
 		err := r.setupCluster(ctx)
 		if err != nil {
 			r.teardown()
@@ -264,7 +312,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		for _, n := range r.nodes {
 			inc := n.cur.Load()
-			r.logf("%s serving on %s (pid %d)", inc.name(), inc.url, inc.pid)
+			r.logf("%s (%s group, datacenter %d) serving on %s (pid %d)", inc.name(), n.grp.kind, n.grp.dc, inc.url, inc.pid)
 		}
 	}
 
@@ -297,7 +345,7 @@ func Run(ctx context.Context, cfg Config) error {
 	r.logf("load stopped; stopping the cluster")
 	r.teardown()
 
-	h := &history{incs: r.incs, faults: r.faults, wall0: r.t0, length: loadEnd}
+	h := &history{incs: r.incs, faults: r.faults, refusals: r.refusals, wall0: r.t0, length: loadEnd}
 	h.reqs, h.sf, h.seg = merge(recs)
 	r.logf("checking %d requests", len(h.reqs))
 	rep := r.check(h, loadStart, loadEnd)

@@ -5,7 +5,7 @@
 #   step_detail TEXT       # adds lines under the summary's failures
 #   steps_end              # prints the summary (owner only); exits non-zero if a step failed
 #
-# A script run by another that already began steps (FLAKEID_STEPS_DIR is set)
+# A script run by another that already began steps (FLAKEID_TEST_STEPS_DIR is set)
 # records its steps into the same summary and leaves the printing to it, so
 # the summary is always the last thing CI prints: each step with pass/fail
 # and seconds, the failed tests with their first error lines, the
@@ -13,14 +13,14 @@
 # N skipped" line.
 
 steps_begin() {
-  if [ -n "${FLAKEID_STEPS_DIR:-}" ] && [ -d "$FLAKEID_STEPS_DIR" ]; then
+  if [ -n "${FLAKEID_TEST_STEPS_DIR:-}" ] && [ -d "$FLAKEID_TEST_STEPS_DIR" ]; then
     STEPS_OWNER=""
   else
-    FLAKEID_STEPS_DIR="$(mktemp -d "${TMPDIR:-/tmp}/flakeid-steps.XXXXXX")"
-    export FLAKEID_STEPS_DIR
+    FLAKEID_TEST_STEPS_DIR="$(mktemp -d "${TMPDIR:-/tmp}/flakeid-steps.XXXXXX")"
+    export FLAKEID_TEST_STEPS_DIR
     STEPS_OWNER=1
     STEPS_START=$SECONDS
-    : >"$FLAKEID_STEPS_DIR/steps" >"$FLAKEID_STEPS_DIR/details" >"$FLAKEID_STEPS_DIR/counts"
+    : >"$FLAKEID_TEST_STEPS_DIR/steps" >"$FLAKEID_TEST_STEPS_DIR/details" >"$FLAKEID_TEST_STEPS_DIR/counts"
     # The summary comes out however the script ends (an unexpected error, a signal).
     trap 'steps_summary' EXIT
     trap 'exit 143' TERM
@@ -34,21 +34,21 @@ step() {
   shift
   echo "== $name"
   "$@" || rc=$?
-  printf '%s\t%s\t%s\n' "$rc" "$((SECONDS - t0))" "$name" >>"$FLAKEID_STEPS_DIR/steps"
+  printf '%s\t%s\t%s\n' "$rc" "$((SECONDS - t0))" "$name" >>"$FLAKEID_TEST_STEPS_DIR/steps"
   [ "$rc" = 0 ] || echo "== $name: FAILED (exit $rc)"
   return "$rc"
 }
 
 # step_detail TEXT: lines for the summary's list of what failed.
-step_detail() { printf '%s\n' "$*" >>"$FLAKEID_STEPS_DIR/details"; }
+step_detail() { printf '%s\n' "$*" >>"$FLAKEID_TEST_STEPS_DIR/details"; }
 
 # steps_failed: how many steps failed so far.
-steps_failed() { awk -F'\t' '$1 != 0' "$FLAKEID_STEPS_DIR/steps" | wc -l; }
+steps_failed() { awk -F'\t' '$1 != 0' "$FLAKEID_TEST_STEPS_DIR/steps" | wc -l; }
 
 steps_summary() {
   [ -n "${STEPS_OWNER:-}" ] || return 0
   STEPS_OWNER="" # once
-  local dir="$FLAKEID_STEPS_DIR" failed total
+  local dir="$FLAKEID_TEST_STEPS_DIR" failed total
   failed=$(steps_failed)
   total=$(wc -l <"$dir/steps")
   {
@@ -93,13 +93,13 @@ go_test() {
 _go_test() {
   local root="$1" dir="$2" failures rc
   shift 2
-  failures="$(mktemp "$FLAKEID_STEPS_DIR/failures.XXXXXX")"
+  failures="$(mktemp "$FLAKEID_TEST_STEPS_DIR/failures.XXXXXX")"
   (cd "$dir" && go test -json "$@" 2>&1) |
-    "$root/bin/testreport" -failures "$failures" -counts "$FLAKEID_STEPS_DIR/counts"
+    "$root/bin/testreport" -failures "$failures" -counts "$FLAKEID_TEST_STEPS_DIR/counts"
   rc=${PIPESTATUS[0]}
   if [ "$rc" != 0 ]; then
     step_detail "  go test ($dir) failed, exit $rc:"
-    if [ -s "$failures" ]; then cat "$failures" >>"$FLAKEID_STEPS_DIR/details"; fi
+    if [ -s "$failures" ]; then cat "$failures" >>"$FLAKEID_TEST_STEPS_DIR/details"; fi
   fi
   return "$rc"
 }

@@ -69,6 +69,20 @@ func (m *Memory) Fetch(ctx context.Context, tag string, n int64) (segment.Range,
 	return r, nil
 }
 
+// SetMaxID sets a tag's max_id, lower or higher, as restoring an old backup
+// or an operator's UPDATE would: for tests of what an allocator does then.
+func (m *Memory) SetMaxID(tag string, maxID int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.tags[tag]
+	if !ok {
+		return fmt.Errorf("%w: %q", segment.ErrUnknownTag, tag)
+	}
+	t.MaxID, t.Updated = maxID, time.Now()
+	m.tags[tag] = t
+	return nil
+}
+
 // Get implements segment.Store.
 func (m *Memory) Get(ctx context.Context, tag string) (segment.Tag, error) {
 	if err := m.check(ctx); err != nil {

@@ -7,9 +7,11 @@ package segmenttest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -34,6 +36,15 @@ type Connector interface {
 	ConnectFaulty(t *testing.T) (segment.Store, Fault)
 }
 
+// Restorer is implemented by a Connector that can put its namespace back to
+// an earlier copy, as restoring a database from a backup does. The test
+// RestoredFromBackup runs only with a Connector that implements it.
+type Restorer interface {
+	// Backup copies every tag's max_id and returns a function that puts
+	// the copied values back.
+	Backup(t *testing.T) (restore func())
+}
+
 // Fault acts on a client's link to its database.
 type Fault interface {
 	Cut()
@@ -56,6 +67,7 @@ func Run(t *testing.T, h Harness) {
 		{"UnknownAndAutoCreatedTags", unknownTags},
 		{"OutageServedFromBuffers", outage},
 		{"RestartMidRun", restart},
+		{"RestoredFromBackup", restoredFromBackup},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h.Open(t)) })
 	}
@@ -457,5 +469,102 @@ func restart(t *testing.T, c Connector) {
 	}
 	if got, _ := c.Connect(t).Get(ctxT(t), "rs"); got.MaxID <= last {
 		t.Fatalf("row max id %d is not past the last ID %d", got.MaxID, last)
+	}
+}
+
+// restoredFromBackup: a store put back to an older copy would hand out
+// ranges an allocator already fetched; the allocator refuses the tag
+// instead (ErrRegressed, naming both values), issues nothing more from it,
+// and serves again only once Resume finds the store raised above what it
+// fetched.
+func restoredFromBackup(t *testing.T, c Connector) {
+	r, ok := c.(Restorer)
+	if !ok {
+		t.Skip("the harness cannot restore a backup: its Connector is not a Restorer")
+	}
+	admin := c.Connect(t)
+	mustCreate(t, admin, segment.Tag{Name: "rb", Step: 100})
+	restore := r.Backup(t) // max_id 1
+	a := allocator(t, c.Connect(t), segment.Config{SegmentDuration: -1})
+	seen := map[int64]bool{}
+	var last int64
+	take := func() error {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		id, err := a.NextID(ctx, "rb")
+		if err != nil {
+			return err
+		}
+		if seen[id] || id <= last {
+			t.Fatalf("ID %d after %d", id, last)
+		}
+		seen[id], last = true, id
+		return nil
+	}
+	for range 300 {
+		if err := take(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restore()
+	// What is buffered (at most a step) may still be served; the next
+	// fetch finds the store at 1, below what the allocator fetched.
+	var err error
+	for range 1000 {
+		if err = take(); err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, segment.ErrRegressed) {
+		t.Fatalf("after the store was restored to max_id 1: %v, want ErrRegressed", err)
+	}
+	st := a.Stats()[0]
+	if want := fmt.Sprintf(`tag "rb": fetched up to %d, store now at 1`, st.HighMark); !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %q does not say %q", err, want)
+	}
+	if st.Refused != err.Error() || st.Regressions != 1 || st.HighMark <= last {
+		t.Fatalf("stats of the refused tag: %+v (last ID %d)", st, last)
+	}
+	if errs := a.Refused(); len(errs) != 1 || errs[0].Error() != err.Error() {
+		t.Fatalf("Refused() = %v", errs)
+	}
+	// Nothing more is issued, by any path, and no fetch waits.
+	for range 3 {
+		if _, err := a.NextID(ctxT(t), "rb"); !errors.Is(err, segment.ErrRegressed) {
+			t.Fatalf("NextID of the refused tag: %v", err)
+		}
+		if spans, err := a.Next(ctxT(t), "rb", 5); !errors.Is(err, segment.ErrRegressed) || len(spans) != 0 {
+			t.Fatalf("Next of the refused tag: %v, %v", spans, err)
+		}
+	}
+	ctx := ctxT(t)
+	if err := a.Resume(ctx, "rb", 0); !errors.Is(err, segment.ErrRegressed) {
+		t.Fatalf("Resume with the store still behind: %v, want ErrRegressed", err)
+	}
+	if err := a.Resume(ctx, "rb", st.HighMark-1); !errors.Is(err, segment.ErrInvalidTag) {
+		t.Fatalf("Resume with a floor below what was fetched: %v, want ErrInvalidTag", err)
+	}
+	if _, err := a.NextID(ctx, "rb"); !errors.Is(err, segment.ErrRegressed) {
+		t.Fatalf("after refused resumes: %v", err)
+	}
+	floor := st.HighMark + 1000
+	if err := a.Resume(ctx, "rb", floor); err != nil {
+		t.Fatalf("Resume with floor %d: %v", floor, err)
+	}
+	if row, err := admin.Get(ctx, "rb"); err != nil || row.MaxID < floor {
+		t.Fatalf("after Resume the row is %+v, %v; want max id at least %d", row, err, floor)
+	}
+	first := true
+	for range 500 {
+		if err := take(); err != nil {
+			t.Fatalf("after Resume: %v", err)
+		}
+		if first && last < floor {
+			t.Fatalf("first ID after Resume %d, want at least the floor %d", last, floor)
+		}
+		first = false
+	}
+	if st := a.Stats()[0]; st.Refused != "" || st.Regressions != 1 || len(a.Refused()) != 0 {
+		t.Fatalf("stats after Resume: %+v", st)
 	}
 }

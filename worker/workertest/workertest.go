@@ -38,6 +38,19 @@ type Connector interface {
 	// Connector reach the same coordinator; the suite calls ConnectFaulty
 	// before Connect, so a harness may start a private server there.
 	ConnectFaulty(t *testing.T) (worker.Coordinator, Fault)
+	// Wipe deletes every record of this namespace from the coordinator —
+	// namespace records, slots, high-water marks — as a coordinator that
+	// lost its data would: restarted without persistence, flushed, keys
+	// deleted or evicted, a table truncated.
+	Wipe(t *testing.T)
+	// Snapshot copies every record of this namespace; the returned function
+	// puts the copy back in place of what is there then, as a restore from
+	// an older backup or a failover to a lagging replica would.
+	Snapshot(t *testing.T) (restore func())
+	// OtherNamespace returns a client of another namespace (key prefix,
+	// table) on the same coordinator, sharing its datacenter registry; nil
+	// when the backend has exactly one namespace per coordinator (a file).
+	OtherNamespace(t *testing.T) worker.Coordinator
 }
 
 // Fault cuts and heals a client's link to the coordinator.
@@ -69,6 +82,14 @@ func Run(t *testing.T, h Harness) {
 		{"LeaseCloseReleases", s.leaseClose},
 		{"FencingWhenUnreachable", s.fencing},
 		{"AcquireHonoursContext", s.acquireContext},
+		{"NamespaceRecorded", s.namespaceRecorded},
+		{"ContractConflictRefused", s.contractConflict},
+		{"DatacenterOfAnotherNamespaceRefused", s.datacenterClaimed},
+		{"WipeEndsHolderAndQuarantines", s.wipeOnRenew},
+		{"WipeThenAcquireQuarantines", s.wipeThenAcquire},
+		{"RollbackDetected", s.rollback},
+		{"LeaseEndsOnReset", s.leaseEndsOnReset},
+		{"ClockReading", s.clockReading},
 	} {
 		t.Run(tc.name, tc.fn)
 	}
@@ -77,8 +98,11 @@ func Run(t *testing.T, h Harness) {
 type suite struct{ h Harness }
 
 func (s *suite) req(owner string, workers int64, reserve time.Time) worker.Request {
-	return worker.Request{Workers: workers, Owner: owner, TTL: s.h.TTL, Reserve: reserve}
+	return worker.Request{Workers: workers, Owner: owner, TTL: s.h.TTL, Reserve: reserve, Contract: testContract}
 }
+
+// testContract is the contract of the suite's requests.
+const testContract = "41/5/5/12 × 1ms since 2025-01-01T00:00:00Z; quarantine 0s"
 
 func maxTime(a, b time.Time) time.Time {
 	if a.After(b) {
@@ -233,9 +257,10 @@ func (s *suite) highWaterMonotone(t *testing.T) {
 func (s *suite) release(t *testing.T) {
 	conn := s.h.Open(t)
 	a, b := conn.Connect(t), conn.Connect(t)
+	before := time.Now()
 	first := mustAcquire(t, a, s.req("first", 1, ms(time.Now())))
-	if !first.Previous().IsZero() {
-		t.Fatalf("a never-used id has Previous %v, want zero", first.Previous())
+	if p := first.Previous(); p.Before(before.Add(-5*time.Second)) || p.After(time.Now().Add(5*time.Second)) {
+		t.Fatalf("a never-used id of a new namespace has Previous %v, want the namespace's floor: about now (%v)", p, before)
 	}
 	final := ms(time.Now().Add(2 * time.Second))
 	if err := first.Release(ctxT(t), final); err != nil {
@@ -400,15 +425,17 @@ func (s *suite) leaseRenews(t *testing.T) {
 	defer l.Close()
 	var f fencer
 	l.Bind(&f)
-	first := l.Until()
+	start := time.Now()
 	time.Sleep(2 * s.h.TTL)
 	select {
 	case <-l.Done():
 		t.Fatalf("lease ended after 2×TTL despite renewals: %v", l.Err())
 	default:
 	}
-	if until, _ := f.state(); !until.After(first.Add(s.h.TTL)) {
-		t.Fatalf("reservation did not follow the renewals: %v, first %v", until, first)
+	// After 2×TTL of renewals the reservation runs ahead of the clock
+	// (the first one may be the namespace's floor, already ahead).
+	if until, _ := f.state(); !until.After(start.Add(2 * s.h.TTL)) {
+		t.Fatalf("reservation did not follow the renewals: %v, 2×TTL after %v", until, start)
 	}
 	if got := slot(t, c, 0, l.WorkerID()); got.HighWater.Before(l.Until()) {
 		t.Fatalf("coordinator high-water %v is behind the reservation the generator may use (%v)", got.HighWater, l.Until())
@@ -469,9 +496,10 @@ func (s *suite) acquireContext(t *testing.T) {
 		t.Fatal("Acquire with a cancelled context succeeded")
 	}
 	// WaitForFree waits for a held id until the context ends.
-	mustAcquire(t, c, s.req("holder", 1, ms(time.Now())))
 	cfg := leaseConfig(t, s.h.TTL)
 	cfg.Workers = 1
+	holder := acquireLease(t, newLeaser(t, c, cfg))
+	defer holder.Close()
 	cfg.WaitForFree = true
 	lr := newLeaser(t, c, cfg)
 	ctx, cancel = context.WithTimeout(t.Context(), 300*time.Millisecond)
@@ -484,6 +512,243 @@ func (s *suite) acquireContext(t *testing.T) {
 	}
 }
 
+// quarantine is the Quarantine of the reset tests' requests.
+const quarantine = 3 * time.Second
+
+// namespace reads the namespace record of datacenter 0, failing when none.
+func namespace(t *testing.T, c worker.Coordinator) worker.Namespace {
+	t.Helper()
+	ns, ok, err := c.Namespace(ctxT(t), 0)
+	if err != nil || !ok {
+		t.Fatalf("Namespace(0) = %+v, %v, %v; want a record", ns, ok, err)
+	}
+	return ns
+}
+
+// nearNow fails unless t is within a few seconds of now plus d (the test
+// machine and the coordinator share a clock, give or take).
+func nearNow(t *testing.T, what string, got time.Time, d time.Duration) {
+	t.Helper()
+	want := time.Now().Add(d)
+	if got.Before(want.Add(-5*time.Second)) || got.After(want.Add(5*time.Second)) {
+		t.Fatalf("%s = %v, want about %v", what, got, want)
+	}
+}
+
+func (s *suite) namespaceRecorded(t *testing.T) {
+	c := s.h.Open(t).Connect(t)
+	if ns, ok, err := c.Namespace(ctxT(t), 0); err != nil || ok {
+		t.Fatalf("Namespace of an unused datacenter = %+v, %v, %v; want none", ns, ok, err)
+	}
+	r := s.req("first", 2, ms(time.Now()))
+	r.Quarantine = quarantine
+	cl := mustAcquire(t, c, r)
+	ns := namespace(t, c)
+	if ns.Incarnation == "" || ns.Contract != testContract {
+		t.Fatalf("namespace record %+v: want an incarnation and the contract %q", ns, testContract)
+	}
+	nearNow(t, "initialised", ns.Initialised, 0)
+	if d := ns.Floor.Sub(ns.Initialised); d < quarantine || d > quarantine+time.Second {
+		t.Fatalf("floor %v is %v after initialisation, want the quarantine %v", ns.Floor, d, quarantine)
+	}
+	if cl.Previous().Before(ns.Floor) {
+		t.Fatalf("the first holder starts at %v, before the namespace's floor %v", cl.Previous(), ns.Floor)
+	}
+	// A second holder starts after the floor too, and the record stays.
+	cl2 := mustAcquire(t, c, r)
+	if cl2.Previous().Before(ns.Floor) {
+		t.Fatalf("the second holder starts at %v, before the namespace's floor %v", cl2.Previous(), ns.Floor)
+	}
+	if again := namespace(t, c); again != ns {
+		t.Fatalf("the namespace record changed without a reset: %+v, then %+v", ns, again)
+	}
+}
+
+func (s *suite) contractConflict(t *testing.T) {
+	c := s.h.Open(t).Connect(t)
+	mustAcquire(t, c, s.req("first", 4, ms(time.Now())))
+	other := s.req("other", 4, ms(time.Now()))
+	other.Contract = "41/5/4/13 × 1ms since 2025-01-01T00:00:00Z; quarantine 0s"
+	_, err := c.Acquire(ctxT(t), other)
+	if !errors.Is(err, worker.ErrContract) {
+		t.Fatalf("Acquire with another contract: %v, want ErrContract", err)
+	}
+	for _, want := range []string{testContract, other.Contract} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("error %q does not show the contract %q", err, want)
+		}
+	}
+	if infos, err := c.List(ctxT(t), 0); err != nil || len(infos) != 1 {
+		t.Fatalf("the refused Acquire changed the slots: %+v, %v", infos, err)
+	}
+	// Another datacenter of the namespace may have its own record.
+	other.Datacenter = 1
+	mustAcquire(t, c, other)
+}
+
+func (s *suite) datacenterClaimed(t *testing.T) {
+	conn := s.h.Open(t)
+	c := conn.Connect(t)
+	o := conn.OtherNamespace(t)
+	if o == nil {
+		t.Log("one namespace per coordinator: nothing to refuse")
+		return
+	}
+	mustAcquire(t, c, s.req("here", 1, ms(time.Now())))
+	_, err := o.Acquire(ctxT(t), s.req("there", 1, ms(time.Now())))
+	if !errors.Is(err, worker.ErrContract) || !strings.Contains(err.Error(), "datacenter 0") {
+		t.Fatalf("another namespace acquiring datacenter 0: %v, want ErrContract naming datacenter 0", err)
+	}
+	if _, ok, err := o.Namespace(ctxT(t), 0); err != nil || ok {
+		t.Fatalf("the refused namespace recorded datacenter 0: %v, %v", ok, err)
+	}
+	r := s.req("there", 1, ms(time.Now()))
+	r.Datacenter = 1
+	mustAcquire(t, o, r)
+	r.Owner = "here-too"
+	if _, err := c.Acquire(ctxT(t), r); !errors.Is(err, worker.ErrContract) {
+		t.Fatalf("the first namespace acquiring datacenter 1 of the other: %v, want ErrContract", err)
+	}
+}
+
+// wipeOnRenew: the coordinator loses everything under a holder; its next
+// Renew fails with ErrReset and re-initialises the namespace with a floor
+// past the holder's reservation.
+func (s *suite) wipeOnRenew(t *testing.T) {
+	conn := s.h.Open(t)
+	c := conn.Connect(t)
+	r := s.req("holder", 2, ms(time.Now().Add(time.Second)))
+	r.Quarantine = quarantine
+	cl := mustAcquire(t, c, r)
+	old := namespace(t, c)
+	conn.Wipe(t)
+	if _, ok, err := c.Namespace(ctxT(t), 0); err != nil || ok {
+		t.Fatalf("after Wipe the namespace has a record (%v, %v): the harness did not wipe", ok, err)
+	}
+	err := cl.Renew(ctxT(t), s.h.TTL, ms(time.Now().Add(2*time.Second)))
+	if !errors.Is(err, worker.ErrReset) {
+		t.Fatalf("Renew after the coordinator lost its state: %v, want ErrReset", err)
+	}
+	ns := namespace(t, c)
+	if ns.Incarnation == old.Incarnation || ns.Contract != testContract {
+		t.Fatalf("re-initialised namespace %+v (was %+v): want a new incarnation and the contract", ns, old)
+	}
+	nearNow(t, "re-initialised floor", ns.Floor, quarantine)
+	next := mustAcquire(t, c, s.req("next", 2, ms(time.Now())))
+	if next.Previous().Before(ns.Floor) {
+		t.Fatalf("a holder after the reset starts at %v, before the floor %v", next.Previous(), ns.Floor)
+	}
+	if err := cl.Release(ctxT(t), ms(time.Now())); !errors.Is(err, worker.ErrReset) && !errors.Is(err, worker.ErrNotHeld) {
+		t.Fatalf("Release by the holder of the lost state: %v, want ErrReset or ErrNotHeld", err)
+	}
+}
+
+// wipeThenAcquire: after a loss, a newcomer initialises the namespace; its
+// floor lies past every reservation the old holder may use, and the old
+// holder's Renew fails.
+func (s *suite) wipeThenAcquire(t *testing.T) {
+	conn := s.h.Open(t)
+	c, d := conn.Connect(t), conn.Connect(t)
+	reserve := ms(time.Now().Add(2 * time.Second))
+	r := s.req("old", 1, reserve)
+	r.Quarantine = quarantine
+	old := mustAcquire(t, c, r)
+	conn.Wipe(t)
+	r.Owner = "new"
+	r.Reserve = ms(time.Now())
+	cl := mustAcquire(t, d, r)
+	if cl.WorkerID() != old.WorkerID() {
+		t.Fatalf("took worker %d of 1", cl.WorkerID())
+	}
+	if !cl.Previous().After(reserve) {
+		t.Fatalf("the newcomer starts at %v, not after the old holder's reservation %v", cl.Previous(), reserve)
+	}
+	nearNow(t, "newcomer's start", cl.Previous(), quarantine)
+	if err := old.Renew(ctxT(t), s.h.TTL, ms(time.Now().Add(2*time.Second))); !errors.Is(err, worker.ErrReset) {
+		t.Fatalf("the old holder's Renew after the reset: %v, want ErrReset", err)
+	}
+	if got := slot(t, d, 0, 0); got.Holder != "new" || !got.Held(time.Now()) {
+		t.Fatalf("the old holder's failed Renew changed the newcomer's slot: %+v", got)
+	}
+}
+
+// rollback: the coordinator is restored to an older copy under a holder.
+func (s *suite) rollback(t *testing.T) {
+	conn := s.h.Open(t)
+	c := conn.Connect(t)
+	r := s.req("holder", 2, ms(time.Now().Add(time.Second)))
+	r.Quarantine = quarantine
+	cl := mustAcquire(t, c, r)
+	restore := conn.Snapshot(t)
+	high := ms(time.Now().Add(time.Hour))
+	if err := cl.Renew(ctxT(t), s.h.TTL, high); err != nil {
+		t.Fatalf("Renew: %v", err)
+	}
+	old := namespace(t, c)
+	restore()
+	if got := slot(t, c, 0, cl.WorkerID()); !got.HighWater.Before(high) {
+		t.Fatalf("after the restore the high-water mark is %v: the harness did not restore the older copy", got.HighWater)
+	}
+	err := cl.Renew(ctxT(t), s.h.TTL, ms(time.Now().Add(2*time.Second)))
+	if !errors.Is(err, worker.ErrReset) {
+		t.Fatalf("Renew after the coordinator went back to an older copy: %v, want ErrReset", err)
+	}
+	ns := namespace(t, c)
+	if ns.Incarnation == old.Incarnation {
+		t.Fatalf("the namespace was not re-initialised: %+v", ns)
+	}
+	nearNow(t, "floor after the rollback", ns.Floor, quarantine)
+	next := mustAcquire(t, c, s.req("next", 2, ms(time.Now())))
+	if next.Previous().Before(ns.Floor) {
+		t.Fatalf("a holder after the rollback starts at %v, before the floor %v", next.Previous(), ns.Floor)
+	}
+}
+
+// leaseEndsOnReset: a lease whose coordinator lost its state ends within a
+// renewal period, revoking its generator.
+func (s *suite) leaseEndsOnReset(t *testing.T) {
+	conn := s.h.Open(t)
+	c := conn.Connect(t)
+	l := acquireLease(t, newLeaser(t, c, leaseConfig(t, s.h.TTL)))
+	defer l.Close()
+	var f fencer
+	l.Bind(&f)
+	conn.Wipe(t)
+	wiped := time.Now()
+	select {
+	case <-l.Done():
+	case <-time.After(s.h.TTL):
+		t.Fatalf("the lease still runs %v after the coordinator lost its state", s.h.TTL)
+	}
+	if !errors.Is(l.Err(), worker.ErrLeaseLost) || !errors.Is(l.Err(), worker.ErrReset) {
+		t.Fatalf("lease error %v, want ErrLeaseLost and ErrReset", l.Err())
+	}
+	if _, revoked := f.state(); revoked.IsZero() || revoked.Sub(wiped) > s.h.TTL/2 {
+		t.Fatalf("generator revoked at %v, %v after the loss", revoked, revoked.Sub(wiped))
+	}
+}
+
+// clockReading: the claim reports the coordinator's clock (or nothing).
+func (s *suite) clockReading(t *testing.T) {
+	c := s.h.Open(t).Connect(t)
+	cl := mustAcquire(t, c, s.req("a", 2, ms(time.Now())))
+	check := func(when string) {
+		at, stale := cl.Clock()
+		if at.IsZero() {
+			return
+		}
+		if stale < 0 {
+			t.Fatalf("%s: stale %v", when, stale)
+		}
+		nearNow(t, when+": the coordinator's clock", at, 0)
+	}
+	check("after Acquire")
+	if err := cl.Renew(ctxT(t), s.h.TTL, ms(time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	check("after Renew")
+}
+
 // Benchmark measures what a backend costs: Acquire followed by Release of a
 // worker id, and Renew of a held one, each against the real service. A
 // backend's test file calls it from a Benchmark function.
@@ -492,7 +757,7 @@ func Benchmark(b *testing.B, connect func(b *testing.B) worker.Coordinator) {
 	ctx := context.Background()
 	b.Run("AcquireRelease", func(b *testing.B) {
 		for i := 0; b.Loop(); i++ {
-			cl, err := c.Acquire(ctx, worker.Request{Workers: 1024, Owner: fmt.Sprintf("bench-%d", i), TTL: 10 * time.Second, Reserve: ms(time.Now())})
+			cl, err := c.Acquire(ctx, worker.Request{Workers: 1024, Owner: fmt.Sprintf("bench-%d", i), TTL: 10 * time.Second, Reserve: ms(time.Now()), Contract: testContract})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -502,7 +767,7 @@ func Benchmark(b *testing.B, connect func(b *testing.B) worker.Coordinator) {
 		}
 	})
 	b.Run("Renew", func(b *testing.B) {
-		cl, err := c.Acquire(ctx, worker.Request{Workers: 1024, Owner: "bench-renew", TTL: 10 * time.Second, Reserve: ms(time.Now())})
+		cl, err := c.Acquire(ctx, worker.Request{Workers: 1024, Owner: "bench-renew", TTL: 10 * time.Second, Reserve: ms(time.Now()), Contract: testContract})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,0 +1,212 @@
+package verify
+
+import (
+	"context"
+	"math/rand/v2"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flakeid/flakeid/snowflake"
+)
+
+func TestVerifyRefusalWrong(t *testing.T) {
+	want := []string{"workers.db"}
+	for _, c := range []struct {
+		name string
+		f    refusal
+		bad  string // a part of wrong(); "" when the refusal was right
+	}{
+		{"refused", refusal{exit: 1, want: want, out: "flakeid: /d/workers.db is empty but was initialised: run flakeid recover\n"}, ""},
+		{"served", refusal{exit: -1, served: "127.0.0.1:4000", want: want, out: "workers.db"}, "it served (on 127.0.0.1:4000)"},
+		{"hung", refusal{exit: -1, timedOut: true, want: want}, "neither served nor exited"},
+		{"exit 0", refusal{exit: 0, want: want, out: "workers.db"}, "status 0"},
+		{"SIGBUS", refusal{exit: 2, want: want, out: "unexpected fault address 0x7f\nfatal error: fault\n[signal SIGBUS: bus error code=0x2]\n\ngoroutine 1 [running]:\nworkers.db\n"}, "crashed"},
+		{"panic", refusal{exit: 2, want: want, out: "panic: runtime error\n\ngoroutine 7 [running]:\n"}, "crashed"},
+		{"silent", refusal{exit: 1, want: []string{"41/5/2/12", "41/5/4/13"}, out: "contract conflict: 41/5/2/12 …\n"}, `does not show "41/5/4/13"`},
+	} {
+		got := c.f.wrong()
+		if c.bad == "" && got != "" || c.bad != "" && !strings.Contains(got, c.bad) {
+			t.Errorf("%s: wrong() = %q, want %q", c.name, got, c.bad)
+		}
+	}
+	ok := refusal{exit: 1}
+	if got := ok.outcome(); got != "refused (exit 1)" {
+		t.Errorf("outcome %q", got)
+	}
+}
+
+// TestVerifyTryStart runs real processes (a shell for the flakeid binary):
+// one that refuses, one that serves and would keep serving (killed at
+// once), one that serves and exits.
+func TestVerifyTryStart(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	r := &runner{cfg: Config{Bin: sh}, t0: time.Now()}
+	dir := t.TempDir()
+	ctx := context.Background()
+	f, err := r.tryStart(ctx, "truncated-state", "refuses", []string{"-c", "echo 'error: /x/workers.db is empty' >&2; exit 3"},
+		[]string{"workers.db"}, filepath.Join(dir, "a"))
+	if err != nil || f.exit != 3 || f.served != "" || f.wrong() != "" || !strings.Contains(f.out, "is empty") {
+		t.Fatalf("refusing process: %v %+v (%s)", err, f, f.wrong())
+	}
+	start := time.Now()
+	f, err = r.tryStart(ctx, "other-layout", "serves", []string{"-c", `echo 'time=x level=INFO msg="flakeid: serving" addr=127.0.0.1:4567' >&2; exec sleep 60`},
+		nil, filepath.Join(dir, "b"))
+	if err != nil || f.served != "127.0.0.1:4567" || f.exit != -1 || !strings.Contains(f.wrong(), "it served") {
+		t.Fatalf("serving process: %v %+v", err, f)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("the serving process was killed after %v", d)
+	}
+	f, err = r.tryStart(ctx, "config-typo", "serves and exits", []string{"-c", `echo 'msg="flakeid: serving" addr=127.0.0.1:1'; exit 1`},
+		nil, filepath.Join(dir, "c"))
+	if err != nil || f.served != "127.0.0.1:1" || f.wrong() == "" {
+		t.Fatalf("process that served then exited: %v %+v", err, f)
+	}
+}
+
+// TestVerifyRefusalRows: the report has a row per refusal kind run, which
+// fails with the offending start's command and output when a start was
+// not refused.
+func TestVerifyRefusalRows(t *testing.T) {
+	cfg := withDefaults(Config{Faults: []string{"kill", "truncated-state", "other-layout", "config-typo"}, MinFaults: 2, Bin: "flakeid"})
+	r := &runner{cfg: cfg, layout: testLayout, samples: map[string]int{}}
+	h := build(1, nil, hreq{inc: 0, start: 0, end: ms, first: 100, n: 10})
+	h.refusals = []refusal{
+		{kind: "truncated-state", what: "n7 restarted with its workers.db truncated to 0 bytes", exit: 1, want: []string{"workers.db"}, out: "workers.db is empty"},
+		{kind: "truncated-state", what: "n7 restarted with its workers.db truncated to half", exit: 1, want: []string{"workers.db"}, out: "workers.db is truncated"},
+		{kind: "other-layout", what: "a node with another layout", at: 2 * int64(time.Second), exit: -1, served: "127.0.0.1:999",
+			args: []string{"serve", "--worker-bits", "4"}, out: "line one\nmsg=\"flakeid: serving\" addr=127.0.0.1:999\n"},
+	}
+	h.faults = []fault{{kind: "kill", start: ms, end: 2 * ms, recovered: 3 * ms}, {kind: "truncated-state", start: ms, end: 2 * ms, recovered: 3 * ms},
+		{kind: "truncated-state", start: ms, end: 2 * ms, recovered: 3 * ms}, {kind: "other-layout", start: ms, end: 2 * ms, recovered: 3 * ms}}
+	rep := r.check(h, 0, int64(time.Second))
+	var b strings.Builder
+	rep.write(&b)
+	out := b.String()
+	row := func(prefix string) string {
+		for line := range strings.Lines(out) {
+			if strings.HasPrefix(line, "| "+prefix) {
+				return line
+			}
+		}
+		t.Fatalf("no row %q in\n%s", prefix, out)
+		return ""
+	}
+	if l := row(kindInfo["truncated-state"].refused); !strings.Contains(l, "2 of 2 refused") || !strings.Contains(l, "| ok") {
+		t.Errorf("truncated-state row: %s", l)
+	}
+	if l := row(kindInfo["other-layout"].refused); !strings.Contains(l, "0 of 1 refused") || !strings.Contains(l, "**FAIL**") {
+		t.Errorf("other-layout row: %s", l)
+	}
+	if l := row(kindInfo["config-typo"].refused); !strings.Contains(l, "none started") {
+		t.Errorf("config-typo row: %s", l)
+	}
+	// kill twice, the others once; kill and config-typo are missing.
+	if l := row("every fault kind injected, at least 2 each (once: truncated-state, other-layout, config-typo)"); !strings.Contains(l, "kill 1, truncated-state 2, other-layout 1, config-typo 0") || !strings.Contains(l, "**FAIL**") {
+		t.Errorf("coverage row: %s", l)
+	}
+	for _, want := range []string{
+		"### starts that had to be refused: 1 were not",
+		"+2.000s other-layout: a node with another layout: it served (on 127.0.0.1:999) instead of being refused",
+		"command: flakeid serve --worker-bits 4",
+		"      line one",
+		"RESULT: FAIL",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the report lacks %q:\n%s", want, out)
+		}
+	}
+	if !rep.failed {
+		t.Error("the report did not fail")
+	}
+}
+
+func TestVerifyMinFaults(t *testing.T) {
+	if minFaults("kill", 2) != 2 || minFaults("sql-rollback", 2) != 1 || minFaults("config-typo", 0) != 0 {
+		t.Fatal("minFaults")
+	}
+	var refused []string
+	for _, k := range Kinds() {
+		info, ok := kindInfo[k]
+		if !ok || info.desc == "" || info.est == nil || !(Config{Nodes: 1, RedisNodes: 1, SQLNodes: 1, FileNodes: 1}).hasGroup(info.group) {
+			t.Errorf("kind %q: %+v", k, info)
+		}
+		if info.refused != "" {
+			refused = append(refused, k)
+		}
+	}
+	if len(kindInfo) != len(Kinds()) || !slices.Equal(refused, []string{"truncated-state", "other-layout", "config-typo"}) {
+		t.Fatalf("%d kinds described, %d listed; refusal kinds %v", len(kindInfo), len(Kinds()), refused)
+	}
+	// The CI profile must fit every kind's minimum. The estimates are
+	// generous: a measured 3-minute run went through the schedule they put
+	// at 158 s, pauses included, in 110 s.
+	d := DefaultConfig()
+	var need time.Duration
+	for _, k := range Kinds() {
+		need += time.Duration(minFaults(k, d.MinFaults)) * kindInfo[k].est(d.LeaseTTL)
+	}
+	if need+3*time.Second+quiet > d.Duration {
+		t.Fatalf("the CI profile's minimum schedule takes up to %v, more than its %v", need, d.Duration)
+	}
+}
+
+func TestVerifyGroups(t *testing.T) {
+	d := DefaultConfig()
+	if got, want := d.describeGroups(), "7 nodes: n1–n3 on a private etcd (datacenter 0), n4–n5 on a private Redis without persistence (datacenter 1), n6 on a PostgreSQL table (datacenter 2), n7 on a file coordinator each (datacenter 3)"; got != want {
+		t.Errorf("describeGroups:\n%s\nwant\n%s", got, want)
+	}
+	if top := d.topDatacenter(); top != 3 {
+		t.Errorf("top datacenter %d", top)
+	}
+	c := Config{Nodes: 2, FileNodes: 3, Bin: "x"}
+	if top := c.topDatacenter(); top != 5 {
+		t.Errorf("top datacenter of %+v: %d", c, top)
+	}
+	c = withDefaults(c)
+	if slices.Contains(c.Faults, "redis-restart-nosave") || slices.Contains(c.Faults, "sql-rollback") || !slices.Contains(c.Faults, "truncated-state") {
+		t.Errorf("default faults without Redis and SQL groups: %v", c.Faults)
+	}
+	c.Faults = []string{"sql-rollback"}
+	if err := c.validate(); err == nil || !strings.Contains(err.Error(), "needs the sql group") {
+		t.Errorf("validate: %v", err)
+	}
+}
+
+func TestVerifyPickSpread(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	s := time.Second
+	for range 20 {
+		if i := pickSpread(rnd, []time.Duration{9 * s, 5 * s, 8 * s, 7 * s}, 7*s); i != 1 && i != 3 {
+			t.Fatalf("picked %d", i)
+		}
+	}
+	if i := pickSpread(rnd, []time.Duration{9 * s, 8 * s, 10 * s}, 7*s); i != 1 {
+		t.Fatalf("none fits: picked %d, want the smallest spread", i)
+	}
+}
+
+func TestVerifyOtherLayout(t *testing.T) {
+	l, err := snowflake.Layout{TimeBits: 41, DatacenterBits: 5, WorkerBits: 2, SequenceBits: 12, Epoch: snowflake.DefaultEpoch(), TimeUnit: time.Millisecond}.Normalize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := otherLayout(l)
+	if !strings.HasPrefix(o.String(), "41/5/4/13 × 1ms since ") || o.Epoch != l.Epoch {
+		t.Fatalf("other layout %s", o)
+	}
+	if got := strings.Join(layoutFlags(o), " "); !strings.Contains(got, "--worker-bits 4 --sequence-bits 13") || !strings.Contains(got, "--time-unit 1ms") {
+		t.Fatalf("flags %s", got)
+	}
+	full, _ := snowflake.Layout{TimeBits: 41, DatacenterBits: 5, WorkerBits: 5, SequenceBits: 12, Epoch: l.Epoch, TimeUnit: time.Millisecond}.Normalize()
+	if o := otherLayout(full); o.String() == full.String() || o.TimeBits+o.DatacenterBits+o.WorkerBits+o.SequenceBits > snowflake.MaxBits {
+		t.Fatalf("other layout of %s: %s", full, o)
+	}
+}
