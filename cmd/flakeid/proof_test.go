@@ -420,7 +420,9 @@ func proxiedBackends() []proxiedBackend {
 	return []proxiedBackend{
 		{"redis", func(t *testing.T) (string, func(string) string) {
 			addr, prefix := testenv.Redis().Require(t), randomName("flakeid-proof-")
-			return addr, func(a string) string { return "redis://" + a + "/0?prefix=" + prefix + "&registry=" + prefix + ":datacenters" }
+			return addr, func(a string) string {
+				return "redis://" + a + "/0?prefix=" + prefix + "&registry=" + prefix + ":datacenters"
+			}
 		}},
 		{"etcd", func(t *testing.T) (string, func(string) string) {
 			addr, prefix := testenv.Etcd().Require(t), randomName("flakeid-proof-")
