@@ -76,28 +76,57 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, layout: layout, log: cfg.Logger}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
-	c, err := n.acquire(ctx, time.Time{})
-	if err != nil {
-		n.cancel()
-		return nil, err
-	}
-	if wait := c.lease.NotBefore().Sub(c.gen.Now()); wait > 0 {
-		n.log.Info("node: waiting for the worker id's high-water mark before issuing", "wait", wait.Round(time.Millisecond),
-			"not_before", c.lease.NotBefore())
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			c.lease.Close()
+	var c *current
+	for {
+		var err error
+		if c, err = n.acquire(ctx, time.Time{}); err != nil {
 			n.cancel()
-			return nil, fmt.Errorf("node: waiting %v for the worker id's high-water mark: %w", wait.Round(time.Millisecond), ctx.Err())
-		case <-t.C:
+			return nil, err
 		}
+		err = n.waitIssuable(ctx, c)
+		if err == nil {
+			break
+		}
+		c.lease.Close()
+		if ctx.Err() != nil {
+			n.cancel()
+			return nil, err
+		}
+		// The lease ended on probation (the coordinator's state was found
+		// lost): take another.
+		n.log.Error("node: the new lease ended before its first renewal; acquiring another", "err", err)
 	}
 	n.cur.Store(c)
 	n.wg.Add(1)
 	go n.watch(c)
 	return n, nil
+}
+
+// waitIssuable waits until c's generator may issue: its clock has passed
+// the lease's high-water mark, and the lease's first renewal (the end of its
+// probation) has reserved ticks ahead of it.
+func (n *Node) waitIssuable(ctx context.Context, c *current) error {
+	if wait := c.lease.NotBefore().Sub(c.gen.Now()); wait > time.Second {
+		n.log.Info("node: waiting for the worker id's high-water mark before issuing", "wait", wait.Round(time.Millisecond),
+			"not_before", c.lease.NotBefore())
+	}
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		now := c.gen.Now()
+		until := c.lease.Until() // zero: a lease that fences nothing (worker.Static)
+		if !now.Before(c.lease.NotBefore()) && (until.IsZero() || now.Before(until)) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("node: waiting for the worker id's high-water mark (%s) and the lease's first renewal: %w",
+				c.lease.NotBefore().Format(time.RFC3339Nano), ctx.Err())
+		case <-c.lease.Done():
+			return fmt.Errorf("node: the lease ended before its first renewal: %w", c.lease.Err())
+		case <-t.C:
+		}
+	}
 }
 
 // acquire takes a lease and builds its generator, starting no earlier than

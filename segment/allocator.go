@@ -229,6 +229,10 @@ type buffer struct {
 	// it is served. Once set, no fetch starts and no ID is handed out
 	// until Resume clears it.
 	refused error
+	// epoch counts refusals and resumptions: a fetch that started in an
+	// earlier epoch answered from a store state the operator has dealt
+	// with since, and is discarded rather than judged.
+	epoch uint64
 	// regressions counts the times a source was seen going backwards.
 	regressions atomic.Int64
 
@@ -486,6 +490,7 @@ func (b *buffer) fetch(ctx context.Context) (*segment, error) {
 	b.mu.Lock()
 	now := a.cfg.Now()
 	step := b.nextStep()
+	epoch := b.epoch
 	b.mu.Unlock()
 	size := max((step+1)/2, 1) // half a step: two buffers hold at most one
 	var errs []error
@@ -513,7 +518,7 @@ func (b *buffer) fetch(ctx context.Context) (*segment, error) {
 				ErrUnavailable, b.name, b.source(si), r.Start, r.End, size))
 			continue
 		}
-		if err := b.advanceHigh(si, r); err != nil {
+		if err := b.advanceHigh(si, r, epoch); err != nil {
 			return nil, err
 		}
 		seg := newSegment(r, src, si, a.cfg.Prefetch, now, step)
@@ -547,7 +552,7 @@ func sourceOf(n, si int) string {
 // range that starts below it means the store went backwards: the tag is
 // refused, its buffered segments are given up (waste, never a duplicate),
 // and the error, wrapping ErrRegressed, is logged once and returned.
-func (b *buffer) advanceHigh(si int, r Range) error {
+func (b *buffer) advanceHigh(si int, r Range, epoch uint64) error {
 	b.mu.Lock()
 	high := b.high[si]
 	if r.Start >= high {
@@ -555,6 +560,12 @@ func (b *buffer) advanceHigh(si int, r Range) error {
 		b.mu.Unlock()
 		return nil
 	}
+	if b.epoch != epoch {
+		b.mu.Unlock()
+		return fmt.Errorf("%w: tag %q%s: a fetch that started before the tag was refused or resumed answered [%d, %d); discarded",
+			ErrUnavailable, b.name, b.source(si), r.Start, r.End)
+	}
+	b.epoch++
 	err := fmt.Errorf("%w: tag %q%s: fetched up to %d, store now at %d: "+
 		"restored from an old backup? no ID is issued from this tag until an operator resumes it",
 		ErrRegressed, b.name, b.source(si), high, r.Start)
@@ -786,6 +797,7 @@ func (a *Allocator) Resume(ctx context.Context, tag string, floor int64) error {
 	b.mu.Lock()
 	if b.refused == refused { // no fetch ran while refused, so high is as checked
 		b.refused, b.fetchErr = nil, nil
+		b.epoch++
 	}
 	b.mu.Unlock()
 	a.cfg.Logger.Warn("segment: tag resumed by the operator", "tag", tag, "floor", floor, "fetched_to", slices.Max(high))

@@ -284,6 +284,8 @@ func (s *Server) Ready() error {
 		return fmt.Errorf("no worker-id lease: %v", st.Err)
 	case st.Stats.Lead > snowflake.DefaultMaxWait:
 		return fmt.Errorf("the clock is %v behind the worker id's high-water mark", st.Stats.Lead.Round(time.Millisecond))
+	case !st.Until.IsZero() && !st.Until.After(st.NotBefore):
+		return fmt.Errorf("the worker-id lease is new: nothing is issued before its first renewal")
 	case !st.Until.IsZero() && !st.Now.Before(st.Until):
 		return fmt.Errorf("the reservation ran out at %s: renewals with the coordinator are failing", st.Until.Format(time.RFC3339Nano))
 	}

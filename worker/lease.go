@@ -323,14 +323,13 @@ func (lr *leaser) start(c Claim, renewStart time.Time, reserve time.Time, skew t
 		cfg:       lr.cfg,
 		claim:     c,
 		notBefore: c.Previous(),
-		until:     reserve,
-		deadline:  renewStart.Add(lr.cfg.TTL - lr.cfg.SafetyMargin),
-		done:      make(chan struct{}),
-		stop:      make(chan struct{}),
-		loopDone:  make(chan struct{}),
-	}
-	if l.notBefore.After(l.until) {
-		l.until = l.notBefore
+		// Probation: nothing may be issued until the first renewal has
+		// succeeded (see probation).
+		until:    c.Previous(),
+		deadline: renewStart.Add(lr.cfg.TTL - lr.cfg.SafetyMargin),
+		done:     make(chan struct{}),
+		stop:     make(chan struct{}),
+		loopDone: make(chan struct{}),
 	}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.log = lr.cfg.Logger.With("datacenter", lr.cfg.Datacenter, "worker", c.WorkerID())
@@ -387,9 +386,20 @@ func (l *lease) clock() time.Time {
 	return l.cfg.Now()
 }
 
+// probation is how long a new lease waits for its first renewal, and so
+// for its first reservation: a new holder issues nothing before a renewal
+// has found the namespace unchanged. A coordinator rolled back to an older
+// copy may hand a newcomer a worker id that a live holder still uses (the
+// copy shows it free, with an old mark); that holder's own next renewal —
+// at most its renewal period (plus the time a renewal takes) after the
+// rollback, and the newcomer acquired after it — finds the rollback and
+// re-initialises the namespace, so the newcomer's first renewal fails with
+// ErrReset before it issued anything.
+func (c Config) probation() time.Duration { return c.RenewEvery + c.RetryEvery }
+
 func (l *lease) renewLoop() {
 	defer close(l.loopDone)
-	wait := l.cfg.RenewEvery
+	wait := l.cfg.probation()
 	for {
 		t := time.NewTimer(wait)
 		select {

@@ -199,7 +199,11 @@ type Lease interface {
 	// be issued in a tick that starts before it.
 	NotBefore() time.Time
 	// Until is the reservation held now: IDs may be issued in ticks that
-	// start before it. It only grows while the lease is held.
+	// start before it. It only grows while the lease is held. A new lease
+	// starts on probation, with Until = NotBefore (nothing may be issued),
+	// until its first renewal — RenewEvery + RetryEvery after Acquire —
+	// has found the coordinator's state unchanged: a holder that a
+	// rolled-back coordinator handed a worker id still in use never issues.
 	Until() time.Time
 	// Bind makes the lease fence f: f.SetUntil follows every reservation
 	// stored, and f.Revoke is called the moment the lease is lost or

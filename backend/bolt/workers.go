@@ -36,8 +36,15 @@
 // restored backup, a snapshot of the disk). Renew and Release recognise it
 // in their transaction: the namespace record is gone, it was initialised
 // before the one the claim acquired under, or its incarnation is the
-// claim's but the claim's slot is gone or its high-water mark is below the
-// highest one the claim stored. They re-initialise the record (a new
+// claim's but the claim's slot is gone, its high-water mark is below the
+// highest one the claim stored, or the slot is free, lapsed or held by
+// another owner while this machine's clock is still before the end of the
+// lease the claim was last granted (its last successful Acquire or Renew
+// plus that call's TTL) — a newcomer that acquired from an old copy in
+// which the claim's lease had lapsed. (A slot freed at once because its
+// holder's process is gone is never a live claim's own; an owner naming
+// another, dead, process on this host is left to the ordinary check.) They
+// re-initialise the record (a new
 // incarnation, a floor of now + the quarantine, never below the old floor)
 // and fail with worker.ErrReset; a claim that finds a newer incarnation
 // fails with ErrReset and changes nothing.
@@ -412,7 +419,7 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 		}
 		c = &claim{w: w, dc: req.Datacenter, id: best, owner: req.Owner, prev: msTime(max(prev, ns.FloorMs)),
 			incarnation: ns.Incarnation, initMs: ns.InitialisedMs, contract: ns.Contract, quarantine: req.Quarantine,
-			storedMs: r.HighMs, clock: now}
+			storedMs: r.HighMs, clock: now, leaseMs: r.ExpiresMs}
 		return nil
 	})
 	if err != nil {
@@ -541,6 +548,10 @@ type claim struct {
 	quarantine  time.Duration
 	storedMs    int64     // the highest mark this claim stored
 	clock       time.Time // the coordinator's clock at the last Acquire or Renew
+	// leaseMs is the end of the lease the coordinator granted at the last
+	// successful Acquire or Renew (its clock then + that call's TTL, as
+	// stored in the slot); 0 once released.
+	leaseMs int64
 }
 
 func (c *claim) WorkerID() int64     { return c.id }
@@ -555,7 +566,7 @@ func (c *claim) Clock() (time.Time, time.Duration) { return c.clock, 0 }
 func (c *claim) change(ctx context.Context, renew bool, fn func(r *record, nowMs int64)) error {
 	incarnation := newIncarnation()
 	var reset error
-	var stored int64
+	var stored, expires int64
 	var clock time.Time
 	err := c.w.update(ctx, func(tx *bbolt.Tx) error {
 		b, nsb, err := buckets(tx)
@@ -585,6 +596,26 @@ func (c *claim) change(ctx context.Context, renew bool, fn func(r *record, nowMs
 		case ns.Incarnation == c.incarnation && r.HighMs < c.storedMs:
 			lost = fmt.Sprintf("worker %d's high-water mark in %s is %s, below the %s this holder stored: the file went back to an older copy",
 				c.id, where, stampMs(r.HighMs), stampMs(c.storedMs))
+		case ns.Incarnation == c.incarnation && nowMs < c.leaseMs && (r.Holder != c.owner || r.ExpiresMs <= nowMs) &&
+			!holderGone(c.owner):
+			// The file granted this claim the slot until leaseMs by this
+			// machine's clock, which has not got there: in a consistent
+			// timeline nobody else can hold it, nor can it be free or
+			// lapsed. (A holder whose process on this host is gone is
+			// freed at once; that is never this live claim, whose owner is
+			// its own process, but an owner naming another, dead, process
+			// could be, so it is left to the ordinary check.)
+			var found string
+			switch {
+			case r.Holder == "":
+				found = fmt.Sprintf("worker %d in %s is free", c.id, where)
+			case r.Holder != c.owner:
+				found = fmt.Sprintf("worker %d in %s is held by %q until %s", c.id, where, r.Holder, stampMs(r.ExpiresMs))
+			default:
+				found = fmt.Sprintf("worker %d's lease in %s ended at %s", c.id, where, stampMs(r.ExpiresMs))
+			}
+			lost = fmt.Sprintf("%s while this holder's lease runs until %s by the coordinator's clock (this machine's, now %s): the file went back to an older copy",
+				found, stampMs(c.leaseMs), stampMs(nowMs))
 		case ns.Incarnation != c.incarnation:
 			reset = fmt.Errorf("%w: the namespace record of %s was re-initialised at %s (incarnation %s), after the %s this holder acquired under (incarnation %s): the file lost its state or went back to an older copy",
 				worker.ErrReset, where, stampMs(ns.InitialisedMs), ns.Incarnation, stampMs(c.initMs), c.incarnation)
@@ -608,7 +639,7 @@ func (c *claim) change(ctx context.Context, renew bool, fn func(r *record, nowMs
 				c.id, c.dc, r.Holder, msTime(r.ExpiresMs).Format(time.RFC3339Nano))
 		}
 		fn(&r, nowMs)
-		stored, clock = r.HighMs, now
+		stored, expires, clock = r.HighMs, r.ExpiresMs, now
 		return put(b, c.dc, c.id, r)
 	})
 	if err != nil {
@@ -619,7 +650,9 @@ func (c *claim) change(ctx context.Context, renew bool, fn func(r *record, nowMs
 	}
 	c.storedMs = max(c.storedMs, stored)
 	if renew {
-		c.clock = clock
+		c.clock, c.leaseMs = clock, expires
+	} else {
+		c.leaseMs = 0 // released: the claim holds no lease any more
 	}
 	return nil
 }

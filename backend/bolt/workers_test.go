@@ -176,3 +176,100 @@ func BenchmarkWorkers(b *testing.B) {
 		return w
 	})
 }
+
+// TestNewcomerWhileLeaseRunsIsRollback: the file goes back to a copy in
+// which the live holder's lease has lapsed and a newcomer takes the id; the
+// holder's next Renew, still before the end of the lease it was granted,
+// finds the rollback, re-initialises the namespace, and the newcomer's
+// Renew then fails too.
+func TestNewcomerWhileLeaseRunsIsRollback(t *testing.T) {
+	const ttl = time.Second
+	conn := connector{path: filepath.Join(t.TempDir(), "workers.db")}
+	w := conn.Connect(t)
+	req := func(owner string) worker.Request {
+		return worker.Request{Workers: 1, Owner: owner, TTL: ttl, Reserve: time.Now().Truncate(time.Millisecond), Contract: "c"}
+	}
+	a, err := w.Acquire(t.Context(), req("holder"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	restore := conn.Snapshot(t)
+	for end := time.Now().Add(ttl + ttl/2); time.Now().Before(end); {
+		time.Sleep(ttl / 5)
+		if err := a.Renew(t.Context(), ttl, time.Now().Truncate(time.Millisecond)); err != nil {
+			t.Fatalf("Renew while holding: %v", err)
+		}
+	}
+	restore()
+	before, _, err := w.Namespace(t.Context(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := w.Acquire(t.Context(), req("newcomer"))
+	if err != nil {
+		t.Fatalf("newcomer's Acquire from the old copy: %v", err)
+	}
+	err = a.Renew(t.Context(), ttl, time.Now().Truncate(time.Millisecond))
+	if !errors.Is(err, worker.ErrReset) || errors.Is(err, worker.ErrNotHeld) {
+		t.Fatalf("holder's Renew after the newcomer took its id: %v, want ErrReset", err)
+	}
+	t.Log(err)
+	after, ok, err := w.Namespace(t.Context(), 0)
+	if err != nil || !ok || after.Incarnation == before.Incarnation {
+		t.Fatalf("namespace after the rollback: %+v, %v, %v; want a new incarnation (was %s)", after, ok, err, before.Incarnation)
+	}
+	if err := b.Renew(t.Context(), ttl, time.Now().Truncate(time.Millisecond)); !errors.Is(err, worker.ErrReset) {
+		t.Fatalf("newcomer's Renew after the reset: %v, want ErrReset", err)
+	}
+}
+
+// TestLapsedAfterLeaseIsNotHeld: a Renew after the end of the granted lease
+// that finds a newcomer is the ordinary expiry (ErrNotHeld); so is one by an
+// owner naming another, dead, process of this host, whose slot is free at
+// once; and the Release of a released claim.
+func TestLapsedAfterLeaseIsNotHeld(t *testing.T) {
+	const ttl = 300 * time.Millisecond
+	host, err := os.Hostname()
+	if err != nil {
+		t.Skip(err)
+	}
+	exited := exec.Command("true")
+	if err := exited.Run(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, owner string
+		wait        time.Duration
+	}{
+		{"expired", "holder", ttl + ttl/2},
+		{"dead process", fmt.Sprintf("%s/%d/abc", host, exited.Process.Pid), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := connector{path: filepath.Join(t.TempDir(), "workers.db")}.Connect(t)
+			req := func(owner string) worker.Request {
+				return worker.Request{Workers: 1, Owner: owner, TTL: ttl, Reserve: time.Now().Truncate(time.Millisecond), Contract: "c"}
+			}
+			a, err := w.Acquire(t.Context(), req(tc.owner))
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(tc.wait)
+			b, err := w.Acquire(t.Context(), req("newcomer"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Renew(t.Context(), ttl, time.Now().Truncate(time.Millisecond)); !errors.Is(err, worker.ErrNotHeld) {
+				t.Fatalf("Renew after losing the id: %v, want ErrNotHeld", err)
+			}
+			if err := b.Release(t.Context(), time.Now().Truncate(time.Millisecond)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.Acquire(t.Context(), req("third")); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Release(t.Context(), time.Now().Truncate(time.Millisecond)); !errors.Is(err, worker.ErrNotHeld) {
+				t.Fatalf("second Release: %v, want ErrNotHeld", err)
+			}
+		})
+	}
+}

@@ -12,7 +12,9 @@
 // in milliseconds since the Unix epoch by Redis's clock: when the lease
 // lapses (0 when free), the high-water mark, the mark that was stored when the
 // current holder acquired the id (kept so that a retried Acquire can answer
-// the same), and the holder's owner token (empty when free). The holder comes
+// the same; a slot freed by Release keeps there the end of the released
+// lease instead, so that a retried Release is not taken for a rollback), and
+// the holder's owner token (empty when free). The holder comes
 // last so that an owner token may contain any byte. A slot is held when its
 // holder is non-empty and its expiry is later than Redis's clock. Expiry is
 // never left to key TTLs: a lapsed lease keeps its field, and so its
@@ -68,6 +70,17 @@
 //     incarnation but the claim's slot is gone or its mark is below one the
 //     claim stored (a lagging replica, an older backup): the same, keeping
 //     the record's contract and never lowering its floor;
+//   - it is the claim's incarnation, but the slot is no longer the claim's
+//     live lease (held by another owner, free, or lapsed) while Redis's clock
+//     is still before the end E of the lease Redis last granted it (now + TTL
+//     of its last successful Acquire or Renew, which the claim passes to the
+//     script): in a consistent timeline the slot cannot be anybody else's
+//     before E, so Redis went back to a copy in which the lease had lapsed
+//     and a newcomer may have taken it from that copy's older mark. The
+//     same re-initialisation; the newcomer's next renewal then fails with
+//     worker.ErrReset too. A call after E is the ordinary expiry
+//     (worker.ErrNotHeld), and so is one after the claim's own successful
+//     Release;
 //   - the record has another incarnation initialised no earlier than the
 //     claim's: somebody already re-initialised it after a loss; the call
 //     fails with worker.ErrReset and changes nothing.
@@ -76,11 +89,12 @@
 // that finds no record (a loss, evicted or deleted keys, or a hash written
 // by an older flakeid) initialises it and keeps the slots. An Acquire cannot
 // tell a rolled-back hash from a current one: a worker id released after the
-// copy was made is handed out from its older, lower mark. The live holders
-// of the datacenter find out at their next renewal and re-initialise the
-// record, and a lease acquired from the older copy then ends at its own next
-// renewal — but it may have issued IDs for up to a renewal period, and with
-// no live holder left nobody finds out. Do not restore an older copy under a
+// copy was made, or held by a live holder whose lease had lapsed in the
+// copy, is handed out from its older, lower mark. The live holders of the
+// datacenter find out at their next renewal (the holder of that very id by
+// the rule above) and re-initialise the record, and a lease acquired from
+// the older copy then ends at its own next renewal — but with no live holder
+// left (a released id) nobody finds out. Do not restore an older copy under a
 // running cluster: stop its nodes for the quarantine, or delete the keys
 // (a loss is always recognised). flakeid versions before the namespace record refuse the "ns" field as
 // corrupt on Acquire: upgrade every node of a prefix together.
@@ -225,7 +239,8 @@ end
 // acquireScript: KEYS[1] the datacenter's hash; ARGV workers, owner, ttl_ms,
 // reserve_ms, contract, quarantine_ms, incarnation (for a new record).
 // Replies {worker id, previous ms (raised to the floor), now_us, incarnation,
-// initialised_ms, high-water ms stored}, or {'contract', recorded contract}.
+// initialised_ms, high-water ms stored, lease end ms}, or {'contract',
+// recorded contract}.
 const acquireScript = luaCommon + `
 local key = KEYS[1]
 local workers = tonumber(ARGV[1])
@@ -305,27 +320,30 @@ if mine >= 0 then
   -- This owner's Acquire already ran (a retry): extend and answer the same.
   local high = math.max(mine_high, reserve)
   redis.call('HSET', key, fmt(mine), fmt(now + ttl) .. '|' .. fmt(high) .. '|' .. fmt(mine_prev) .. '|' .. owner)
-  return {mine, math.max(mine_prev, floor), now_us, inc, init, high}
+  return {mine, math.max(mine_prev, floor), now_us, inc, init, high, now + ttl}
 end
 local high = math.max(best_high, reserve)
 redis.call('HSET', key, fmt(best), fmt(now + ttl) .. '|' .. fmt(high) .. '|' .. fmt(best_high) .. '|' .. owner)
-return {best, math.max(best_high, floor), now_us, inc, init, high}
+return {best, math.max(best_high, floor), now_us, inc, init, high, now + ttl}
 `
 
 // changeScript is the head of Renew and Release: KEYS[1] the hash; ARGV
 // field, owner, ttl_ms, reserve_ms, and the claim's incarnation,
-// initialised_ms, highest stored mark, contract, quarantine_ms, and a fresh
-// incarnation. It checks the namespace record (re-initialising it and
+// initialised_ms, highest stored mark, contract, quarantine_ms, a fresh
+// incarnation, and the lease end ms its last successful Acquire or Renew
+// granted. It checks the namespace record (re-initialising it and
 // replying FLAKEID_RESET when the state was lost or rolled back), then
 // leaves e, h, p, now, now_us, high set when the owner holds the field, and
 // replies with an error otherwise.
 //
-// FLAKEID_RESET replies are "<kind> <new floor ms or 0> <number> <incarnation>".
+// FLAKEID_RESET replies are "<kind> <new floor ms or 0> <number> <incarnation>",
+// except "taken <new floor ms> <slot's expires_ms> <now_ms> <holder>".
 const changeScript = luaCommon + `
 local key, field, owner = KEYS[1], ARGV[1], ARGV[2]
 local ttl, reserve = tonumber(ARGV[3]), tonumber(ARGV[4])
 local cinc, cinit, cstored = ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
 local ccontract, quarantine, fresh = ARGV[8], tonumber(ARGV[9]), ARGV[10]
+local cend = tonumber(ARGV[11])
 local now, now_us = clock()
 local rec = redis.call('HGET', key, '` + nsField + `')
 local v = redis.call('HGET', key, field)
@@ -348,6 +366,12 @@ local e, h, p, holder = parse(v)
 if not e then return corrupt(key, field, v) end
 if h < cstored then return reinit(rf, rc, 'below', h, rinc) end
 if holder ~= owner or e <= now then
+  -- While the lease this script granted the claim runs (until cend), the slot
+  -- can be nobody else's, free or lapsed only in an older copy — unless it is
+  -- this claim's own Release, retried: the freed slot keeps cend.
+  if now < cend and not (holder == '' and e == 0 and p == cend) then
+    return reinit(rf, rc, 'taken', e, fmt(now) .. ' ' .. holder)
+  end
   return redis.error_reply('` + codeNotHeld + ` ' .. fmt(e) .. ' ' .. clean(holder))
 end
 local high = math.max(h, reserve)
@@ -359,9 +383,11 @@ redis.call('HSET', key, field, fmt(now + ttl) .. '|' .. fmt(high) .. '|' .. fmt(
 return {now + ttl, now_us, high}
 `
 
-// releaseScript replies {high-water ms stored, now_us}.
+// releaseScript replies {high-water ms stored, now_us}. The freed slot keeps
+// the released lease's end as its previous mark, so that a retried Release
+// is told ErrNotHeld, not a rollback.
 const releaseScript = changeScript + `
-redis.call('HSET', key, field, '0|' .. fmt(high) .. '|0|')
+redis.call('HSET', key, field, '0|' .. fmt(high) .. '|' .. fmt(cend) .. '|')
 return {high, now_us}
 `
 
@@ -514,7 +540,7 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 				worker.ErrContract, req.Datacenter, w.prefix, recorded, req.Contract, key)
 		}
 	}
-	if !ok || len(vals) != 6 {
+	if !ok || len(vals) != 7 {
 		return nil, unexpected("acquire", key, res)
 	}
 	id, ok1 := vals[0].(int64)
@@ -523,13 +549,14 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 	incarnation, ok4 := vals[3].(string)
 	init, ok5 := vals[4].(int64)
 	stored, ok6 := vals[5].(int64)
-	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || id < 0 || id >= req.Workers || prev < 0 || nowUs <= 0 ||
-		incarnation == "" || init < 0 || stored < 0 {
+	end, ok7 := vals[6].(int64)
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 || !ok7 || id < 0 || id >= req.Workers || prev < 0 || nowUs <= 0 ||
+		incarnation == "" || init < 0 || stored < 0 || end <= 0 {
 		return nil, unexpected("acquire", key, res)
 	}
 	return &claim{
 		w: w, key: key, dc: req.Datacenter, id: id, owner: req.Owner, prev: msTime(prev),
-		incarnation: incarnation, initialised: init, stored: stored,
+		incarnation: incarnation, initialised: init, stored: stored, end: end,
 		contract: req.Contract, quarantine: quarantine, clock: time.UnixMicro(nowUs).UTC(),
 	}, nil
 }
@@ -735,6 +762,7 @@ type claim struct {
 	incarnation string // the namespace record's, when acquired
 	initialised int64  // the record's initialisation, ms
 	stored      int64  // the highest mark this claim stored, ms
+	end         int64  // the lease end the last Acquire or Renew granted, ms (Redis's clock)
 	contract    string
 	quarantine  int64     // ms
 	clock       time.Time // Redis's clock at the last Acquire or Renew
@@ -764,6 +792,7 @@ func (c *claim) Renew(ctx context.Context, ttl time.Duration, reserve time.Time)
 		return unexpected("renewing", c.key, vals)
 	}
 	c.stored = max(c.stored, high)
+	c.end = exp
 	c.clock = time.UnixMicro(nowUs).UTC()
 	return nil
 }
@@ -777,6 +806,9 @@ func (c *claim) Release(ctx context.Context, reserve time.Time) error {
 	if _, ok := vals[0].(int64); !ok || len(vals) != 2 {
 		return unexpected("releasing", c.key, vals)
 	}
+	// The lease ended here, before the end it was granted: a later call of
+	// this claim finds the slot free or another's, which is no rollback.
+	c.end = 0
 	return nil
 }
 
@@ -793,7 +825,7 @@ func (c *claim) change(ctx context.Context, verb string, s *goredis.Script, ttlM
 	}
 	fresh := newIncarnation()
 	res, err := s.Run(ctx, c.w.client, []string{c.key}, strconv.FormatInt(c.id, 10), c.owner, ttlMs, r,
-		c.incarnation, c.initialised, c.stored, c.contract, c.quarantine, fresh).Result()
+		c.incarnation, c.initialised, c.stored, c.contract, c.quarantine, fresh, c.end).Result()
 	if err != nil {
 		if rest, ok := replyCode(err, codeNotHeld); ok {
 			return nil, c.notHeld(rest)
@@ -837,6 +869,20 @@ func (c *claim) reset(rest, fresh string) error {
 	case "below":
 		found = fmt.Sprintf("worker %d's high-water mark is %s, below the %s this holder stored (%s): "+
 			"Redis went back to an older copy (a lagging replica or an older backup)", c.id, stamp(n), stamp(c.stored), where)
+	case "taken":
+		nowMs, holder, _ := strings.Cut(inc, " ")
+		at, _ := strconv.ParseInt(nowMs, 10, 64)
+		var slot string
+		switch {
+		case holder == "":
+			slot = "free"
+		case holder == c.owner || n <= at:
+			slot = fmt.Sprintf("held by %q with a lease that lapsed at %s", holder, stamp(n))
+		default:
+			slot = fmt.Sprintf("held by %q", holder)
+		}
+		found = fmt.Sprintf("worker %d of %s is %s at %s while this holder's lease runs until %s by the coordinator's clock: "+
+			"Redis went back to an older copy (a lagging replica or an older backup)", c.id, where, slot, stamp(at), stamp(c.end))
 	case "since":
 		return fmt.Errorf("%w: the namespace record of %s is incarnation %s initialised at %s, not this holder's %s: "+
 			"the state was lost and the namespace re-initialised since; worker %d is no longer this holder's",

@@ -714,10 +714,13 @@ func TestExpiredOwnLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Make the lease lapse without waiting: expiry 1 ms after the epoch.
+	// Make the lease lapse without waiting: expiry 1 ms after the epoch,
+	// and the claim's granted end too (else it is a rollback: see
+	// TestTakeoverWhileLeaseRuns).
 	v := raw.HGet(ctx, w.Key(0), "0").Val()
 	_, rest, _ := strings.Cut(v, "|")
 	raw.HSet(ctx, w.Key(0), "0", "1|"+rest)
+	cl.(*claim).end = 1
 	wantErr(t, "Renew of a lapsed lease", cl.Renew(ctx, testTTL, time.Now()), worker.ErrNotHeld, "expired")
 	wantErr(t, "Release of a lapsed lease", cl.Release(ctx, time.Now()), worker.ErrNotHeld, "expired")
 }
@@ -865,6 +868,86 @@ func TestResetKinds(t *testing.T) {
 		}
 		wantErr(t, "Release", cl.Release(ctx, time.Now()), worker.ErrReset, "00bb")
 	})
+}
+
+// TestTakeoverWhileLeaseRuns: Redis goes back to a copy in which the live
+// holder's lease has lapsed, and a newcomer takes the id (raising its mark,
+// so the holder's "mark below" check cannot fire). The holder's renewal,
+// still before the lease end Redis granted it, is a rollback: ErrReset and a
+// new incarnation; the newcomer's renewal then ends its lease too.
+func TestTakeoverWhileLeaseRuns(t *testing.T) {
+	ctx := t.Context()
+	addr := testenv.Redis().Require(t)
+	c := newConnector(t, addr)
+	wa, wb := c.Connect(t), c.Connect(t)
+	const ttl = 400 * time.Millisecond
+	req := func(owner string) worker.Request {
+		return worker.Request{Workers: 1, Owner: owner, TTL: ttl, Reserve: time.Now().Add(ttl),
+			Contract: "c", Quarantine: time.Second}
+	}
+	a, err := wa.Acquire(ctx, req("holder"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	restore := c.Snapshot(t)
+	for range 4 { // > TTL, A renewing all along
+		time.Sleep(ttl / 3)
+		if err := a.Renew(ctx, ttl, time.Now().Add(ttl)); err != nil {
+			t.Fatalf("Renew before the rollback: %v", err)
+		}
+	}
+	restore()
+	before := nsRecord(t, wa.(*Workers))
+	b, err := wb.Acquire(ctx, req("newcomer"))
+	if err != nil {
+		t.Fatalf("the newcomer's Acquire from the older copy: %v", err)
+	}
+	if b.WorkerID() != a.WorkerID() {
+		t.Fatalf("the newcomer got worker %d, want %d", b.WorkerID(), a.WorkerID())
+	}
+	err = a.Renew(ctx, ttl, time.Now().Add(ttl))
+	wantErr(t, "the holder's Renew", err, worker.ErrReset, `held by "newcomer"`, "while this holder's lease runs until",
+		"older copy")
+	if errors.Is(err, worker.ErrNotHeld) {
+		t.Fatalf("%v: ErrReset must not be ErrNotHeld", err)
+	}
+	after := nsRecord(t, wa.(*Workers))
+	if after.Incarnation == before.Incarnation || !strings.Contains(err.Error(), after.Incarnation) {
+		t.Fatalf("record %+v after the holder's Renew (was %+v; error %q): want a new incarnation", after, before, err)
+	}
+	if d := after.Floor.Sub(after.Initialised); d < time.Second {
+		t.Fatalf("re-initialised floor %v is only %v after the initialisation", after.Floor, d)
+	}
+	wantErr(t, "the newcomer's Renew", b.Renew(ctx, ttl, time.Now().Add(ttl)), worker.ErrReset, after.Incarnation)
+	if infos, _ := wa.List(ctx, 0); len(infos) != 1 || infos[0].Holder != "newcomer" {
+		t.Fatalf("the reset touched the slots: %+v", infos)
+	}
+}
+
+// TestReleaseRetried: a Release that already ran (its reply lost, the call
+// retried) is ErrNotHeld, not a rollback, though the lease end it was
+// granted has not come yet; a Release or Renew of a lease freed by somebody
+// else before that end is a rollback.
+func TestReleaseRetried(t *testing.T) {
+	ctx := t.Context()
+	w, raw := shared(t)
+	cl := acquireOne(t, w, "o", 0)
+	if err := cl.Release(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	before := nsRecord(t, w)
+	wantErr(t, "Release again", cl.Release(ctx, time.Now()), worker.ErrNotHeld, "held by nobody")
+	if after := nsRecord(t, w); after != before {
+		t.Fatalf("a retried Release changed the record: %+v, was %+v", after, before)
+	}
+	cl = acquireOne(t, w, "p", 0)
+	field := strconv.FormatInt(cl.id, 10)
+	v := raw.HGet(ctx, w.Key(0), field).Val()
+	_, rest, _ := strings.Cut(v, "|")
+	h, _, _ := strings.Cut(rest, "|")
+	raw.HSet(ctx, w.Key(0), field, "0|"+h+"|0|") // freed in an older copy
+	wantErr(t, "Release of a slot freed before its end", cl.Release(ctx, time.Now()), worker.ErrReset,
+		fmt.Sprintf("worker %d of datacenter 0", cl.id), "is free", "older copy")
 }
 
 // TestAcquireWithoutRecord: a hash whose record is gone but whose slots

@@ -80,7 +80,14 @@
 //     failover to a lagging asynchronous replica: the record row is an
 //     older one (initialised before the holder's), or it is the holder's
 //     but the holder's slot row is missing or its high-water mark is below
-//     the highest the holder stored (the renewals since the copy are lost).
+//     the highest the holder stored (the renewals since the copy are lost),
+//     or it is the holder's but the slot is held by another, free or
+//     expired while the database's clock (read by the same SELECT) is still
+//     before E, the end of the lease the database last granted the holder
+//     (its clock at the last successful Acquire or Renew + that call's TTL):
+//     in the copy the lease had lapsed, and a newcomer may have taken the
+//     id, raising its mark past the holder's. A renewal after E that finds
+//     the slot taken is ErrNotHeld, as before.
 //     The holder that finds it re-initialises the record in a transaction on
 //     the lock row, if the record is still as it saw it (new incarnation,
 //     the old contract or its own, initialised now, floor max(the old floor,
@@ -734,6 +741,9 @@ func (w *Workers) acquireLocked(ctx context.Context, tx *sql.Tx, req worker.Requ
 		quarantineMs: durMs(req.Quarantine),
 		highMs:       max(best.highMs, reserve),
 		clockMs:      nowMs,
+		// The statement computed the expiry from a clock reading at or
+		// after nowMs: E is at most the lease granted, never later.
+		leaseEndMs: nowMs + ttl,
 	}, nil
 }
 
@@ -820,6 +830,12 @@ type claim struct {
 	quarantineMs int64  // the request's quarantine
 	highMs       int64  // the highest mark this claim stored
 	clockMs      int64  // the database's clock at the last Acquire or Renew
+	// leaseEndMs is E, the end of the lease the database last granted this
+	// claim (its clock at the last successful Acquire or Renew + that
+	// call's TTL), 0 once released: while the database's clock is before
+	// it, a consistent database cannot show the slot held by another, free
+	// or expired (see resetReason).
+	leaseEndMs int64
 }
 
 func (c *claim) WorkerID() int64     { return c.id }
@@ -861,6 +877,7 @@ func (c *claim) Renew(ctx context.Context, ttl time.Duration, reserve time.Time)
 	}
 	c.highMs = max(c.highMs, reserveMs)
 	c.clockMs = expires - ttlMs
+	c.leaseEndMs = expires
 	return nil
 }
 
@@ -875,6 +892,9 @@ func (c *claim) Release(ctx context.Context, reserve time.Time) error {
 		return c.w.unavailable(ctx, fmt.Sprintf("releasing worker %d of datacenter %d", c.id, c.dc), err)
 	}
 	if n == 1 {
+		// The lease ended here: a later Release of this claim that finds
+		// the slot free or taken is ErrNotHeld, not a rollback.
+		c.leaseEndMs = 0
 		return nil
 	}
 	return c.failed(ctx, "releasing", -1)
@@ -921,7 +941,7 @@ func (c *claim) failed(ctx context.Context, op string, renewedTo int64) error {
 		}
 		cur = &r
 	}
-	if reason, reinit := c.resetReason(slot, cur); reason != "" {
+	if reason, reinit := c.resetReason(slot, cur, nowMs); reason != "" {
 		if !reinit {
 			return fmt.Errorf("%w: %s: %s", worker.ErrReset, c.w.where(op), reason)
 		}
@@ -946,6 +966,7 @@ func (c *claim) failed(ctx context.Context, op string, renewedTo int64) error {
 		// Matched, nothing to change (MySQL without clientFoundRows).
 		c.highMs = max(c.highMs, renewedTo)
 		c.clockMs = nowMs
+		c.leaseEndMs = max(c.leaseEndMs, r.expiresMs)
 		return nil
 	}
 	switch {
@@ -964,10 +985,17 @@ func (c *claim) failed(ctx context.Context, op string, renewedTo int64) error {
 }
 
 // resetReason says whether the slot and namespace record (nil when their
-// rows are missing) show the state this claim acquired under lost or
-// rolled back, and whether this holder must re-initialise the record
-// (false: another client already did).
-func (c *claim) resetReason(slot *row, rec *record) (reason string, reinit bool) {
+// rows are missing), read at nowMs by the database's clock, show the state
+// this claim acquired under lost or rolled back, and whether this holder
+// must re-initialise the record (false: another client already did).
+//
+// Besides a missing or older record and a missing or lowered slot, a slot
+// that is no longer this claim's live lease (held by another, free, or
+// expired) while the database's clock is still before the end of the lease
+// it last granted this claim is a rollback: the database went back to a
+// copy in which the lease had lapsed, and a newcomer may have taken the id
+// and raised its mark past this claim's.
+func (c *claim) resetReason(slot *row, rec *record, nowMs int64) (reason string, reinit bool) {
 	ns := fmt.Sprintf("datacenter %d in %s", c.dc, c.w.table)
 	switch {
 	case rec == nil:
@@ -987,6 +1015,19 @@ func (c *claim) resetReason(slot *row, rec *record) (reason string, reinit bool)
 		return fmt.Sprintf("worker %d's high-water mark in %s is %s, below the %s this holder stored: "+
 			"the database went back to an older copy (a restore, a point-in-time recovery, a failover to a lagging replica)",
 			c.id, ns, fmtMs(slot.highMs), fmtMs(c.highMs)), true
+	case nowMs < c.leaseEndMs && (slot.holder != c.owner || slot.expiresMs <= nowMs):
+		var found string
+		switch {
+		case slot.holder == "":
+			found = fmt.Sprintf("worker %d of %s is free", c.id, ns)
+		case slot.holder != c.owner:
+			found = fmt.Sprintf("worker %d of %s is held by %q until %s", c.id, ns, slot.holder, fmtMs(slot.expiresMs))
+		default:
+			found = fmt.Sprintf("worker %d's lease in %s expired at %s", c.id, ns, fmtMs(slot.expiresMs))
+		}
+		return fmt.Sprintf("%s while this holder's lease runs until %s by the database's clock (now %s): "+
+			"the database went back to an older copy (a restore, a point-in-time recovery, a failover to a lagging replica)",
+			found, fmtMs(c.leaseEndMs), fmtMs(nowMs)), true
 	}
 	return "", false
 }

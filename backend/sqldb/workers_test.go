@@ -434,6 +434,79 @@ func TestWorkersOlderIncarnation(t *testing.T) {
 	})
 }
 
+// The database goes back to a copy in which the live holder's lease had
+// lapsed, and a newcomer takes the id (raising its mark past the holder's):
+// the holder's next Renew finds the slot taken while the lease the database
+// granted it still runs, re-initialises the record, and fails with
+// ErrReset; the newcomer's Renew then finds the record re-initialised.
+func TestWorkersRollbackNewcomer(t *testing.T) {
+	forEach(t, func(t *testing.T, dsn string) {
+		w, _ := newTable(t, dsn)
+		conn := connectorOf(dsn, w)
+		ctx := ctx10(t)
+		const ttl = time.Second
+		r := req("holder", 1)
+		r.TTL, r.Reserve = ttl, time.Now()
+		a, err := w.Acquire(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		restore := conn.Snapshot(t)
+		for end := time.Now().Add(ttl + ttl/2); time.Now().Before(end); {
+			time.Sleep(ttl / 4)
+			if err := a.Renew(ctx, ttl, time.Now()); err != nil {
+				t.Fatalf("Renew before the rollback: %v", err)
+			}
+		}
+		old, _, _ := w.Namespace(ctx, 0)
+		restore()
+		r.Owner, r.Reserve = "newcomer", time.Now()
+		b, err := conn.Connect(t).Acquire(ctx, r)
+		if err != nil {
+			t.Fatalf("the newcomer's Acquire: %v", err)
+		}
+		if b.WorkerID() != a.WorkerID() {
+			t.Fatalf("the newcomer got worker %d, want %d", b.WorkerID(), a.WorkerID())
+		}
+		wantReset(t, "the holder's Renew", a.Renew(ctx, ttl, time.Now()), `is held by "newcomer"`)
+		ns, ok, err := w.Namespace(ctx, 0)
+		if err != nil || !ok || ns.Incarnation == old.Incarnation || ns.Floor.Before(old.Floor) {
+			t.Fatalf("after the rollback: %+v, %v, %v; want a new record whose floor is not below %v", ns, ok, err, old.Floor)
+		}
+		wantReset(t, "the newcomer's Renew", b.Renew(ctx, ttl, time.Now()), "after the one this holder acquired under")
+	})
+}
+
+// A lease that ran out is not a rollback: a Renew after the end of the lease
+// that finds the id taken is ErrNotHeld, and a second Release is ErrNotHeld.
+func TestWorkersExpiredNotReset(t *testing.T) {
+	forEach(t, func(t *testing.T, dsn string) {
+		w, _ := newTable(t, dsn)
+		ctx := ctx10(t)
+		r := req("holder", 1)
+		r.TTL = 300 * time.Millisecond
+		a, err := w.Acquire(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(400 * time.Millisecond)
+		r.Owner = "next"
+		b, err := w.Acquire(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Renew(ctx, time.Second, time.Now()); !errors.Is(err, worker.ErrNotHeld) || errors.Is(err, worker.ErrReset) {
+			t.Fatalf("Renew after the lease ran out: %v, want ErrNotHeld", err)
+		}
+		if err := b.Release(ctx, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Release(ctx, time.Now()); !errors.Is(err, worker.ErrNotHeld) || errors.Is(err, worker.ErrReset) {
+			t.Fatalf("second Release: %v, want ErrNotHeld", err)
+		}
+	})
+}
+
 // Several holders find the same loss at once: each fails with ErrReset, and
 // exactly one re-initialises the record.
 func TestWorkersConcurrentReset(t *testing.T) {
