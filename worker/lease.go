@@ -241,7 +241,7 @@ func (lr *leaser) Acquire(ctx context.Context) (Lease, error) {
 		if ctx.Err() != nil && lr.cfg.WaitForFree {
 			return nil, fmt.Errorf("worker: acquiring a worker id: %w (last attempt: %w)", ctx.Err(), reason)
 		}
-		if errors.Is(err, ErrReset) {
+		if errors.Is(err, ErrReset) && attempt < 3 {
 			// The namespace was lost between reading and claiming: it is
 			// re-initialised now; try again at once.
 			lr.cfg.Logger.Error("worker: the coordinator's state was lost; it is re-initialised behind a quarantine",

@@ -18,7 +18,7 @@ import (
 // coordFlags say where worker ids are leased; next, workers and serve embed
 // them.
 type coordFlags struct {
-	Coordinator  string        `placeholder:"URL" env:"FLAKEID_COORDINATOR" help:"Where worker ids are leased: file:///path/workers.db (the default, under --data-dir), etcd://host:port[,host:port…][/prefix], redis://[:password@]host:port[/db][?prefix=P], postgres://user@host:port/db[?table=T], mysql://user[:password]@host:port/db[?table=T]."`
+	Coordinator  string        `placeholder:"URL" env:"FLAKEID_COORDINATOR" help:"Where worker ids are leased: file:///path/workers.db (the default, under --data-dir), etcd://host:port[,host:port…][/prefix], redis://[:password@]host:port[/db][?prefix=P], postgres://user@host:port/db[?table=T], mysql://user[:password]@host:port/db[?table=T]; etcd, Redis and SQL URLs take registry=R too: where the coordinator records which namespace claimed each datacenter id (default /flakeid/datacenters, flakeid:datacenters, flakeid_datacenters)."`
 	Datacenter   int64         `default:"0" placeholder:"D" env:"FLAKEID_DATACENTER" help:"Datacenter id, 0 to 2^datacenter-bits − 1; clusters sharing a coordinator never collide when their datacenter ids differ."`
 	LeaseTTL     time.Duration `default:"10s" placeholder:"DURATION" env:"FLAKEID_LEASE_TTL" help:"Worker-id lease TTL, 1s–10m (default 10s): how long a crashed node's worker id stays taken."`
 	MaxClockSkew time.Duration `default:"1s" placeholder:"DURATION" env:"FLAKEID_MAX_CLOCK_SKEW" help:"How far this node's clock may differ from the coordinator's (etcd: from its live peers') before the node refuses to issue, 1ms–1m (default 1s)."`

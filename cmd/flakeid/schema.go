@@ -29,7 +29,7 @@ func schemaFor(kind, raw string, out *streams) error {
 	table := u.Query().Get("table")
 	var ddl string
 	if kind == "workers" {
-		ddl, err = sqldb.SchemaSQL(d, table)
+		ddl, err = sqldb.SchemaSQLWithRegistry(d, table, u.Query().Get("registry"))
 	} else {
 		if table == "" {
 			table = sqldb.DefaultSegmentTable

@@ -140,5 +140,10 @@ func TestTagsCommands(t *testing.T) {
 	if !strings.Contains(r.stdout, `CREATE TABLE IF NOT EXISTS "ids"`) {
 		t.Errorf("workers schema printed:\n%s", r.stdout)
 	}
+	r = runCLI(t, "workers", "schema", "--coordinator", "postgres://u@db/app?table=ids&registry=ids_dc")
+	mustSucceed(t, r)
+	if !strings.Contains(r.stdout, `CREATE TABLE IF NOT EXISTS "ids"`) || !strings.Contains(r.stdout, `CREATE TABLE IF NOT EXISTS "ids_dc"`) {
+		t.Errorf("workers schema with a registry printed:\n%s", r.stdout)
+	}
 	mustFail(t, runCLI(t, "tags", "schema"), exitError, "postgres:// or mysql://")
 }
