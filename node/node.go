@@ -207,6 +207,9 @@ func (n *Node) fail(c *current, err error) error {
 		if lerr := c.lease.Err(); lerr != nil {
 			return fmt.Errorf("%w: %w", ErrNoLease, lerr)
 		}
+		if u := c.lease.Until(); !u.IsZero() && !u.After(c.lease.NotBefore()) {
+			return fmt.Errorf("%w: the new lease issues after its first renewal (its probation): %w", ErrNoLease, err)
+		}
 	}
 	return err
 }

@@ -560,7 +560,7 @@ func (b *buffer) advanceHigh(si int, r Range, epoch uint64) error {
 		b.mu.Unlock()
 		return nil
 	}
-	if b.epoch != epoch {
+	if b.epoch != epoch || b.refused != nil {
 		b.mu.Unlock()
 		return fmt.Errorf("%w: tag %q%s: a fetch that started before the tag was refused or resumed answered [%d, %d); discarded",
 			ErrUnavailable, b.name, b.source(si), r.Start, r.End)
@@ -615,8 +615,23 @@ func (b *buffer) fetchLoop(done chan struct{}) {
 			b.mu.Unlock()
 			return
 		}
+		if errors.Is(err, ErrRegressed) && b.refused == nil {
+			// Resumed between the refusal and here: the refusal is dealt
+			// with; a later fetch starts afresh.
+			b.fetching = false
+			close(done)
+			b.mu.Unlock()
+			return
+		}
 		b.fetchErr = err
 		if b.a.ctx.Err() != nil || errors.Is(err, ErrUnknownTag) || errors.Is(err, ErrExhausted) || errors.Is(err, ErrRegressed) {
+			b.fetching = false
+			close(done)
+			b.mu.Unlock()
+			return
+		}
+		if b.refused != nil {
+			// Refused meanwhile: no fetch runs until Resume.
 			b.fetching = false
 			close(done)
 			b.mu.Unlock()
