@@ -1,0 +1,67 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/flakeid/flakeid/node"
+	"github.com/flakeid/flakeid/segment"
+	"github.com/flakeid/flakeid/snowflake"
+	"github.com/flakeid/flakeid/worker"
+)
+
+// API error codes, shared by the JSON API and (mapped) Connect.
+const (
+	codeInvalid     = "invalid_argument"
+	codeNotFound    = "not_found"
+	codeExists      = "already_exists"
+	codeUnavailable = "unavailable"
+	codeUnauth      = "unauthenticated"
+	codeForbidden   = "permission_denied"
+	codeInternal    = "internal"
+	codeUnsupported = "unimplemented"
+	codeMethod      = "method_not_allowed"
+	codeTooLarge    = "resource_exhausted"
+)
+
+// apiError is an error with the HTTP status and code it is answered with.
+type apiError struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *apiError) Error() string { return e.Message }
+
+func apiErrorf(status int, code, format string, args ...any) *apiError {
+	return &apiError{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// classify maps an error of the libraries to the status and code it is
+// answered with; its message is kept.
+func classify(err error) *apiError {
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.Is(err, snowflake.ErrInvalidID), errors.Is(err, snowflake.ErrInvalidCount),
+		errors.Is(err, segment.ErrInvalidCount), errors.Is(err, segment.ErrInvalidTag),
+		errors.Is(err, snowflake.ErrInvalidLayout):
+		return &apiError{http.StatusBadRequest, codeInvalid, err.Error()}
+	case errors.Is(err, segment.ErrUnknownTag):
+		return &apiError{http.StatusNotFound, codeNotFound, err.Error()}
+	case errors.Is(err, segment.ErrTagExists):
+		return &apiError{http.StatusConflict, codeExists, err.Error()}
+	case errors.Is(err, node.ErrNoLease), errors.Is(err, worker.ErrLeaseLost), errors.Is(err, snowflake.ErrFenced),
+		errors.Is(err, snowflake.ErrClockBehind), errors.Is(err, segment.ErrUnavailable), errors.Is(err, segment.ErrClosed),
+		errors.Is(err, segment.ErrRegressed), errors.Is(err, context.DeadlineExceeded):
+		return &apiError{http.StatusServiceUnavailable, codeUnavailable, err.Error()}
+	case errors.Is(err, segment.ErrExhausted), errors.Is(err, snowflake.ErrTimeExhausted):
+		return &apiError{http.StatusInsufficientStorage, codeTooLarge, err.Error()}
+	case errors.Is(err, context.Canceled):
+		return &apiError{499, "canceled", err.Error()}
+	}
+	return &apiError{http.StatusInternalServerError, codeInternal, err.Error()}
+}
