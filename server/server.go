@@ -335,4 +335,3 @@ func (s *Server) decode(h http.Header, text, as string) (decodeInput, snowflake.
 	p, err := s.node.Decode(in.id)
 	return in, p, err
 }
-
