@@ -38,6 +38,34 @@ type Config struct {
 type current struct {
 	lease worker.Lease
 	gen   *snowflake.Generator
+	// prev is the generator this one replaced (nil for the first): it is
+	// read live, so that a call it had in flight when its lease ended is
+	// still counted, and folded into base at the next switch.
+	prev *snowflake.Generator
+	// base holds the counters of every generator before prev.
+	base snowflake.Stats
+}
+
+// addCounters adds b's counters (Issued, Waits, BorrowedTicks,
+// ClockBackwards, ClockForwards) to a's and returns a; the other fields are
+// a's.
+func addCounters(a, b snowflake.Stats) snowflake.Stats {
+	a.Issued += b.Issued
+	a.Waits += b.Waits
+	a.BorrowedTicks += b.BorrowedTicks
+	a.ClockBackwards += b.ClockBackwards
+	a.ClockForwards += b.ClockForwards
+	return a
+}
+
+// total is the counters of every generator of the node since Start, with
+// the other fields of the current generator's stats st.
+func (c *current) total(st snowflake.Stats) snowflake.Stats {
+	t := addCounters(st, c.base)
+	if c.prev != nil {
+		t = addCounters(t, c.prev.Stats())
+	}
+	return t
 }
 
 // Node is a generator under a lease. It is safe for concurrent use.
@@ -181,6 +209,14 @@ func (n *Node) watch(c *current) {
 		for attempt := 0; ; attempt++ {
 			next, err := n.acquire(n.ctx, after)
 			if err == nil {
+				// The old generator was revoked when its lease ended; its
+				// counters carry over, so that Status's totals never
+				// decrease. The one it replaced has been revoked for a whole
+				// lease: its counters are final.
+				next.base, next.prev = c.base, c.gen
+				if c.prev != nil {
+					next.base = addCounters(next.base, c.prev.Stats())
+				}
 				n.cur.Store(next)
 				c = next
 				break
@@ -255,7 +291,12 @@ type Status struct {
 	ClockSkew    time.Duration   // this node's clock minus the coordinator's, at the last renewal
 	Err          error           // why no lease is held, when none is
 	Stats        snowflake.Stats // the current generator's counters
-	Now          time.Time       // the current generator's clock
+	// Total is Stats with its counters (Issued, Waits, BorrowedTicks,
+	// ClockBackwards, ClockForwards) summed over every generator of the
+	// node since Start, so that they never decrease when a new lease brings
+	// a new generator; its other fields are the current generator's.
+	Total snowflake.Stats
+	Now   time.Time // the current generator's clock
 }
 
 // Status returns a snapshot of the node.
@@ -273,6 +314,7 @@ func (n *Node) Status() Status {
 		Stats:        c.gen.Stats(),
 		Now:          c.gen.Now(),
 	}
+	s.Total = c.total(s.Stats)
 	if err := c.lease.Err(); err != nil {
 		s.Err = err
 		if p := n.lastErr.Load(); p != nil {

@@ -291,3 +291,91 @@ func TestNodeRefusesSkewedClock(t *testing.T) {
 		t.Fatalf("after the clock came back: %d, %v; want an ID above %d", id, err, last)
 	}
 }
+
+// TestTotalsSurviveLeaseChange: Status.Total counts every ID the node
+// issued, across a lost lease and the new generator of the next one, and
+// never decreases while the lease changes; Stats is the current
+// generator's alone.
+func TestTotalsSurviveLeaseChange(t *testing.T) {
+	f := &flaky{Coordinator: boltCoordinator(t, "")}
+	n, err := Start(t.Context(), Config{Leaser: leaser(t, f, 4, nil), Logger: quiet(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+
+	// A watcher reads the totals all along and fails on any decrease.
+	stop := make(chan struct{})
+	watched := make(chan error, 1)
+	go func() {
+		var last snowflake.Stats
+		for {
+			tot := n.Status().Total
+			if tot.Issued < last.Issued || tot.Waits < last.Waits || tot.BorrowedTicks < last.BorrowedTicks ||
+				tot.ClockBackwards < last.ClockBackwards || tot.ClockForwards < last.ClockForwards {
+				watched <- fmt.Errorf("totals went down: %+v after %+v", tot, last)
+				return
+			}
+			last = tot
+			select {
+			case <-stop:
+				watched <- nil
+				return
+			default:
+				time.Sleep(100 * time.Microsecond)
+			}
+		}
+	}()
+
+	var issued uint64
+	take := func() error {
+		b, err := n.NextN(7)
+		if err == nil {
+			issued += uint64(b.Count)
+		}
+		return err
+	}
+	for range 100 {
+		if err := take(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.cut.Store(true)
+	deadline := time.Now().Add(5 * time.Second)
+	for n.Status().Held {
+		take() // until the generator is fenced
+		if time.Now().After(deadline) {
+			t.Fatal("lease still held 5 s after the cut")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	before := n.Status()
+	f.cut.Store(false)
+	for deadline = time.Now().Add(10 * time.Second); take() != nil; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no new lease 10 s after the coordinator came back: %v", n.Status().Err)
+		}
+	}
+	for range 50 {
+		if err := take(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	if err := <-watched; err != nil {
+		t.Fatal(err)
+	}
+	after := n.Status()
+	if after.Leases != 2 {
+		t.Fatalf("leases %d, want 2", after.Leases)
+	}
+	if after.Total.Issued != issued {
+		t.Fatalf("Total.Issued %d, want the %d IDs issued (before the change: %d)", after.Total.Issued, issued, before.Total.Issued)
+	}
+	if after.Stats.Issued >= issued || after.Stats.Issued == 0 {
+		t.Fatalf("Stats.Issued %d: want the new generator's alone, below the total %d", after.Stats.Issued, issued)
+	}
+	if after.Total.HighWater != after.Stats.HighWater {
+		t.Fatalf("Total.HighWater %v, want the current generator's %v", after.Total.HighWater, after.Stats.HighWater)
+	}
+}

@@ -71,12 +71,12 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestTagNames(t *testing.T) {
-	for _, ok := range []string{"a", "orders", "shop-1:orders/2026", strings.Repeat("x", 128), "A.b_c"} {
+	for _, ok := range []string{"a", "orders", "shop-1:orders:2026", strings.Repeat("x", 128), "A.b_c"} {
 		if err := segment.ValidName(ok); err != nil {
 			t.Errorf("ValidName(%q): %v", ok, err)
 		}
 	}
-	for _, bad := range []string{"", strings.Repeat("x", 129), "a b", "ü", "a\x00", "a?b", "%2F"} {
+	for _, bad := range []string{"", strings.Repeat("x", 129), "a b", "ü", "a\x00", "a?b", "%2F", "/", "a/b", ".", ".."} {
 		if err := segment.ValidName(bad); !errors.Is(err, segment.ErrInvalidTag) {
 			t.Errorf("ValidName(%q) = %v, want ErrInvalidTag", bad, err)
 		}

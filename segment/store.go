@@ -64,8 +64,10 @@ var (
 // Tag is one row of the store: Leaf's leaf_alloc (biz_tag, max_id, step,
 // description, update_time).
 type Tag struct {
-	// Name is the business tag (Leaf's biz_tag): 1–128 bytes of letters,
-	// digits and . _ - : /.
+	// Name is the business tag (Leaf's biz_tag): 1–128 characters of
+	// A–Z a–z 0–9 - _ . : and not "." or ".." (see ValidName). A name
+	// stored before this rule that breaks it is still listed, but cannot be
+	// served or changed.
 	Name string `json:"tag"`
 	// MaxID is the first ID not yet handed to any allocator: the end of the
 	// newest fetched range. A new tag starts at 1, as in Leaf.

@@ -1,27 +1,64 @@
 package segment
 
-import "fmt"
+import (
+	"fmt"
+	"unicode/utf8"
+)
 
 // MaxStep is the largest step a tag may have (Leaf's step column is an INT).
 const MaxStep = 1<<31 - 1
 
-// ValidName checks a tag name: 1–128 bytes of ASCII letters, digits and
-// . _ - : / (Leaf's biz_tag is a VARCHAR(128); the character set keeps names
-// safe in URL paths, keys and logs).
+// MaxNameLen is the longest tag name, in bytes (Leaf's biz_tag is a
+// VARCHAR(128)); every allowed character is one byte.
+const MaxNameLen = 128
+
+// nameRule is the rule ValidName enforces, as its errors state it.
+const nameRule = `a tag is 1–128 of A–Z a–z 0–9 - _ . : (not "." or "..")`
+
+// ValidName checks a tag name: 1–128 characters (bytes) of A–Z a–z 0–9
+// - _ . : (Redis-style keys), and not "." or "..". The set keeps a name the
+// same in URL paths, SQL rows, etcd and Redis keys and logs; '/' is not in it
+// (a tag must be one path segment). The error wraps ErrInvalidTag, states the
+// rule and names the first character that breaks it as a character (its
+// position counted in characters), or, in a name that is not UTF-8, the byte.
+// It does not allocate when the name is valid.
 func ValidName(name string) error {
-	if len(name) == 0 || len(name) > 128 {
-		return fmt.Errorf("%w: tag %q is %d bytes, want 1–128", ErrInvalidTag, clip(name), len(name))
+	if len(name) == 0 {
+		return fmt.Errorf("%w: the tag is empty; %s", ErrInvalidTag, nameRule)
 	}
 	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case c == '.', c == '_', c == '-', c == ':', c == '/':
-		default:
-			return fmt.Errorf("%w: tag %q has %q at byte %d; want letters, digits and . _ - : /", ErrInvalidTag, clip(name), c, i+1)
+		if !nameByte(name[i]) {
+			return badChar(name, i)
 		}
 	}
+	if len(name) > MaxNameLen {
+		return fmt.Errorf("%w: tag %q is %d characters long; %s", ErrInvalidTag, clip(name), len(name), nameRule)
+	}
+	if name == "." || name == ".." {
+		return fmt.Errorf("%w: tag %q is not allowed; %s", ErrInvalidTag, name, nameRule)
+	}
 	return nil
+}
+
+// nameByte reports whether c may appear in a tag name.
+func nameByte(c byte) bool {
+	switch {
+	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		return true
+	case c == '.', c == '_', c == '-', c == ':':
+		return true
+	}
+	return false
+}
+
+// badChar is ValidName's error for the disallowed byte at i of name (every
+// byte before it is an allowed ASCII character, so i starts a character).
+func badChar(name string, i int) error {
+	r, size := utf8.DecodeRuneInString(name[i:])
+	if r == utf8.RuneError && size <= 1 {
+		return fmt.Errorf("%w: tag %q has byte 0x%02X at byte %d, not UTF-8; %s", ErrInvalidTag, clip(name), name[i], i+1, nameRule)
+	}
+	return fmt.Errorf("%w: tag %q has %q (%U) at character %d; %s", ErrInvalidTag, clip(name), r, r, i+1, nameRule)
 }
 
 // ValidateTag checks a tag about to be created: its name, a step in
@@ -41,9 +78,15 @@ func ValidateTag(t Tag) error {
 	return nil
 }
 
+// clip shortens s to at most 40 characters for an error message, on a
+// character boundary, marking the cut with "…".
 func clip(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "…"
+	n := 0
+	for i := range s {
+		if n == 40 {
+			return s[:i] + "…"
+		}
+		n++
 	}
 	return s
 }

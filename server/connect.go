@@ -3,7 +3,9 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -21,14 +23,102 @@ const maxRPCRequest = 64 << 10
 
 // connectRoutes mounts the Connect handlers on mux: flakeid.v1.IDService
 // (Connect, gRPC and gRPC-Web, with auth and request metrics) and
-// grpc.health.v1.Health (open, like /healthz).
+// grpc.health.v1.Health (open, like /healthz). Both read requests with the
+// strict codecs (rpcCodecs) and answer what connect-go refuses before it
+// dispatches in the Connect error shape (rpcPaths).
 func (s *Server) connectRoutes(mux *http.ServeMux) {
 	path, h := flakeidv1connect.NewIDServiceHandler(idService{s},
 		connect.WithInterceptors(rpcInterceptor{s}),
-		connect.WithReadMaxBytes(maxRPCRequest))
-	mux.Handle(path, h)
+		connect.WithReadMaxBytes(maxRPCRequest), rpcCodecs())
+	mux.Handle(path, rpcPaths(h, flakeidv1connect.IDServiceNextSnowflakeProcedure,
+		flakeidv1connect.IDServiceStreamSnowflakeProcedure, flakeidv1connect.IDServiceNextSegmentProcedure,
+		flakeidv1connect.IDServiceDecodeProcedure))
 	s.healthRoutes(mux)
 }
+
+// rpcError is the Connect protocol's error body: {"code","message"}.
+type rpcError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// rpcPaths serves the procedures of one service with h, and answers as
+// JSON {"code","message"} (the Connect protocol's error shape, which
+// Connect clients parse; Content-Type application/json) what connect-go
+// would answer with an empty or plain-text body: a procedure the service
+// does not have (404 not_found), a method it does not take (405
+// method_not_allowed, with Allow), a Content-Type no protocol of it reads
+// (415 unsupported_media_type, with Accept-Post). Everything else is
+// connect-go's answer, untouched.
+func rpcPaths(h http.Handler, procedures ...string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !slices.Contains(procedures, r.URL.Path) {
+			writeRPCError(w, http.StatusNotFound, codeNotFound, fmt.Sprintf("no such procedure: %s; the service has %s",
+				clip(r.URL.Path), list(procedures, "and")))
+			return
+		}
+		h.ServeHTTP(&rpcWriter{ResponseWriter: w, r: r}, r)
+	})
+}
+
+func writeRPCError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, rpcError{Code: code, Message: msg})
+}
+
+// rpcWriter passes a Connect handler's answer through, except a 405 or 415
+// that connect-go writes without a body, which it answers as JSON.
+type rpcWriter struct {
+	http.ResponseWriter
+	r       *http.Request
+	started bool // a status or body went out
+	swallow bool // the handler's own 405/415 body is dropped
+}
+
+// WriteHeader implements http.ResponseWriter.
+func (w *rpcWriter) WriteHeader(status int) {
+	if !w.started {
+		w.started = true
+		h := w.Header()
+		if (status == http.StatusMethodNotAllowed || status == http.StatusUnsupportedMediaType) && h.Get("Content-Type") == "" {
+			w.swallow = true
+			if status == http.StatusMethodNotAllowed {
+				writeRPCError(w.ResponseWriter, status, codeMethod, fmt.Sprintf("method %s is not allowed on %s; use %s",
+					clip(w.r.Method), w.r.URL.Path, h.Get("Allow")))
+				return
+			}
+			msg := fmt.Sprintf("a GET request of %s has no body: send the message in the query (Connect GET)", w.r.URL.Path)
+			if accept := h.Get("Accept-Post"); accept != "" {
+				ct := w.r.Header.Get("Content-Type")
+				if ct == "" {
+					ct = "none"
+				}
+				msg = fmt.Sprintf("Content-Type %q is not supported on %s: send one of %s", clip(ct), w.r.URL.Path, accept)
+			}
+			writeRPCError(w.ResponseWriter, status, codeMediaType, msg)
+			return
+		}
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+// Write implements http.ResponseWriter.
+func (w *rpcWriter) Write(b []byte) (int, error) {
+	if w.swallow {
+		return len(b), nil
+	}
+	w.started = true
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush implements http.Flusher, which streams need.
+func (w *rpcWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap gives http.ResponseController the writer underneath.
+func (w *rpcWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // idService implements flakeidv1connect.IDServiceHandler. It is a type of
 // its own so that the RPC methods stay off Server's exported API.
@@ -210,8 +300,10 @@ func connectCode(code string) connect.Code {
 		return connect.CodeUnimplemented
 	case codePrecondition:
 		return connect.CodeFailedPrecondition
-	case "canceled":
+	case codeCanceled:
 		return connect.CodeCanceled
+	case codeBodyTooLarge:
+		return connect.CodeResourceExhausted
 	}
 	return connect.CodeInternal
 }

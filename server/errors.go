@@ -12,18 +12,23 @@ import (
 	"github.com/flakeid/flakeid/worker"
 )
 
-// API error codes, shared by the JSON API and (mapped) Connect.
+// API error codes, shared by the JSON API and (mapped) Connect. Each is
+// answered with one HTTP status; docs/API.md lists them.
 const (
-	codeInvalid     = "invalid_argument"
-	codeNotFound    = "not_found"
-	codeExists      = "already_exists"
-	codeUnavailable = "unavailable"
-	codeUnauth      = "unauthenticated"
-	codeForbidden   = "permission_denied"
-	codeInternal    = "internal"
-	codeUnsupported = "unimplemented"
-	codeMethod      = "method_not_allowed"
-	codeTooLarge    = "resource_exhausted"
+	codeInvalid      = "invalid_argument"       // 400
+	codeUnauth       = "unauthenticated"        // 401
+	codeForbidden    = "permission_denied"      // 403
+	codeNotFound     = "not_found"              // 404
+	codeMethod       = "method_not_allowed"     // 405
+	codeExists       = "already_exists"         // 409
+	codePrecondition = "failed_precondition"    // 409: the state does not allow it yet (a resume while the store is behind)
+	codeBodyTooLarge = "payload_too_large"      // 413
+	codeMediaType    = "unsupported_media_type" // 415
+	codeCanceled     = "canceled"               // 499: the client went away
+	codeInternal     = "internal"               // 500
+	codeUnsupported  = "unimplemented"          // 501
+	codeUnavailable  = "unavailable"            // 503
+	codeTooLarge     = "resource_exhausted"     // 507: a tag or the time field ran out of IDs
 )
 
 // apiError is an error with the HTTP status and code it is answered with.
@@ -61,7 +66,7 @@ func classify(err error) *apiError {
 	case errors.Is(err, segment.ErrExhausted), errors.Is(err, snowflake.ErrTimeExhausted):
 		return &apiError{http.StatusInsufficientStorage, codeTooLarge, err.Error()}
 	case errors.Is(err, context.Canceled):
-		return &apiError{499, "canceled", err.Error()}
+		return &apiError{499, codeCanceled, err.Error()}
 	}
 	return &apiError{http.StatusInternalServerError, codeInternal, err.Error()}
 }

@@ -15,6 +15,7 @@ import (
 // The standard gRPC health service (grpc.health.v1.Health), served with
 // Connect so that it speaks gRPC, gRPC-Web and Connect like the ID service.
 const (
+	healthServicePath    = "/grpc.health.v1.Health/"
 	healthCheckProcedure = "/grpc.health.v1.Health/Check"
 	healthWatchProcedure = "/grpc.health.v1.Health/Watch"
 	// healthPoll is how often Watch reads Ready for changes.
@@ -24,10 +25,17 @@ const (
 // healthRoutes mounts the health service on mux. It is open, like /healthz
 // and /readyz: load balancers and orchestrators probe without tokens.
 func (s *Server) healthRoutes(mux *http.ServeMux) {
-	mux.Handle(healthCheckProcedure, connect.NewUnaryHandler(healthCheckProcedure, s.healthCheck,
-		connect.WithIdempotency(connect.IdempotencyNoSideEffects), connect.WithReadMaxBytes(maxRPCRequest)))
-	mux.Handle(healthWatchProcedure, connect.NewServerStreamHandler(healthWatchProcedure, s.healthWatch,
-		connect.WithReadMaxBytes(maxRPCRequest)))
+	check := connect.NewUnaryHandler(healthCheckProcedure, s.healthCheck,
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects), connect.WithReadMaxBytes(maxRPCRequest), rpcCodecs())
+	watch := connect.NewServerStreamHandler(healthWatchProcedure, s.healthWatch,
+		connect.WithReadMaxBytes(maxRPCRequest), rpcCodecs())
+	mux.Handle(healthServicePath, rpcPaths(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == healthCheckProcedure {
+			check.ServeHTTP(w, r)
+		} else {
+			watch.ServeHTTP(w, r)
+		}
+	}), healthCheckProcedure, healthWatchProcedure))
 }
 
 // healthStatus is the status of service: "" (the whole server) and the ID

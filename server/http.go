@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"iter"
@@ -19,39 +18,55 @@ import (
 	"github.com/flakeid/flakeid/snowflake"
 )
 
-// maxBody bounds a JSON request body.
-const maxBody = 64 << 10
-
 // routes builds the handler: the JSON API, Leaf's paths, Connect, health and
-// metrics, wrapped in panic recovery and request metrics.
+// metrics, wrapped in panic recovery and request metrics. Each JSON API
+// path states the query parameters it takes and whether it hands out IDs
+// (see endpoint); both are checked before its handler runs.
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
-	api := func(pattern, route string, h func(http.ResponseWriter, *http.Request) error) http.Handler {
-		ih := s.instrument(route, h)
+	api := func(pattern, route string, params []string, issuing bool, h func(http.ResponseWriter, *http.Request) error) http.Handler {
+		_, path, _ := strings.Cut(pattern, " ")
+		ih := s.instrument(route, endpoint{path: path, params: params, issuing: issuing}.checked(h))
 		mux.Handle(pattern, ih)
 		return ih
 	}
-	api("GET /v1/snowflake/next", "/v1/snowflake/next", s.handleSnowflakeNext)
-	segmentNext := api("GET "+segmentNextPrefix+"{tag}"+segmentNextSuffix, "/v1/segment/next", s.handleSegmentNext)
-	api("GET /v1/decode/{id}", "/v1/decode", s.handleDecode)
-	api("GET /v1/segment/tags", "/v1/segment/tags", s.handleTagsList)
-	api("POST /v1/segment/tags", "/v1/segment/tags", s.handleTagsCreate)
-	api("PATCH /v1/segment/tags/{tag}", "/v1/segment/tags/update", s.handleTagsUpdate)
-	api("POST /v1/segment/tags/{tag}/resume", "/v1/segment/tags/resume", s.handleTagsResume)
-	api("GET /v1/status", "/v1/status", s.handleStatus)
+	idParams := []string{"count", "format"}
+	api("GET /v1/snowflake/next", "/v1/snowflake/next", idParams, true, s.handleSnowflakeNext)
+	segmentNext := api("GET "+segmentNextPrefix+"{tag}"+segmentNextSuffix, "/v1/segment/next", idParams, true, s.handleSegmentNext)
+	api("GET /v1/decode/{id}", "/v1/decode", []string{"as"}, false, s.handleDecode)
+	api("GET /v1/segment/tags", "/v1/segment/tags", nil, false, s.handleTagsList)
+	api("POST /v1/segment/tags", "/v1/segment/tags", nil, false, s.handleTagsCreate)
+	api("PATCH /v1/segment/tags/{tag}", "/v1/segment/tags/update", nil, false, s.handleTagsUpdate)
+	api("POST /v1/segment/tags/{tag}/resume", "/v1/segment/tags/resume", nil, false, s.handleTagsResume)
+	api("GET /v1/status", "/v1/status", nil, false, s.handleStatus)
 	// Meituan Leaf's paths: a Leaf client switches by changing a host name.
-	leafSnowflake := api("GET "+leafSnowflakePrefix+"{key}", "/api/snowflake/get", s.handleLeafSnowflake)
-	leafSegment := api("GET "+leafSegmentPrefix+"{key}", "/api/segment/get", s.handleLeafSegment)
-	api("GET /decodeSnowflakeId", "/decodeSnowflakeId", s.handleLeafDecode)
+	leafSnowflake := api("GET "+leafSnowflakePrefix+"{key}", "/api/snowflake/get", nil, true, s.handleLeafSnowflake)
+	leafSegment := api("GET "+leafSegmentPrefix+"{key}", "/api/segment/get", nil, true, s.handleLeafSegment)
+	api("GET /decodeSnowflakeId", "/decodeSnowflakeId", []string{"snowflakeId", "as"}, false, s.handleLeafDecode)
 
 	if s.clock != nil {
-		api("POST /admin/test/clock", "/admin/test/clock", s.handleTestClock)
+		api("POST /admin/test/clock", "/admin/test/clock", []string{"shift"}, false, s.handleTestClock)
 	}
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+	// Health, readiness and metrics take no query either; they stay
+	// outside the request metrics.
+	open := func(pattern string, h http.Handler) {
+		_, path, _ := strings.Cut(pattern, " ")
+		e := endpoint{path: path}
+		mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.RawQuery != "" {
+				if err := checkQuery(r.URL.RawQuery, e.path, e.params); err != nil {
+					s.writeError(w, err)
+					return
+				}
+			}
+			h.ServeHTTP(w, r)
+		}))
+	}
+	open("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		io.WriteString(w, "ok\n")
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+	}))
+	open("GET /readyz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		if err := s.Ready(); err != nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
@@ -59,8 +74,8 @@ func (s *Server) routes() http.Handler {
 			return
 		}
 		io.WriteString(w, "ready\n")
-	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
+	}))
+	open("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
 	s.connectRoutes(mux)
 	s.uiRoutes(mux)
 	// Anything else is a JSON 405 for a known path, or a JSON 404.
@@ -201,22 +216,6 @@ func tokenHasTag(t *Token, tag string) bool {
 	return false
 }
 
-// count reads ?count=, default 1.
-func (s *Server) count(r *http.Request) (int64, error) {
-	v := query(r, "count")
-	if v == "" {
-		return 1, nil
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		return 0, apiErrorf(http.StatusBadRequest, codeInvalid, "count %q is not a whole number", clip(v))
-	}
-	if n < 1 || n > int64(s.cfg.MaxCount) {
-		return 0, apiErrorf(http.StatusBadRequest, codeInvalid, "count %d is out of range: want 1 to %d", n, s.cfg.MaxCount)
-	}
-	return n, nil
-}
-
 func clip(s string) string {
 	if len(s) > 40 {
 		return s[:40] + "…"
@@ -238,7 +237,9 @@ func wantsText(r *http.Request) bool {
 }
 
 // query returns the value of key in the request's query, without parsing
-// the query into a map when there is none (the single-ID hot path).
+// the query into a map when there is none (the single-ID hot path). The
+// endpoint checked the query's names first (checkQuery), so a key is there
+// at most once.
 func query(r *http.Request, key string) string {
 	q := r.URL.RawQuery
 	if q == "" {
@@ -313,17 +314,25 @@ func ids(runs []run) iter.Seq2[int, int64] {
 	}
 }
 
-// writeIDs answers runs of IDs: JSON strings by default, ranges with
+// writeIDs answers runs of IDs as the request asks (see idsQuery); tag,
+// when not "", is echoed in the JSON answers, and mk, when not nil, masks
+// every ID. The handlers check the request with idsQuery before they take
+// IDs and call writeRuns.
+func (s *Server) writeIDs(w http.ResponseWriter, r *http.Request, tag string, runs []run, mk *masking) error {
+	q, err := s.idsQuery(r, tag, mk)
+	if err != nil {
+		return err
+	}
+	return s.writeRuns(w, q, tag, runs, mk)
+}
+
+// writeRuns answers runs of IDs: JSON strings by default, ranges with
 // ?format=ranges, one per line for Accept: text/plain. tag, when not "", is
 // echoed in the JSON answers. With mk not nil every ID is written as its
-// masked text (and ranges are refused: masked IDs do not form runs).
-func (s *Server) writeIDs(w http.ResponseWriter, r *http.Request, tag string, runs []run, mk *masking) error {
-	format, text := query(r, "format"), wantsText(r)
-	switch {
-	case format == "ranges" && mk != nil:
-		return apiErrorf(http.StatusBadRequest, codeInvalid, "format=ranges is not available: this server hands out masked IDs%s, which do not form runs", forTag(tag))
-	case text:
-	case format == "ranges":
+// masked text (idsQuery refused ranges: masked IDs do not form runs).
+func (s *Server) writeRuns(w http.ResponseWriter, q idsQuery, tag string, runs []run, mk *masking) error {
+	text := q.text
+	if q.ranges && mk == nil && !text {
 		body := map[string]any{}
 		if tag != "" {
 			body["tag"] = tag
@@ -337,8 +346,6 @@ func (s *Server) writeIDs(w http.ResponseWriter, r *http.Request, tag string, ru
 		body["ranges"], body["count"] = rs, total
 		writeJSON(w, http.StatusOK, body)
 		return nil
-	case format != "" && format != "ids":
-		return apiErrorf(http.StatusBadRequest, codeInvalid, "format %q: want ids or ranges", clip(format))
 	}
 	if mk != nil {
 		if err := mk.check(runs); err != nil {
@@ -404,23 +411,28 @@ func appendIDs(w io.Writer, buf []byte, runs []run, mk *masking, json bool) ([]b
 	return buf, nil
 }
 
+// handleSnowflakeNext answers GET /v1/snowflake/next: everything the
+// request asks is checked before an ID is taken.
 func (s *Server) handleSnowflakeNext(w http.ResponseWriter, r *http.Request) error {
 	if err := s.authorize(r.Header, "", true, false); err != nil {
 		return err
 	}
-	n, err := s.count(r)
+	mk := s.mask.forSnowflake()
+	q, err := s.idsQuery(r, "", mk)
 	if err != nil {
 		return err
 	}
 	var arr [4]snowflake.Batch
-	batches, err := s.nextSnowflake(n, arr[:0])
+	batches, err := s.nextSnowflake(q.n, arr[:0])
 	if err != nil {
 		return err
 	}
 	var rarr [4]run
-	return s.writeIDs(w, r, "", batchRuns(rarr[:0], batches), s.mask.forSnowflake())
+	return s.writeRuns(w, q, "", batchRuns(rarr[:0], batches), mk)
 }
 
+// handleSegmentNext answers GET /v1/segment/{tag}/next: everything the
+// request asks is checked before an ID is taken.
 func (s *Server) handleSegmentNext(w http.ResponseWriter, r *http.Request) error {
 	tag := pathName(r, segmentNextPrefix, segmentNextSuffix)
 	if err := segment.ValidName(tag); err != nil {
@@ -429,17 +441,18 @@ func (s *Server) handleSegmentNext(w http.ResponseWriter, r *http.Request) error
 	if err := s.authorize(r.Header, tag, false, false); err != nil {
 		return err
 	}
-	n, err := s.count(r)
+	mk := s.mask.forTag(tag)
+	q, err := s.idsQuery(r, tag, mk)
 	if err != nil {
 		return err
 	}
 	var sarr [4]segment.Span
-	spans, err := s.nextSegment(r.Context(), tag, n, sarr[:0])
+	spans, err := s.nextSegment(r.Context(), tag, q.n, sarr[:0])
 	if err != nil {
 		return err
 	}
 	var rarr [4]run
-	return s.writeIDs(w, r, tag, spanRuns(rarr[:0], spans), s.mask.forTag(tag))
+	return s.writeRuns(w, q, tag, spanRuns(rarr[:0], spans), mk)
 }
 
 // decodeJSON is the answer of /v1/decode/{id}.
@@ -479,6 +492,21 @@ func (s *Server) segments() (*segment.Allocator, error) {
 	return s.segs, nil
 }
 
+// tagJSON is a tag row on the wire (GET /v1/segment/tags and the answers
+// of the changes): snake_case keys, max_id a string of digits like every
+// ID, the time RFC 3339 (absent when the store keeps none).
+type tagJSON struct {
+	Tag         string    `json:"tag"`
+	MaxID       int64     `json:"max_id,string"`
+	Step        int64     `json:"step"`
+	Description string    `json:"description"`
+	Updated     time.Time `json:"update_time,omitzero"`
+}
+
+func newTagJSON(t segment.Tag) tagJSON {
+	return tagJSON{Tag: t.Name, MaxID: t.MaxID, Step: t.Step, Description: t.Description, Updated: t.Updated.UTC()}
+}
+
 func (s *Server) handleTagsList(w http.ResponseWriter, r *http.Request) error {
 	a, err := s.segments()
 	if err != nil {
@@ -491,37 +519,18 @@ func (s *Server) handleTagsList(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if tags == nil {
-		tags = []segment.Tag{}
+	out := make([]tagJSON, 0, len(tags))
+	for _, t := range tags {
+		out = append(out, newTagJSON(t))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"tags": tags})
+	writeJSON(w, http.StatusOK, map[string]any{"tags": out})
 	return nil
 }
 
-// tagBody is the JSON body of tag creation and changes.
-type tagBody struct {
-	Tag         string  `json:"tag"`
-	Step        *int64  `json:"step"`
-	Description *string `json:"description"`
-	MaxID       int64   `json:"max_id"`
-}
-
-func readBody(r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return apiErrorf(http.StatusRequestEntityTooLarge, codeInvalid, "body larger than %d bytes", maxBody)
-		}
-		return apiErrorf(http.StatusBadRequest, codeInvalid, "bad JSON body: %v", err)
-	}
-	if dec.More() {
-		return apiErrorf(http.StatusBadRequest, codeInvalid, "bad JSON body: more than one value")
-	}
-	return nil
-}
-
+// handleTagsCreate answers POST /v1/segment/tags: {"tag": required,
+// "step": 1–segment.MaxStep (absent: the allocator's default step),
+// "description", "max_id": ≥ 0, a number or a string}. Any other key, a
+// key twice or a value of the wrong kind is a 400 naming it.
 func (s *Server) handleTagsCreate(w http.ResponseWriter, r *http.Request) error {
 	a, err := s.segments()
 	if err != nil {
@@ -530,25 +539,44 @@ func (s *Server) handleTagsCreate(w http.ResponseWriter, r *http.Request) error 
 	if err := s.authorize(r.Header, "", false, true); err != nil {
 		return err
 	}
-	var b tagBody
-	if err := readBody(r, &b); err != nil {
+	members, err := readObject(w, r, false)
+	if err != nil {
 		return err
 	}
-	t := segment.Tag{Name: b.Tag, MaxID: b.MaxID}
-	if b.Step != nil {
-		t.Step = *b.Step
+	var t segment.Tag
+	hasTag := false
+	for _, m := range members {
+		switch m.key {
+		case "tag":
+			t.Name, err = stringField(m)
+			hasTag = true
+		case "step":
+			t.Step, err = wholeField(m, 1, segment.MaxStep, false)
+		case "description":
+			t.Description, err = stringField(m)
+		case "max_id":
+			t.MaxID, err = wholeField(m, 0, maxID, true)
+		default:
+			err = apiErrorf(http.StatusBadRequest, codeInvalid, "unknown key %q: POST /v1/segment/tags takes tag, step, description and max_id", clip(m.key))
+		}
+		if err != nil {
+			return err
+		}
 	}
-	if b.Description != nil {
-		t.Description = *b.Description
+	if !hasTag {
+		return apiErrorf(http.StatusBadRequest, codeInvalid, `tag is required: {"tag":"orders"}`)
 	}
-	if err := a.Create(r.Context(), t); err != nil {
+	if err := segment.ValidName(t.Name); err != nil {
+		return err
+	}
+	if err := a.Create(r.Context(), t); err != nil { // Step 0 (absent): the default step
 		return err
 	}
 	row, err := s.tagRow(r.Context(), a, t.Name)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusCreated, row)
+	writeJSON(w, http.StatusCreated, newTagJSON(row))
 	return nil
 }
 
@@ -565,6 +593,9 @@ func (s *Server) tagRow(ctx context.Context, a *segment.Allocator, name string) 
 	return segment.Tag{}, fmt.Errorf("%w: %q", segment.ErrUnknownTag, name)
 }
 
+// handleTagsUpdate answers PATCH /v1/segment/tags/{tag}: {"step",
+// "description"}, at least one. tag and max_id cannot be changed; they and
+// any other key are a 400 naming them.
 func (s *Server) handleTagsUpdate(w http.ResponseWriter, r *http.Request) error {
 	a, err := s.segments()
 	if err != nil {
@@ -577,21 +608,44 @@ func (s *Server) handleTagsUpdate(w http.ResponseWriter, r *http.Request) error 
 	if err := segment.ValidName(tag); err != nil {
 		return err
 	}
-	var b tagBody
-	if err := readBody(r, &b); err != nil {
+	members, err := readObject(w, r, false)
+	if err != nil {
 		return err
 	}
-	if b.Step == nil && b.Description == nil {
+	var (
+		step        *int64
+		description *string
+	)
+	for _, m := range members {
+		switch m.key {
+		case "step":
+			var n int64
+			n, err = wholeField(m, 1, segment.MaxStep, false)
+			step = &n
+		case "description":
+			var d string
+			d, err = stringField(m)
+			description = &d
+		case "tag", "max_id":
+			err = apiErrorf(http.StatusBadRequest, codeInvalid, "%s cannot be changed: PATCH takes step and description", m.key)
+		default:
+			err = apiErrorf(http.StatusBadRequest, codeInvalid, "unknown key %q: PATCH takes step and description", clip(m.key))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if step == nil && description == nil {
 		return apiErrorf(http.StatusBadRequest, codeInvalid, "nothing to change: give step or description")
 	}
-	if err := a.Update(r.Context(), tag, b.Step, b.Description); err != nil {
+	if err := a.Update(r.Context(), tag, step, description); err != nil {
 		return err
 	}
 	row, err := s.tagRow(r.Context(), a, tag)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, row)
+	writeJSON(w, http.StatusOK, newTagJSON(row))
 	return nil
 }
 
@@ -656,7 +710,11 @@ func (s *Server) handleLeafSegment(w http.ResponseWriter, r *http.Request) error
 // LeafMonitorController does (timestamp in ms, as a string), plus the
 // datacenter and an RFC 3339 time.
 func (s *Server) handleLeafDecode(w http.ResponseWriter, r *http.Request) error {
-	in, p, err := s.decode(r.Header, query(r, "snowflakeId"), query(r, "as"))
+	text := query(r, "snowflakeId")
+	if text == "" {
+		return apiErrorf(http.StatusBadRequest, codeInvalid, "snowflakeId is required: /decodeSnowflakeId?snowflakeId=<id>")
+	}
+	in, p, err := s.decode(r.Header, text, query(r, "as"))
 	if err != nil {
 		return err
 	}
@@ -678,9 +736,10 @@ func (s *Server) handleTestClock(w http.ResponseWriter, r *http.Request) error {
 	if err := s.authorize(r.Header, "", false, true); err != nil {
 		return err
 	}
-	d, err := time.ParseDuration(r.URL.Query().Get("shift"))
+	shift := query(r, "shift")
+	d, err := time.ParseDuration(shift)
 	if err != nil {
-		return apiErrorf(http.StatusBadRequest, codeInvalid, "shift %q: %v", clip(r.URL.Query().Get("shift")), err)
+		return apiErrorf(http.StatusBadRequest, codeInvalid, "shift %q: %v", clip(shift), err)
 	}
 	off := s.clock.Shift(d)
 	s.log.Warn("server: TEST clock shifted", "by", d, "offset", off)

@@ -85,6 +85,9 @@ type reply struct {
 	body   string
 }
 
+// do sends a request to the fixture's server: a body, when not "", as
+// application/json unless header (name, value, …) sets another
+// Content-Type.
 func (f *fixture) do(t testing.TB, method, path string, body string, header ...string) reply {
 	t.Helper()
 	var rd io.Reader
@@ -94,6 +97,9 @@ func (f *fixture) do(t testing.TB, method, path string, body string, header ...s
 	req, err := http.NewRequest(method, f.http.URL+path, rd)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if body != "" { // a JSON body, unless the test says otherwise
+		req.Header.Set("Content-Type", "application/json")
 	}
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
@@ -188,8 +194,8 @@ func TestSegmentEndpoints(t *testing.T) {
 	wantError(t, f.do(t, "POST", "/v1/segment/tags", `{"tag":"x","step":10`), 400, codeInvalid, "bad JSON")
 	wantError(t, f.do(t, "POST", "/v1/segment/tags", `{"tag":"x","stepp":10}`), 400, codeInvalid, "stepp")
 	wantError(t, f.do(t, "POST", "/v1/segment/tags", `{"tag":"x","step":-3}`), 400, codeInvalid, "step -3")
-	wantError(t, f.do(t, "POST", "/v1/segment/tags", `{"tag":"x"} {"tag":"y"}`), 400, codeInvalid, "more than one")
-	wantError(t, f.do(t, "POST", "/v1/segment/tags", `{"description":"`+strings.Repeat("a", maxBody)+`"}`), 413, codeInvalid, "larger than")
+	wantError(t, f.do(t, "POST", "/v1/segment/tags", `{"tag":"x"} {"tag":"y"}`), 400, codeInvalid, "data after the object")
+	wantError(t, f.do(t, "POST", "/v1/segment/tags", `{"description":"`+strings.Repeat("a", maxBody)+`"}`), 413, codeBodyTooLarge, "larger than")
 	r = f.do(t, "PATCH", "/v1/segment/tags/chat", `{"step":500}`)
 	if r.status != 200 || !strings.Contains(r.body, `"step":500`) {
 		t.Fatalf("set step: %d %s", r.status, r.body)

@@ -9,10 +9,6 @@ import (
 	"github.com/flakeid/flakeid/segment"
 )
 
-// codePrecondition answers an operation the state does not allow yet (a
-// resume while the store is still behind).
-const codePrecondition = "failed_precondition"
-
 // segmentsRefused is why segment tags are refused (their stores went
 // backwards; see segment.ErrRegressed), naming each, or nil.
 func (s *Server) segmentsRefused() error {
@@ -31,17 +27,13 @@ func (s *Server) segmentsRefused() error {
 		len(errs), strings.Join(msgs, "; "))
 }
 
-// resumeBody is the JSON body of POST /v1/segment/tags/{tag}/resume: Floor
-// 0 (or no body) only checks that the store is back above what this node
-// fetched; a Floor first raises the tag's max_id to it (see
-// segment.Allocator.Resume).
-type resumeBody struct {
-	Floor int64 `json:"floor"`
-}
-
 // handleTagsResume serves a tag refused because its store went backwards
-// again, once the store is fixed; it answers the tag's row. A store still
-// behind is 409 failed_precondition, naming both values.
+// again, once the store is fixed; it answers the tag's row. The body is
+// optional: none (or {}) only checks that the store is back above what this
+// node fetched; {"floor": N} (a number or a string of digits) first raises
+// the tag's max_id to N (see segment.Allocator.Resume). Any other key is a
+// 400 naming it. A store still behind is 409 failed_precondition, naming
+// both values.
 func (s *Server) handleTagsResume(w http.ResponseWriter, r *http.Request) error {
 	a, err := s.segments()
 	if err != nil {
@@ -54,13 +46,20 @@ func (s *Server) handleTagsResume(w http.ResponseWriter, r *http.Request) error 
 	if err := segment.ValidName(tag); err != nil {
 		return err
 	}
-	var b resumeBody
-	if r.ContentLength != 0 {
-		if err := readBody(r, &b); err != nil {
+	members, err := readObject(w, r, true)
+	if err != nil {
+		return err
+	}
+	var floor int64
+	for _, m := range members {
+		if m.key != "floor" {
+			return apiErrorf(http.StatusBadRequest, codeInvalid, "unknown key %q: resume takes floor (or no body)", clip(m.key))
+		}
+		if floor, err = wholeField(m, 0, maxID, true); err != nil {
 			return err
 		}
 	}
-	if err := a.Resume(r.Context(), tag, b.Floor); err != nil {
+	if err := a.Resume(r.Context(), tag, floor); err != nil {
 		if errors.Is(err, segment.ErrRegressed) {
 			return apiErrorf(http.StatusConflict, codePrecondition, "%v", err)
 		}
@@ -70,6 +69,6 @@ func (s *Server) handleTagsResume(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, row)
+	writeJSON(w, http.StatusOK, newTagJSON(row))
 	return nil
 }

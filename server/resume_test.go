@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/flakeid/flakeid/segment"
 )
 
 // TestSegmentStoreWentBackwards: a tag whose store went backwards answers
@@ -61,7 +59,8 @@ func TestSegmentStoreWentBackwards(t *testing.T) {
 	var st statusJSON
 	if r := f.do(t, "GET", "/v1/status", "", as(shop)...); json.Unmarshal([]byte(r.body), &st) != nil ||
 		st.Ready || !strings.Contains(st.Reason, `"orders"`) || len(st.Segments) != 1 ||
-		!strings.Contains(st.Segments[0].Refused, "went backwards") || st.Segments[0].HighMark != high {
+		!strings.Contains(st.Segments[0].Refused, "went backwards") || st.Segments[0].HighMark != high ||
+		!strings.Contains(r.body, `"high_mark":"`+strconv.FormatInt(high, 10)+`"`) { // a bound is a string
 		t.Fatalf("status: %s", r.body)
 	}
 	metricsHave := func(want ...string) {
@@ -82,6 +81,10 @@ func TestSegmentStoreWentBackwards(t *testing.T) {
 	wantError(t, f.do(t, "POST", resume, "", as(admin)...), 409, codePrecondition, "below "+strconv.FormatInt(high, 10))
 	wantError(t, f.do(t, "POST", resume, `{"floor":5}`, as(admin)...), 400, codeInvalid, "floor 5")
 	wantError(t, f.do(t, "POST", resume, `{"flor":5}`, as(admin)...), 400, codeInvalid, "flor")
+	wantError(t, f.do(t, "POST", resume, `{"floor":5,"floor":6}`, as(admin)...), 400, codeInvalid, `"floor" is given twice`)
+	wantError(t, f.do(t, "POST", resume, `{"floor":"x"}`, as(admin)...), 400, codeInvalid, `floor "x" is not a whole number`)
+	wantError(t, f.do(t, "POST", resume, `{"floor":-1}`, as(admin)...), 400, codeInvalid, "floor -1 is out of range")
+	wantError(t, f.do(t, "POST", resume, `{"floor":5}`, append(as(admin), "Content-Type", "text/plain")...), 415, codeMediaType, "text/plain")
 	wantError(t, f.do(t, "POST", "/v1/segment/tags/nope/resume", "", as(admin)...), 404, codeNotFound, "nope")
 	if r := f.do(t, "GET", "/readyz", ""); r.status != 503 {
 		t.Fatalf("readyz after refused resumes: %d", r.status)
@@ -89,8 +92,10 @@ func TestSegmentStoreWentBackwards(t *testing.T) {
 
 	floor := high + 1000
 	r = f.do(t, "POST", resume, fmt.Sprintf(`{"floor":%d}`, floor), as(admin)...)
-	var row segment.Tag
-	if r.status != 200 || json.Unmarshal([]byte(r.body), &row) != nil || row.Name != "orders" || row.MaxID < floor {
+	var row tagJSON
+	if r.status != 200 || json.Unmarshal([]byte(r.body), &row) != nil || row.Tag != "orders" || row.MaxID < floor ||
+		!strings.Contains(r.body, `"max_id":"`) { // an ID is a string
+
 		t.Fatalf("resume: %d %s", r.status, r.body)
 	}
 	if r := f.do(t, "GET", "/readyz", ""); r.status != 200 {

@@ -49,9 +49,38 @@ type Config struct {
 	// ShutdownTimeout bounds the graceful drain of in-flight requests.
 	// Range 0–5m. Default 10s.
 	ShutdownTimeout time.Duration `json:"shutdown_timeout"`
-	// ReadHeaderTimeout bounds reading a request's headers. Range 1s–5m.
-	// Default 10s.
+	// ReadHeaderTimeout bounds reading a request's headers. Range 1s–5m,
+	// at most ReadTimeout. Default 10s.
 	ReadHeaderTimeout time.Duration `json:"read_header_timeout"`
+	// ReadTimeout bounds reading a whole request, headers and body, from
+	// its first byte: a client that sends slower has its connection closed
+	// (HTTP/1) or its request body cut off (HTTP/2). Range 1s–5m. Default
+	// 10s.
+	ReadTimeout time.Duration `json:"read_timeout"`
+	// WriteTimeout bounds handling and writing one request's answer, from
+	// the end of reading its headers; an answer not written by then is cut
+	// off. A stream
+	// (StreamSnowflake, gRPC health Watch) instead has its deadline set to
+	// now + WriteTimeout before each message and lifted once the message
+	// is out, so it lasts as long as the client keeps reading. Range 1s–10m.
+	// Default 30s.
+	WriteTimeout time.Duration `json:"write_timeout"`
+	// IdleTimeout is how long a keep-alive connection (HTTP/1.1, or
+	// HTTP/2 with no request in flight) may stay idle before the server
+	// closes it. Range 1s–1h. Default 30s.
+	IdleTimeout time.Duration `json:"idle_timeout"`
+	// MaxConns is the most connections open at once on a listener served by
+	// Serve, idle keep-alive ones included. Beyond it a new connection is
+	// accepted, answered "503 Service Unavailable" (JSON error code
+	// unavailable, Retry-After: 1) and closed; with TLS it is closed at
+	// once. Range 1–1,000,000. Default 1024.
+	MaxConns int `json:"max_conns"`
+	// MetricsMaxTags is how many distinct segment tags get a tag label of
+	// their own in the metrics (first come, first served); the IDs and
+	// buffers of the others are counted under tag="(other)", so that
+	// auto-created tags cannot grow the metrics without bound. Range
+	// 0–100,000. Default 1000.
+	MetricsMaxTags int `json:"metrics_max_tags"`
 	// Mask hands out masked (non-guessable) IDs, globally or per segment
 	// tag, and lets decode read them; see MaskConfig. Default off.
 	Mask MaskConfig `json:"mask"`
@@ -75,7 +104,8 @@ type Token struct {
 	Unmask bool `json:"unmask"`
 }
 
-// DefaultConfig returns the defaults.
+// DefaultConfig returns the defaults. A zero Config is not valid: start
+// from DefaultConfig and change what differs.
 func DefaultConfig() Config {
 	return Config{
 		Listen:            "127.0.0.1:8080",
@@ -83,6 +113,11 @@ func DefaultConfig() Config {
 		StreamBatch:       4096,
 		ShutdownTimeout:   10 * time.Second,
 		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       30 * time.Second,
+		MaxConns:          1024,
+		MetricsMaxTags:    1000,
 	}
 }
 
@@ -108,6 +143,18 @@ func (c Config) Validate() error {
 		return bad("shutdown timeout %v, want 0–5m", c.ShutdownTimeout)
 	case c.ReadHeaderTimeout < time.Second || c.ReadHeaderTimeout > 5*time.Minute:
 		return bad("read header timeout %v, want 1s–5m", c.ReadHeaderTimeout)
+	case c.ReadTimeout < time.Second || c.ReadTimeout > 5*time.Minute:
+		return bad("read timeout %v, want 1s–5m", c.ReadTimeout)
+	case c.ReadHeaderTimeout > c.ReadTimeout:
+		return bad("read header timeout %v is longer than the read timeout %v, which bounds the whole request", c.ReadHeaderTimeout, c.ReadTimeout)
+	case c.WriteTimeout < time.Second || c.WriteTimeout > 10*time.Minute:
+		return bad("write timeout %v, want 1s–10m", c.WriteTimeout)
+	case c.IdleTimeout < time.Second || c.IdleTimeout > time.Hour:
+		return bad("idle timeout %v, want 1s–1h", c.IdleTimeout)
+	case c.MaxConns < 1 || c.MaxConns > 1_000_000:
+		return bad("max conns %d, want 1–1,000,000", c.MaxConns)
+	case c.MetricsMaxTags < 0 || c.MetricsMaxTags > 100_000:
+		return bad("metrics max tags %d, want 0–100,000", c.MetricsMaxTags)
 	}
 	if err := c.Mask.validate(); err != nil {
 		return bad("%v", err)
@@ -216,23 +263,45 @@ func New(o Options) (*Server, error) {
 		return nil, err
 	}
 	s.metrics = m
-	s.handler = s.routes()
+	s.handler = s.streamDeadlines(s.routes())
 	return s, nil
 }
 
 // Handler is the server's whole HTTP handler: the JSON API, the Leaf paths,
-// the Connect/gRPC services, health, readiness and metrics.
+// the Connect/gRPC services, health, readiness and metrics. A streaming
+// RPC's writer moves the connection's write deadline to now + WriteTimeout
+// before each message and lifts it once the message is out (see
+// Config.WriteTimeout), so a stream is not cut off at WriteTimeout by a
+// server that sets one.
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Serve serves on ln until ctx ends, then drains in-flight requests (up to
 // ShutdownTimeout). The caller closes the node afterwards, which releases
 // the lease.
+//
+// Connections are bounded as Config says: a request must arrive within
+// ReadTimeout (its headers within ReadHeaderTimeout), an answer be written
+// within WriteTimeout, and a keep-alive connection is closed after
+// IdleTimeout idle, over HTTP/1.1 and HTTP/2 (h2c included) alike. A stream
+// (StreamSnowflake, gRPC health Watch) holds the write deadline only while
+// it writes a message, each time for WriteTimeout from the start of the
+// write, so it runs as long as the client reads. At most MaxConns
+// connections are open on ln at once; those beyond are answered 503 and
+// closed (under TLS, closed).
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	lim := newConnLimiter(ln, s.cfg.MaxConns, s.cfg.TLSCert != "", s.metrics, s.log)
+	defer lim.wait()
 	hs := &http.Server{
 		Handler:           s.handler,
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-		Protocols:         new(http.Protocols),
+		ReadTimeout:       s.cfg.ReadTimeout,
+		WriteTimeout:      s.cfg.WriteTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout, // HTTP/2 takes it too
+		// HTTP/2 bounds each stream's answer by WriteTimeout; a connection
+		// on which nothing can be written for as long is closed.
+		HTTP2:     &http.HTTP2Config{WriteByteTimeout: s.cfg.WriteTimeout},
+		ErrorLog:  slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		Protocols: new(http.Protocols),
 	}
 	hs.Protocols.SetHTTP1(true)
 	if s.cfg.TLSCert != "" {
@@ -244,9 +313,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	go func() {
 		var err error
 		if s.cfg.TLSCert != "" {
-			err = hs.ServeTLS(ln, s.cfg.TLSCert, s.cfg.TLSKey)
+			err = hs.ServeTLS(lim, s.cfg.TLSCert, s.cfg.TLSKey)
 		} else {
-			err = hs.Serve(ln)
+			err = hs.Serve(lim)
 		}
 		errc <- err
 	}()
@@ -320,7 +389,7 @@ func (s *Server) nextSegment(ctx context.Context, tag string, n int64, dst []seg
 	if err != nil {
 		return nil, err
 	}
-	s.metrics.issued.WithLabelValues("segment", tag).Add(float64(n))
+	s.metrics.segmentIssued(tag).Add(float64(n))
 	return spans, nil
 }
 

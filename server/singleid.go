@@ -45,7 +45,8 @@ func pathName(r *http.Request, prefix, suffix string) string {
 // wildcard's value on every request. It takes only plain GETs of clean,
 // unescaped paths; anything else goes to the mux, which routes the same
 // patterns to the same handlers, so the answers do not depend on which one
-// served the request.
+// served the request. (A HEAD, which the mux lets a GET pattern take,
+// reaches the same handlers and is refused there: see endpoint.)
 func singleIDPaths(mux *http.ServeMux, routes ...singleIDRoute) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet && r.URL.RawPath == "" {

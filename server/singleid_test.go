@@ -50,7 +50,7 @@ func TestSingleIDPathsMatchMux(t *testing.T) {
 		{"GET", "/api/segment/get/", 404, `"code"`},
 		{"GET", "/v1/segment//next", 307, ""}, // unclean: the mux redirects
 		{"GET", "/api/segment/get/a/b", 404, `"code"`},
-		{"GET", "/api/segment/get/a%2Fb", 404, `a/b`}, // one segment with an escaped slash: through the mux, tag "a/b"
+		{"GET", "/api/segment/get/a%2Fb", 400, `invalid tag: tag \"a/b\" has '/'`}, // one segment with an escaped slash: through the mux, tag "a/b", which no tag may be
 		{"GET", "/api/segment/get/nosuchtag", 404, "nosuchtag"},
 		{"POST", "/api/segment/get/orders", 405, `"code"`},
 		{"POST", "/api/snowflake/get/x", 405, `"code"`},

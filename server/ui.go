@@ -89,8 +89,13 @@ func (s *Server) uiRoutes(mux *http.ServeMux) {
 		w.Header().Set("Location", "ui/")
 		w.WriteHeader(http.StatusMovedPermanently)
 	})
-	mux.Handle("GET /v1/layout", s.instrument("/v1/layout", s.handleLayout))
+	// The calculator keeps the API's query rules: its parameters only,
+	// each once, none empty.
+	mux.Handle("GET /v1/layout", s.instrument("/v1/layout", endpoint{path: "/v1/layout", params: layoutParams}.checked(s.handleLayout)))
 }
+
+// layoutParams are the query parameters of GET /v1/layout.
+var layoutParams = []string{"preset", "time_bits", "datacenter_bits", "worker_bits", "sequence_bits", "epoch", "unit"}
 
 // layoutJSON is the answer of /v1/layout.
 type layoutJSON struct {
@@ -124,8 +129,8 @@ type layoutJSON struct {
 // preset (default, twitter, sonyflake, jssafe) gives the starting layout,
 // "default" when absent, and each parameter given replaces its field. An
 // impossible layout is a 200 with valid false and the library's error; a
-// value that is not a number, a time or a duration is a 400. No token is
-// needed: it only computes.
+// width that is not a whole number from 0 to 63, or a value that is not a
+// time or a duration, is a 400. No token is needed: it only computes.
 func (s *Server) handleLayout(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	l, err := snowflake.Preset(q.Get("preset"))
@@ -140,11 +145,11 @@ func (s *Server) handleLayout(w http.ResponseWriter, r *http.Request) error {
 		if v == "" {
 			continue
 		}
-		n, err := strconv.Atoi(v)
+		n, err := wholeNumber(f.key, v, 0, 63)
 		if err != nil {
-			return apiErrorf(http.StatusBadRequest, codeInvalid, "%s %q is not a whole number", f.key, clip(v))
+			return err
 		}
-		*f.dst = n
+		*f.dst = int(n)
 	}
 	if v := strings.TrimSpace(q.Get("epoch")); v != "" {
 		t, err := parseEpoch(v)

@@ -20,6 +20,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/flakeid/flakeid/idmask"
+	"github.com/flakeid/flakeid/segment"
 	"github.com/flakeid/flakeid/snowflake"
 )
 
@@ -55,7 +56,7 @@ func chromiumPath(t *testing.T) string {
 func browser(t *testing.T) (context.Context, func() []string) {
 	t.Helper()
 	path := chromiumPath(t)
-	var out lockedBuffer
+	var out browserOutput
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
 		chromedp.ExecPath(path),
 		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
@@ -126,19 +127,19 @@ func browser(t *testing.T) (context.Context, func() []string) {
 	}
 }
 
-// lockedBuffer is the browser's output, written by chromedp's goroutine.
-type lockedBuffer struct {
+// browserOutput is the browser's output, written by chromedp's goroutine.
+type browserOutput struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
+func (l *browserOutput) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
 }
-func (l *lockedBuffer) Len() int { l.mu.Lock(); defer l.mu.Unlock(); return l.b.Len() }
-func (l *lockedBuffer) String() string {
+func (l *browserOutput) Len() int { l.mu.Lock(); defer l.mu.Unlock(); return l.b.Len() }
+func (l *browserOutput) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
@@ -471,6 +472,140 @@ func TestUIBrowserAmbiguous(t *testing.T) {
 	step(t, ctx, "decoding it as masked", 10*time.Second,
 		chromedp.SetValue(chromedp.ID("decode-as"), "masked"), chromedp.Click(chromedp.ID("decode-btn")))
 	waitJS(t, ctx, "the masked reading", textIs("d-id", strconv.FormatInt(internal, 10))+` && document.getElementById("decode-error").hidden`, 5*time.Second)
+	if errs := jsErrors(); len(errs) > 0 {
+		t.Fatalf("JavaScript errors: %v", errs)
+	}
+}
+
+// TestUIBrowserBigIDsAndLongNames: the segment card shows bounds above
+// 2^53 with every digit (a JavaScript number would round them), as first –
+// last ID; a tag name of 128 characters stays inside its card, and the card
+// inside its grid column; the decode and token boxes show their whole
+// placeholders; at desktop and phone widths alike.
+func TestUIBrowserBigIDsAndLongNames(t *testing.T) {
+	ctx, jsErrors := browser(t)
+	f := newFixture(t, nil)
+	const big = "big-ids"
+	createBigTag(t, f, big)
+	long := strings.Repeat("long_tag.name:", 10)[:127] + "z" // no hyphen: nothing to break at
+	if len(long) != 128 {
+		t.Fatalf("long name of %d characters", len(long))
+	}
+	if err := f.mem.Create(context.Background(), segment.Tag{Name: long, Step: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tag := range []string{big, long} {
+		if r := f.do(t, "GET", "/v1/segment/"+tag+"/next?count=3", ""); r.status != 200 {
+			t.Fatalf("next of %s: %d %s", tag, r.status, r.body)
+		}
+	}
+	stats := func(tag string) segment.TagStats {
+		for _, s := range f.segs.Stats() {
+			if s.Tag == tag {
+				return s
+			}
+		}
+		t.Fatalf("tag %s is not loaded", tag)
+		return segment.TagStats{}
+	}
+	// A range shows as its first and last ID, the bound as it is.
+	shown := func(r segment.Range) string { return fmt.Sprintf("%d\u00a0– %d", r.Start, r.End-1) }
+	seg := func(tag, cls string) string {
+		return fmt.Sprintf(`document.querySelector('#segments .seg[data-tag=%q] .%s').textContent`, tag, cls)
+	}
+	st := stats(big)
+	if st.Current.Start != bigMaxID || st.Next.Len() != 0 {
+		t.Fatalf("%s: %+v", big, st)
+	}
+	if s := strconv.FormatFloat(float64(st.Current.End-1), 'f', -1, 64); s == strconv.FormatInt(st.Current.End-1, 10) {
+		t.Fatalf("the test's bound %s fits a float64", s)
+	}
+
+	step(t, ctx, "loading /ui/", 20*time.Second, chromedp.Navigate(f.http.URL+"/ui/"))
+	waitJS(t, ctx, "the big tag's segment", fmt.Sprintf(`(() => { try { return %s === %q && %s === %q && /not fetched/.test(%s) && !document.querySelector('#segments .seg[data-tag=%q] .range-next'); } catch (e) { return false; } })()`,
+		seg(big, "range-current"), shown(st.Current), seg(big, "high-mark"), strconv.FormatInt(st.HighMark, 10), seg(big, "seg-rows"), big), 10*time.Second)
+
+	// Past the prefetch point the next segment shows, every digit of it.
+	if r := f.do(t, "GET", "/v1/segment/"+big+"/next?count="+strconv.FormatInt(st.Current.Len()*3/4, 10), ""); r.status != 200 {
+		t.Fatalf("next: %d %s", r.status, r.body)
+	}
+	for deadline := time.Now().Add(10 * time.Second); st.Next.Len() == 0; time.Sleep(time.Millisecond) {
+		if st = stats(big); time.Now().After(deadline) {
+			t.Fatal("no prefetched segment")
+		}
+	}
+	waitJS(t, ctx, "the big tag's next segment", fmt.Sprintf(`(() => { try { return %s === %q && %s === %q; } catch (e) { return false; } })()`,
+		seg(big, "range-next"), shown(st.Next), seg(big, "high-mark"), strconv.FormatInt(st.HighMark, 10)), 10*time.Second)
+
+	// The layout at several widths: three columns, two, one, a phone.
+	const measure = `(() => {
+		const main = document.querySelector("main");
+		const card = document.getElementById("segments-card");
+		const seg = document.querySelector('#segments .seg[data-tag="` + "%s" + `"]');
+		const tag = seg.querySelector(".seg-tag");
+		const ctx = document.createElement("canvas").getContext("2d");
+		// A placeholder's width in its box's font, and the box's room for it.
+		const box = (id) => {
+			const input = document.getElementById(id), cs = getComputedStyle(input);
+			ctx.font = cs.font;
+			return { id: id, placeholder: input.placeholder, width: ctx.measureText(input.placeholder).width,
+				room: input.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight),
+				scroll: input.scrollWidth, client: input.clientWidth };
+		};
+		const tracks = getComputedStyle(main).gridTemplateColumns.split(" ").map(parseFloat);
+		return JSON.stringify({
+			column: Math.max(...tracks), columns: tracks.length,
+			card: card.getBoundingClientRect().width, cardScroll: card.scrollWidth, cardClient: card.clientWidth,
+			cardRight: card.getBoundingClientRect().right, tagRight: tag.getBoundingClientRect().right,
+			segRight: seg.getBoundingClientRect().right, tagText: tag.textContent, tagTitle: tag.title,
+			page: document.documentElement.scrollWidth, viewport: document.documentElement.clientWidth,
+			boxes: [box("decode-input"), box("token-input")],
+		});
+	})()`
+	for _, width := range []int64{1360, 1000, 760, 360} {
+		step(t, ctx, fmt.Sprintf("a %d px wide window", width), 10*time.Second, chromedp.EmulateViewport(width, 960))
+		waitJS(t, ctx, "the layout at the new width", fmt.Sprintf(`document.documentElement.clientWidth === %d`, width), 5*time.Second)
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		raw, err := chromedp.Run(sctx, chromedp.Evaluate[string](fmt.Sprintf(measure, long)))
+		cancel()
+		if err != nil {
+			t.Fatalf("%d px: measuring: %v", width, err)
+		}
+		var m struct {
+			Column, Card, CardRight, TagRight, SegRight     float64
+			Columns, CardScroll, CardClient, Page, Viewport int
+			TagText, TagTitle                               string
+			Boxes                                           []struct {
+				ID, Placeholder string
+				Width, Room     float64
+				Scroll, Client  int
+			}
+		}
+		if err := json.Unmarshal([]byte(raw), &m); err != nil {
+			t.Fatalf("%d px: %v: %s", width, err, raw)
+		}
+		t.Logf("%d px: %s", width, raw)
+		if m.Card > m.Column+0.5 || m.CardScroll > m.CardClient {
+			t.Errorf("%d px: the segment card is %.1f px wide (content %d of %d px) in a %.1f px column", width, m.Card, m.CardScroll, m.CardClient, m.Column)
+		}
+		if m.TagRight > m.CardRight+0.5 || m.SegRight > m.CardRight+0.5 {
+			t.Errorf("%d px: the 128-character tag name ends at %.1f px, its buffer at %.1f px, the card at %.1f px", width, m.TagRight, m.SegRight, m.CardRight)
+		}
+		if m.TagText != long || m.TagTitle != long {
+			t.Errorf("%d px: the tag shows %q (title %q), want all of %q", width, m.TagText, m.TagTitle, long)
+		}
+		if m.Page > m.Viewport {
+			t.Errorf("%d px: the page is %d px wide: it scrolls sideways", width, m.Page)
+		}
+		// The placeholder's text measured in the box's font: Chromium's
+		// scrollWidth of an empty input does not count its placeholder.
+		for _, b := range m.Boxes {
+			if b.Placeholder == "" || b.Width > b.Room || b.Scroll > b.Client {
+				t.Errorf("%d px: the placeholder of #%s, %q, is %.1f px wide in a %.1f px box (scroll %d of %d px)",
+					width, b.ID, b.Placeholder, b.Width, b.Room, b.Scroll, b.Client)
+			}
+		}
+	}
 	if errs := jsErrors(); len(errs) > 0 {
 		t.Fatalf("JavaScript errors: %v", errs)
 	}

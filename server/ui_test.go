@@ -2,8 +2,11 @@ package server
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
+	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -76,6 +79,63 @@ func TestUIAssets(t *testing.T) {
 	}
 }
 
+// jsonKeys are the JSON keys of a struct type's fields.
+func jsonKeys(t reflect.Type) map[string]bool {
+	out := map[string]bool{}
+	for f := range t.Fields() {
+		if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" {
+			out[name] = true
+		}
+	}
+	return out
+}
+
+// TestUIReadsStatus: the console reads only keys that /v1/status has (its
+// wire structs), and never turns a value into a JavaScript number with
+// Number(), parseInt() or parseFloat(): IDs and bounds are strings of up to
+// 19 digits and stay strings.
+func TestUIReadsStatus(t *testing.T) {
+	f := newFixture(t, nil)
+	js := f.do(t, "GET", "/ui/ui.js", "").body
+	if js == "" {
+		t.Fatal("no ui.js")
+	}
+	// fn is the text of one of ui.js's functions (two-space indented).
+	fn := func(name string) string {
+		t.Helper()
+		m := regexp.MustCompile(`(?s)\n  function ` + name + `\(.*?\n  \}\n`).FindString(js)
+		if m == "" {
+			t.Fatalf("ui.js has no function %s", name)
+		}
+		return m
+	}
+	for _, c := range []struct {
+		what, text, variable string
+		keys                 map[string]bool
+	}{
+		{"status", js, "st", jsonKeys(reflect.TypeFor[statusJSON]())},
+		{"status.snowflake", js, "sf", jsonKeys(reflect.TypeFor[snowflakeStatusJSON]())},
+		{"status.snowflake_totals", js, "tot", jsonKeys(reflect.TypeFor[snowflakeTotalsJSON]())},
+		{"status.segments[]", fn("renderSegments"), "s", jsonKeys(reflect.TypeFor[segmentStatusJSON]())},
+		{"status.mask", fn("maskingText"), "m", jsonKeys(reflect.TypeFor[maskStatusJSON]())},
+		{"a segment range", fn("rangeLen") + fn("fmtRange"), "r", jsonKeys(reflect.TypeFor[segmentRangeJSON]())},
+	} {
+		var read []string
+		for _, m := range regexp.MustCompile(`\b`+c.variable+`\.([a-zA-Z_]+)`).FindAllStringSubmatch(c.text, -1) {
+			read = append(read, m[1])
+			if !c.keys[m[1]] {
+				t.Errorf("ui.js reads %s.%s, which %s does not have (it has %v)", c.variable, m[1], c.what, slices.Sorted(maps.Keys(c.keys)))
+			}
+		}
+		if len(read) == 0 {
+			t.Errorf("ui.js reads nothing of %s through %q: the test's patterns are stale", c.what, c.variable)
+		}
+	}
+	if m := regexp.MustCompile(`\b(Number|parseInt|parseFloat)\(`).FindString(js); m != "" {
+		t.Errorf("ui.js converts with %s…): IDs are shown from their strings (BigInt for arithmetic)", m)
+	}
+}
+
 // TestLayoutEndpoint: /v1/layout answers the library's numbers, valid or
 // not, and 400 for values that are not numbers, times or durations.
 func TestLayoutEndpoint(t *testing.T) {
@@ -113,8 +173,8 @@ func TestLayoutEndpoint(t *testing.T) {
 		!strings.Contains(bad.Error, "37 + datacenter 0 + worker 20 + sequence 16 = 73 bits overflows the 63 bits below the sign bit by 10") {
 		t.Errorf("37/0/20/16: %+v", bad)
 	}
-	if got := get("time_bits=70"); got.Valid || !strings.Contains(got.Error, "time bits = 70") {
-		t.Errorf("70 time bits: %+v", got)
+	if got := get("time_bits=63&datacenter_bits=1"); got.Valid || !strings.Contains(got.Error, "overflows") {
+		t.Errorf("63 time bits and a datacenter bit: %+v", got)
 	}
 	if got := get("unit=500ns"); got.Valid || !strings.Contains(got.Error, "time unit 500ns") {
 		t.Errorf("unit 500ns: %+v", got)
@@ -129,9 +189,15 @@ func TestLayoutEndpoint(t *testing.T) {
 	}
 
 	for q, mention := range map[string]string{
-		"time_bits=abc":                      "time_bits",
+		"time_bits=abc":                      `time_bits "abc" is not a whole number: want 0 to 63`,
 		"worker_bits=1.5":                    "worker_bits",
-		"sequence_bits=99999999999999999999": "sequence_bits",
+		"time_bits=70":                       "time_bits 70 is out of range: want 0 to 63",
+		"datacenter_bits=-1":                 "datacenter_bits -1 is out of range: want 0 to 63",
+		"sequence_bits=99999999999999999999": "sequence_bits 99999999999999999999 is out of range: want 0 to 63",
+		"epoch=":                             "epoch is empty",
+		"unit=1ms&unit=2ms":                  "unit is given twice",
+		"Unit=1ms":                           "names are case-sensitive: unit",
+		"bits=41":                            "/v1/layout takes preset, time_bits",
 		"epoch=yesterday":                    "epoch",
 		"epoch=99999999999999999":            "epoch",
 		"unit=fast":                          "unit",

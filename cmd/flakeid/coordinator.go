@@ -101,17 +101,13 @@ func (f *coordFlags) testClock() *shiftClock {
 // open returns the coordinator the flags name and a function that closes its
 // client; the default is a file under the data directory.
 func (f *coordFlags) open(ctx context.Context, data *dataFlags) (worker.Coordinator, func() error, error) {
-	raw := f.Coordinator
-	if raw == "" {
-		dir, err := data.dir()
-		if err != nil {
-			return nil, nil, err
-		}
-		raw = "file://" + filepath.Join(dir, "workers.db")
+	raw, err := f.url(data)
+	if err != nil {
+		return nil, nil, err
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--coordinator %q: %w", raw, err)
+		return nil, nil, fmt.Errorf("--coordinator is not a URL: %w", urlParseError(err))
 	}
 	switch strings.ToLower(u.Scheme) {
 	case "file":
@@ -129,6 +125,19 @@ func (f *coordFlags) open(ctx context.Context, data *dataFlags) (worker.Coordina
 		return w, closeDir, nil
 	}
 	return openRemote(ctx, u)
+}
+
+// url is --coordinator, or the default: workers.db under the data
+// directory.
+func (f *coordFlags) url(data *dataFlags) (string, error) {
+	if f.Coordinator != "" {
+		return f.Coordinator, nil
+	}
+	dir, err := data.dir()
+	if err != nil {
+		return "", err
+	}
+	return "file://" + filepath.Join(dir, "workers.db"), nil
 }
 
 // leaseConfig is the worker.Config for the flags and a layout: its worker

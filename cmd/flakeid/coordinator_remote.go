@@ -28,7 +28,7 @@ func openRemote(ctx context.Context, u *url.URL) (worker.Coordinator, func() err
 	switch strings.ToLower(u.Scheme) {
 	case "etcd":
 		if u.Host == "" {
-			return nil, nil, fmt.Errorf("--coordinator %q: no etcd endpoint", u.Redacted())
+			return nil, nil, fmt.Errorf("--coordinator %q: no etcd endpoint", redactedURL(u))
 		}
 		var endpoints []string
 		for _, h := range strings.Split(u.Host, ",") {
@@ -36,7 +36,7 @@ func openRemote(ctx context.Context, u *url.URL) (worker.Coordinator, func() err
 		}
 		w, err := etcd.Dial(ctx, endpoints, u.Path, etcd.WithRegistry(u.Query().Get("registry")))
 		if err != nil {
-			return nil, nil, fmt.Errorf("--coordinator %q: %w", u.Redacted(), err)
+			return nil, nil, fmt.Errorf("--coordinator %q: %w", redactedURL(u), err)
 		}
 		return w, w.Close, nil
 	case "postgres", "postgresql", "mysql":
@@ -58,20 +58,21 @@ func openRemote(ctx context.Context, u *url.URL) (worker.Coordinator, func() err
 		v.RawQuery = q.Encode()
 		opts, err := goredis.ParseURL(v.String())
 		if err != nil {
-			return nil, nil, fmt.Errorf("--coordinator %q: %w", u.Redacted(), err)
+			return nil, nil, fmt.Errorf("--coordinator %q: %w", redactedURL(u), err)
 		}
 		opts.ContextTimeoutEnabled = true
 		client := goredis.NewClient(opts)
 		return redis.NewWorkers(client, prefix, redis.WithRegistry(registry)), client.Close, nil
 	}
-	return nil, nil, fmt.Errorf("--coordinator %q: unknown scheme %q (want file, etcd, redis, postgres or mysql)", u.Redacted(), u.Scheme)
+	return nil, nil, fmt.Errorf("--coordinator %q: unknown scheme %q (want file, etcd, redis, postgres or mysql)", redactedURL(u), u.Scheme)
 }
 
-// sqlDSN turns a postgres:// or mysql:// coordinator URL into the driver's
-// DSN and the table name it names (?table=, default "").
-func sqlDSN(u *url.URL) (dsn, table string, err error) {
+// sqlDSN turns a postgres:// or mysql:// URL of the flag (--coordinator,
+// --store) into the driver's DSN and the table name it names (?table=,
+// default "").
+func sqlDSN(flag string, u *url.URL) (dsn, table string, err error) {
 	if strings.TrimPrefix(u.Path, "/") == "" {
-		return "", "", fmt.Errorf("--coordinator %q: no database name in the path", u.Redacted())
+		return "", "", fmt.Errorf("%s %q: no database name in the path", flag, redactedURL(u))
 	}
 	q := u.Query()
 	table = q.Get("table")
@@ -109,22 +110,22 @@ func openSQL(ctx context.Context, u *url.URL) (*sqldb.Workers, func() error, err
 	q.Del("registry")
 	v := *u
 	v.RawQuery = q.Encode()
-	dsn, table, err := sqlDSN(&v)
+	dsn, table, err := sqlDSN("--coordinator", &v)
 	if err != nil {
 		return nil, nil, err
 	}
 	db, d, err := sqldb.OpenDB(dsn)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--coordinator %q: %w", u.Redacted(), err)
+		return nil, nil, fmt.Errorf("--coordinator %q: %w", redactedURL(u), err)
 	}
 	w, err := sqldb.NewWorkers(db, d, table, sqldb.WithRegistry(registry))
 	if err != nil {
 		db.Close()
-		return nil, nil, fmt.Errorf("--coordinator %q: %w", u.Redacted(), err)
+		return nil, nil, fmt.Errorf("--coordinator %q: %w", redactedURL(u), err)
 	}
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
-		return nil, nil, fmt.Errorf("%w: --coordinator %q: %w", worker.ErrUnavailable, u.Redacted(), err)
+		return nil, nil, fmt.Errorf("%w: --coordinator %q: %w", worker.ErrUnavailable, redactedURL(u), err)
 	}
 	return w, db.Close, nil
 }

@@ -3,6 +3,7 @@
 //	flakeid next -n 5                  # five IDs, one per line
 //	flakeid decode 1234567890123456789 # what is inside an ID
 //	flakeid layout --preset sonyflake  # what a layout can address, and until when
+//	flakeid --version                  # the version, commit and Go version of this build
 //
 // Every command takes the layout flags (--preset, --time-bits,
 // --datacenter-bits, --worker-bits, --sequence-bits, --epoch, --time-unit);
@@ -32,6 +33,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -59,7 +62,8 @@ func main() {
 
 // cli is the command line: one field per subcommand.
 type cli struct {
-	Config configFlag `placeholder:"FILE" env:"FLAKEID_CONFIG" help:"Read flag values from a JSON file whose keys are flag names with _ for -, e.g. {\"listen\": \"0.0.0.0:8080\", \"max_count\": 1000, \"coordinator\": \"etcd://10.0.0.1:2379\"}; flags and environment variables win over it. A key that is no flag is an error."`
+	Version versionFlag `help:"Print the version, the commit and the Go version it was built with, and exit."`
+	Config  configFlag  `placeholder:"FILE" env:"FLAKEID_CONFIG" help:"${config_help}"`
 
 	Serve   serveCmd   `cmd:"" help:"Run the ID service: HTTP/JSON (and Leaf's paths), Connect, gRPC, metrics."`
 	Next    nextCmd    `cmd:"" help:"Generate IDs and print them, one per line."`
@@ -110,7 +114,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 		var perr *kong.ParseError
 		if errors.As(err, &perr) && perr.Context != nil {
 			if sel := perr.Context.Selected(); sel != nil {
-				hint = "flakeid " + sel.Name + " --help"
+				hint = commandPath(sel) + " --help"
 			}
 		}
 		fmt.Fprintf(stderr, "Run %q for usage.\n", hint)
@@ -124,16 +128,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 		}
 		hint := "flakeid <command> --help"
 		if sel := kctx.Selected(); sel != nil {
-			hint = "flakeid " + sel.Path() + " --help"
+			hint = commandPath(sel) + " --help"
 		}
 		fmt.Fprintf(stderr, "Run %q for the variables it reads.\n", hint)
 		return exitUsage
 	}
 	if err := kctx.Run(); err != nil {
-		fmt.Fprintf(stderr, "flakeid %s: %v\n", kctx.Selected().Name, err)
+		fmt.Fprintf(stderr, "%s: %v\n", commandPath(kctx.Selected()), err)
 		return exitError
 	}
 	return exitOK
+}
+
+// commandPath is the command line that selects n, as a user types it:
+// "flakeid tags create" for the create command under tags (n may be a
+// command's argument node too; nil is the binary itself).
+func commandPath(n *kong.Node) string {
+	var names []string
+	for ; n != nil; n = n.Parent {
+		if n.Type == kong.CommandNode {
+			names = append(names, n.Name)
+		}
+	}
+	slices.Reverse(names)
+	return strings.Join(append([]string{"flakeid"}, names...), " ")
 }
 
 // newParser is the kong parser of c, the binary's command line, writing help
@@ -154,10 +172,98 @@ func newParser(ctx context.Context, c *cli, stdout, stderr io.Writer) (*kong.Kon
 			"presets":    strings.Join(snowflake.PresetNames(), ", "),
 			"max_count":  humanize.Thousands(maxCount),
 			"max_borrow": snowflake.DefaultMaxBorrow.String(),
+			// configHelpPrinter puts an example of the chosen command's
+			// own flags in its place.
+			"config_help": configHelp(nil),
 		},
+		kong.Help(configHelpPrinter),
+		kong.ValueFormatter(helpWithDefault),
 		kong.BindTo(ctx, (*context.Context)(nil)),
 		kong.Bind(&streams{stdout: stdout, stderr: stderr}),
 	)
+}
+
+// configHelpPrinter is kong's help with the --config flag's help made for
+// the command asked about: its example keys are flags of that command.
+func configHelpPrinter(options kong.HelpOptions, kctx *kong.Context) error {
+	for _, f := range kctx.Model.Flags {
+		if f.Name == "config" {
+			f.Help = configHelp(kctx)
+		}
+	}
+	return kong.DefaultHelpPrinter(options, kctx)
+}
+
+// configHelp is the help of --config for the command kctx selects (or for
+// no command in particular, when kctx is nil or selects none), with an
+// example of a file made of up to three of that command's own flags.
+func configHelp(kctx *kong.Context) string {
+	const (
+		rule  = "Read flag values from a JSON file whose keys are flag names with _ for -"
+		after = "; flags and environment variables win over it. A key that is no flag of any command is an error " +
+			"(keys of other commands' flags are ignored, so one file can serve several commands)."
+	)
+	if kctx == nil || kctx.Selected() == nil {
+		return rule + ", e.g. {\"data_dir\": \"/var/lib/flakeid\", \"coordinator\": \"etcd://10.0.0.1:2379\"}" + after
+	}
+	has := map[string]bool{}
+	for _, f := range kctx.Flags() {
+		if configurable(f) && !f.Hidden {
+			has[configKey(f.Name)] = true
+		}
+	}
+	var example []string
+	for _, kv := range configExamples() {
+		if has[kv[0]] && len(example) < 3 {
+			example = append(example, strconv.Quote(kv[0])+": "+kv[1])
+		}
+	}
+	if len(example) == 0 {
+		return rule + after
+	}
+	return rule + ", e.g. for " + commandPath(kctx.Selected()) + " {" + strings.Join(example, ", ") + "}" + after
+}
+
+// configExamples are the keys --config's help may show, with a value each,
+// in the order it prefers them.
+func configExamples() [][2]string {
+	return [][2]string{
+		{"listen", `"0.0.0.0:8080"`},
+		{"coordinator", `"etcd://10.0.0.1:2379"`},
+		{"store", `"postgres://flakeid@10.0.0.2:5432/ids"`},
+		{"max_count", "1000"},
+		{"datacenter", "1"},
+		{"data_dir", `"/var/lib/flakeid"`},
+		{"duration", `"30m"`},
+		{"target", `"http://10.0.0.1:8080"`},
+		{"mask_keyring", `"/etc/flakeid/keyring"`},
+		{"form", `"base62"`},
+		{"server", `"http://10.0.0.1:8080"`},
+		{"format", `"base58"`},
+		{"preset", `"sonyflake"`},
+		{"json", "true"},
+	}
+}
+
+// helpWithDefault is kong's help of a flag, plus "(default X)" when the
+// flag has a default that its placeholder hides (--datacenter=D) and its
+// help does not state.
+func helpWithDefault(v *kong.Value) string {
+	if v.Tag.PlaceHolder != "" && v.HasDefault && v.Default != "" && !v.IsBool() &&
+		!strings.Contains(v.Help, "default "+v.Default) {
+		d := "(default " + v.Default + ")"
+		if v.Target.Kind() == reflect.String {
+			d = "(default " + strconv.Quote(v.Default) + ")"
+		}
+		shown := *v // a copy: the model keeps its own help
+		if h, ok := strings.CutSuffix(v.Help, "."); ok {
+			shown.Help = h + " " + d + "."
+		} else {
+			shown.Help = v.Help + " " + d
+		}
+		return kong.DefaultHelpValueFormatter(&shown)
+	}
+	return kong.DefaultHelpValueFormatter(v)
 }
 
 // layoutGroupHelp describes the layout flags and lists the presets.

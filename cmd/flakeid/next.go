@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -249,7 +250,42 @@ func (c *nextCmd) segments(ctx context.Context, out *streams) error {
 	return nil
 }
 
-// remote prints c.Count IDs fetched from the servers in --server.
+// serverWants is what --server takes, as its errors say.
+const serverWants = "--server wants http://host:port or https://host:port (several separated by commas)"
+
+// serverURLs turns --server into the servers' base URLs: a comma-separated
+// list of http:// or https:// URLs, where host:port without a scheme means
+// http://host:port. Anything else is an error saying what to write.
+func serverURLs(list string) ([]string, error) {
+	var urls []string
+	for _, raw := range strings.Split(list, ",") {
+		s := strings.TrimSpace(raw)
+		if s == "" {
+			return nil, fmt.Errorf("--server %q has an empty URL; %s", list, serverWants)
+		}
+		if !strings.Contains(s, "://") {
+			s = "http://" + s
+		}
+		u, err := url.Parse(s)
+		switch {
+		case err != nil:
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				err = ue.Err
+			}
+			return nil, fmt.Errorf("--server %q: %v; %s", raw, err, serverWants)
+		case u.Scheme != "http" && u.Scheme != "https":
+			return nil, fmt.Errorf("--server %q: scheme %q; %s", raw, u.Scheme, serverWants)
+		case u.Hostname() == "" || strings.HasSuffix(u.Host, ":"):
+			return nil, fmt.Errorf("--server %q: no host:port; %s", raw, serverWants)
+		case u.User != nil:
+			return nil, fmt.Errorf("--server %q: a user or password in the URL is not used; give the token with --token", u.Redacted())
+		}
+		urls = append(urls, s)
+	}
+	return urls, nil
+}
+
 // fetchIDs asks the servers for n IDs (of --tag, if set).
 func (c *nextCmd) fetchIDs(ctx context.Context, cl *client.Client, n int) ([]int64, error) {
 	if c.Tag != "" {
@@ -273,10 +309,13 @@ func (c *nextCmd) remote(ctx context.Context, out *streams) error {
 	if c.Format == "json" {
 		return fmt.Errorf("--format json is not available with --server; use decimal, base32 or base58")
 	}
-	cfg := client.Config{Endpoints: strings.Split(c.Server, ","), Token: c.Token}
-	cl, err := client.New(cfg)
+	endpoints, err := serverURLs(c.Server)
 	if err != nil {
 		return err
+	}
+	cl, err := client.New(client.Config{Endpoints: endpoints, Token: c.Token})
+	if err != nil {
+		return fmt.Errorf("--server: %w", err)
 	}
 	defer cl.Close()
 	w := bufio.NewWriterSize(out.stdout, 64<<10)

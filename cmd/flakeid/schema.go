@@ -15,7 +15,7 @@ import (
 func schemaFor(kind, raw string, out *streams) error {
 	u, err := url.Parse(raw)
 	if err != nil || raw == "" {
-		return fmt.Errorf("a postgres:// or mysql:// URL is needed to print a schema (got %q)", raw)
+		return fmt.Errorf("a postgres:// or mysql:// URL is needed to print a schema (got %q)", redactURL(raw))
 	}
 	var d sqldb.Dialect
 	switch strings.ToLower(u.Scheme) {
@@ -24,7 +24,7 @@ func schemaFor(kind, raw string, out *streams) error {
 	case "mysql":
 		d = sqldb.MySQL
 	default:
-		return fmt.Errorf("%q: only SQL stores have a schema (file, etcd and Redis need none)", u.Redacted())
+		return fmt.Errorf("%q: only SQL stores have a schema (file, etcd and Redis need none)", redactedURL(u))
 	}
 	table := u.Query().Get("table")
 	var ddl string

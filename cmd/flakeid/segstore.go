@@ -17,20 +17,28 @@ type storeFlags struct {
 	Store string `placeholder:"URL" env:"FLAKEID_STORE" help:"Where segment tags live: file:///path/segments.db (the default, under --data-dir), postgres://user@host:port/db[?table=leaf_alloc], mysql://user[:password]@host:port/db[?table=leaf_alloc]. A SQL table is Meituan Leaf's leaf_alloc, created when missing."`
 }
 
+// url is --store, or the default: segments.db under the data directory.
+func (f *storeFlags) url(data *dataFlags) (string, error) {
+	if f.Store != "" {
+		return f.Store, nil
+	}
+	dir, err := data.dir()
+	if err != nil {
+		return "", err
+	}
+	return "file://" + filepath.Join(dir, "segments.db"), nil
+}
+
 // open returns the segment store the flags name and a function that closes
 // it.
 func (f *storeFlags) open(ctx context.Context, data *dataFlags) (segment.Store, func() error, error) {
-	raw := f.Store
-	if raw == "" {
-		dir, err := data.dir()
-		if err != nil {
-			return nil, nil, err
-		}
-		raw = "file://" + filepath.Join(dir, "segments.db")
+	raw, err := f.url(data)
+	if err != nil {
+		return nil, nil, err
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--store %q: %w", raw, err)
+		return nil, nil, fmt.Errorf("--store is not a URL: %w", urlParseError(err))
 	}
 	switch strings.ToLower(u.Scheme) {
 	case "file":
@@ -47,7 +55,7 @@ func (f *storeFlags) open(ctx context.Context, data *dataFlags) (segment.Store, 
 		}
 		return s, closeDir, nil
 	case "postgres", "postgresql", "mysql":
-		dsn, table, err := sqlDSN(u)
+		dsn, table, err := sqlDSN("--store", u)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -56,18 +64,18 @@ func (f *storeFlags) open(ctx context.Context, data *dataFlags) (segment.Store, 
 		}
 		db, d, err := sqldb.OpenDB(dsn)
 		if err != nil {
-			return nil, nil, fmt.Errorf("--store %q: %w", u.Redacted(), err)
+			return nil, nil, fmt.Errorf("--store %q: %w", redactedURL(u), err)
 		}
 		s, err := sqldb.NewSegments(db, d, table)
 		if err != nil {
 			db.Close()
-			return nil, nil, fmt.Errorf("--store %q: %w", u.Redacted(), err)
+			return nil, nil, fmt.Errorf("--store %q: %w", redactedURL(u), err)
 		}
 		if err := s.CreateSegmentSchema(ctx); err != nil {
 			db.Close()
-			return nil, nil, fmt.Errorf("--store %q: %w", u.Redacted(), err)
+			return nil, nil, fmt.Errorf("--store %q: %w", redactedURL(u), err)
 		}
 		return s, db.Close, nil
 	}
-	return nil, nil, fmt.Errorf("--store %q: unknown scheme %q (want file, postgres or mysql)", u.Redacted(), u.Scheme)
+	return nil, nil, fmt.Errorf("--store %q: unknown scheme %q (want file, postgres or mysql)", redactedURL(u), u.Scheme)
 }

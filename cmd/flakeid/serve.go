@@ -28,6 +28,11 @@ type serveCmd struct {
 	TLSCert         string        `type:"path" placeholder:"FILE" env:"FLAKEID_TLS_CERT" help:"PEM certificate: serve HTTPS (with --tls-key)."`
 	TLSKey          string        `type:"path" placeholder:"FILE" env:"FLAKEID_TLS_KEY" help:"PEM private key of --tls-cert."`
 	ShutdownTimeout time.Duration `default:"10s" env:"FLAKEID_SHUTDOWN_TIMEOUT" help:"How long a graceful shutdown waits for in-flight requests, 0–5m."`
+	ReadTimeout     time.Duration `default:"10s" env:"FLAKEID_READ_TIMEOUT" help:"A whole request, headers and body, must arrive within this, 1s–5m (its headers within 10s or this, the shorter); a slower client's connection is closed."`
+	WriteTimeout    time.Duration `default:"30s" env:"FLAKEID_WRITE_TIMEOUT" help:"Writing one answer must end within this, 1s–10m; a stream (StreamSnowflake, health Watch) gets it anew for each message, so it lasts as long as the client reads."`
+	IdleTimeout     time.Duration `default:"30s" env:"FLAKEID_IDLE_TIMEOUT" help:"An idle keep-alive connection is closed after this, 1s–1h."`
+	MaxConns        int           `default:"1024" env:"FLAKEID_MAX_CONNS" help:"Most connections open at once, idle ones included, 1–1,000,000; beyond it a new connection gets a 503 (plain HTTP) or is closed (TLS) at once."`
+	MetricsMaxTags  int           `default:"1000" env:"FLAKEID_METRICS_MAX_TAGS" help:"Most segment tags with a tag label of their own in the metrics, 0–100,000; the others are counted under tag=\"(other)\"."`
 	Policy          string        `default:"wait" enum:"wait,borrow" env:"FLAKEID_POLICY" help:"When a tick's sequence is used up: wait for the next tick, or borrow up to ${max_borrow} from the future (${enum})."`
 	AutoCreateTags  bool          `env:"FLAKEID_AUTO_CREATE_TAGS" help:"Create an unknown segment tag on first use (step 1000) instead of answering 404."`
 	SegmentDuration time.Duration `default:"15m" env:"FLAKEID_SEGMENT_DURATION" help:"Dynamic step target: a step of a tag should last about this long (Leaf's 15m); longer rides out longer database outages (see docs/GUARANTEES.md)."`
@@ -49,6 +54,12 @@ func (c *serveCmd) config() (server.Config, error) {
 	cfg := server.DefaultConfig()
 	cfg.Listen, cfg.MaxCount, cfg.StreamBatch = c.Listen, c.MaxCount, c.StreamBatch
 	cfg.TLSCert, cfg.TLSKey, cfg.ShutdownTimeout = c.TLSCert, c.TLSKey, c.ShutdownTimeout
+	cfg.ReadTimeout, cfg.WriteTimeout, cfg.IdleTimeout = c.ReadTimeout, c.WriteTimeout, c.IdleTimeout
+	cfg.MaxConns, cfg.MetricsMaxTags = c.MaxConns, c.MetricsMaxTags
+	if c.ReadTimeout >= time.Second {
+		// The headers' own bound (10s) may not exceed the whole request's.
+		cfg.ReadHeaderTimeout = min(cfg.ReadHeaderTimeout, c.ReadTimeout)
+	}
 	if c.TokensFile != "" {
 		b, err := os.ReadFile(c.TokensFile)
 		if err != nil {
@@ -73,6 +84,27 @@ func (c *serveCmd) config() (server.Config, error) {
 		return cfg, err
 	}
 	return cfg, cfg.Validate()
+}
+
+// startAttrs are the attributes of the log line serve starts with: the
+// version, where its state lives (data directory, coordinator, store, with
+// credentials masked), the layout, the datacenter and the address to listen
+// on.
+func (c *serveCmd) startAttrs(cfg server.Config, l snowflake.Layout) []any {
+	dir, err := c.Data.dir()
+	if err != nil {
+		dir = "(" + err.Error() + ")"
+	}
+	coord, err := c.Coord.url(&c.Data)
+	if err != nil {
+		coord = "(" + err.Error() + ")"
+	}
+	store, err := c.Store.url(&c.Data)
+	if err != nil {
+		store = "(" + err.Error() + ")"
+	}
+	return []any{"version", versionLine(), "data_dir", dir, "coordinator", redactURL(coord), "store", redactURL(store),
+		"layout", l.String(), "datacenter", c.Coord.Datacenter, "listen", cfg.Listen, "tls", cfg.TLSCert != ""}
 }
 
 func (c *serveCmd) logger(out *streams) *slog.Logger {
@@ -100,6 +132,7 @@ func (c *serveCmd) Run(ctx context.Context, out *streams) error {
 		return err // before a worker id is leased and the layout recorded
 	}
 	log := c.logger(out)
+	log.Info("flakeid: starting", c.startAttrs(cfg, l)...)
 
 	coord, closeCoord, err := c.Coord.open(ctx, &c.Data)
 	if err != nil {
@@ -150,6 +183,12 @@ func (c *serveCmd) Run(ctx context.Context, out *streams) error {
 		log.Warn("flakeid: datacenter 0 on a shared coordinator: another cluster on another coordinator that also " +
 			"uses datacenter 0 issues the same IDs, and no coordinator can see that; give every cluster its own --datacenter")
 	}
-	log.Info("flakeid: serving", "addr", ln.Addr().String(), "datacenter", st.DatacenterID, "worker", st.WorkerID, "layout", l.String())
+	scheme := "http"
+	if cfg.TLSCert != "" {
+		scheme = "https"
+	}
+	// Tests and the verifier read addr= right after the message: keep it first.
+	log.Info("flakeid: serving", "addr", ln.Addr().String(), "url", scheme+"://"+ln.Addr().String(),
+		"datacenter", st.DatacenterID, "worker", st.WorkerID, "layout", l.String())
 	return srv.Serve(ctx, ln)
 }

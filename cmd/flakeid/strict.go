@@ -105,7 +105,7 @@ func configShape(app *kong.Application, kctx *kong.Context) *shape {
 				}
 			}
 			slices.Sort(listed)
-			s.listed, s.listNote = slices.Compact(listed), " of flakeid "+sel.Path()
+			s.listed, s.listNote = slices.Compact(listed), " of "+commandPath(sel)
 		}
 	}
 	return s
@@ -118,7 +118,8 @@ func configurable(f *kong.Flag) bool {
 	}
 	// Not Target.Interface(): flags of unexported embedded structs
 	// (maskKeyFlags) cannot be read that way.
-	return f.Target.Type() != reflect.TypeFor[configFlag]()
+	t := f.Target.Type()
+	return t != reflect.TypeFor[configFlag]() && t != reflect.TypeFor[versionFlag]()
 }
 
 // addConfigKey adds the key of the flag name to s, nested at its dots.

@@ -56,7 +56,7 @@ func (c *tagsLsCmd) Run(ctx context.Context, out *streams) error {
 }
 
 type tagsCreateCmd struct {
-	Tag         string     `arg:"" help:"Tag name: 1–128 letters, digits and . _ - : /."`
+	Tag         string     `arg:"" help:"Tag name: 1–128 of A–Z a–z 0–9 - _ . : (not \".\" or \"..\")."`
 	Step        int64      `default:"1000" help:"IDs per fetch from the store, 1–2^31−1; the dynamic step never goes below it."`
 	MaxID       int64      `name:"start" default:"1" help:"The first ID the tag hands out."`
 	Description string     `help:"Free text, up to 256 bytes."`

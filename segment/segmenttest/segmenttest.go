@@ -109,7 +109,7 @@ func tagAdmin(t *testing.T, c Connector) {
 		t.Fatalf("List of an empty store = %+v, %v", tags, err)
 	}
 	mustCreate(t, s, segment.Tag{Name: "orders", Step: 1000, Description: "order numbers"})
-	mustCreate(t, s, segment.Tag{Name: "chat:42/messages", Step: 10, MaxID: 5000})
+	mustCreate(t, s, segment.Tag{Name: "chat:42:messages", Step: 10, MaxID: 5000})
 	if err := s.Create(ctx, segment.Tag{Name: "orders", Step: 5}); !errors.Is(err, segment.ErrTagExists) {
 		t.Fatalf("second Create of a tag: %v, want ErrTagExists", err)
 	}
@@ -122,7 +122,7 @@ func tagAdmin(t *testing.T, c Connector) {
 	if err != nil || got.Name != "orders" || got.MaxID != 1 || got.Step != 1000 || got.Description != "order numbers" {
 		t.Fatalf("Get(orders) = %+v, %v; want max id 1 (Leaf's default), step 1000", got, err)
 	}
-	if got, err := s.Get(ctx, "chat:42/messages"); err != nil || got.MaxID != 5000 {
+	if got, err := s.Get(ctx, "chat:42:messages"); err != nil || got.MaxID != 5000 {
 		t.Fatalf("Get = %+v, %v; want max id 5000", got, err)
 	}
 	if _, err := s.Get(ctx, "nope"); !errors.Is(err, segment.ErrUnknownTag) {
@@ -142,7 +142,7 @@ func tagAdmin(t *testing.T, c Connector) {
 		t.Fatalf("Update(nope): %v, want ErrUnknownTag", err)
 	}
 	tags, err := s.List(ctx)
-	if err != nil || len(tags) != 2 || tags[0].Name != "chat:42/messages" || tags[1].Name != "orders" {
+	if err != nil || len(tags) != 2 || tags[0].Name != "chat:42:messages" || tags[1].Name != "orders" {
 		t.Fatalf("List = %+v, %v; want both tags by name", tags, err)
 	}
 }

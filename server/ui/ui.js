@@ -63,8 +63,32 @@
 
   // ---- Formatting -----------------------------------------------------------
 
+  // Counts are JSON numbers and are shown grouped (12,345). IDs and ID
+  // bounds are JSON strings of digits and stay strings: a 64-bit ID does not
+  // fit a JavaScript number, so they are never made numbers; arithmetic on them
+  // is BigInt. They are shown with every digit and no grouping, as the API
+  // gives them, so that they can be copied; a range is its first and last
+  // ID: "1001 – 2000".
   const nf = new Intl.NumberFormat("en-US");
   function fmtInt(v) { return v === undefined || v === null ? "–" : nf.format(v); }
+  function bigID(v) {
+    if (typeof v !== "string" || !/^-?[0-9]+$/.test(v)) return null;
+    return BigInt(v);
+  }
+  function fmtID(v) { const b = bigID(v); return b === null ? "–" : b.toString(); }
+  // rangeLen is the number of IDs of a half-open range {start, end}, as a
+  // BigInt (null when it is not one).
+  function rangeLen(r) {
+    const s = r ? bigID(r.start) : null, e = r ? bigID(r.end) : null;
+    return s === null || e === null ? null : e - s;
+  }
+  // fmtRange shows a half-open range {start, end} as its first and last IDs,
+  // with a no-break space before the dash, so a narrow box breaks after it.
+  function fmtRange(r) {
+    const n = rangeLen(r);
+    if (n === null || n <= 0n) return "–";
+    return bigID(r.start).toString() + "\u00a0– " + (bigID(r.end) - 1n).toString();
+  }
   function fmtCompact(v) {
     if (!isFinite(v)) return "∞";
     const a = Math.abs(v);
@@ -74,14 +98,26 @@
     }
     return a >= 100 || Number.isInteger(v) ? String(Math.round(v)) : v.toFixed(1).replace(/\.0$/, "");
   }
-  function fmtNs(ns) {
-    if (ns === undefined || ns === null) return "–";
-    const a = Math.abs(ns);
+  // fmtMs shows a duration given in milliseconds (the _ms keys).
+  function fmtMs(ms) {
+    if (ms === undefined || ms === null || !isFinite(ms)) return "–";
+    const a = Math.abs(ms);
     if (a === 0) return "0";
-    if (a < 1e3) return ns + " ns";
-    if (a < 1e6) return (ns / 1e3).toFixed(1) + " µs";
-    if (a < 1e9) return (ns / 1e6).toFixed(1) + " ms";
-    return (ns / 1e9).toFixed(2) + " s";
+    if (a < 1e-3) return Math.round(ms * 1e6) + " ns";
+    if (a < 1) return (ms * 1e3).toFixed(1) + " µs";
+    if (a < 1e3) return ms.toFixed(1) + " ms";
+    return (ms / 1e3).toFixed(2) + " s";
+  }
+  // fmtUptime shows whole seconds as "2d 3h 4m", "3h 4m 5s", "4m 5s" or "5s".
+  function fmtUptime(ms) {
+    if (ms === undefined || ms === null || !isFinite(ms)) return "–";
+    let s = Math.floor(ms / 1000);
+    const d = Math.floor(s / 86400), h = Math.floor(s / 3600) % 24, m = Math.floor(s / 60) % 60;
+    s %= 60;
+    if (d > 0) return d + "d " + h + "h " + m + "m";
+    if (h > 0) return h + "h " + m + "m " + s + "s";
+    if (m > 0) return m + "m " + s + "s";
+    return s + "s";
   }
   function fmtAgo(ms) {
     const s = Math.abs(ms) / 1000;
@@ -151,7 +187,7 @@
   function addRate(issued, at) {
     if (prevIssued !== null && at > prevAt) {
       let delta = issued - prevIssued;
-      if (delta < 0) delta = issued; // a new generator (new lease) counts from 0
+      if (delta < 0) delta = issued; // a server restarted behind the page counts from 0
       pushSample(delta * 1000 / (at - prevAt));
     }
     prevIssued = issued;
@@ -289,7 +325,7 @@
       // Every non-ready poll is noted; repeats of one reason fold into a count.
       noteError("not ready:", st.reason || "unknown reason");
     }
-    setText("uptime", st.uptime || "–");
+    setText("uptime", fmtUptime(st.uptime_ms));
     setText("worker-id", String(st.worker_id));
     setText("datacenter-id", String(st.datacenter_id));
     pill("lease", st.lease_held ? "pill-ok" : "pill-bad", st.lease_held ? "held" : "lost");
@@ -303,17 +339,19 @@
       setText("reserved-left", "");
     }
     setText("high-water", fmtTime(sf.high_water));
-    setText("clock-offset", fmtNs(sf.clock_offset_ns));
-    setText("lead", fmtNs(sf.lead_ns));
-    setText("clock-back", fmtInt(sf.clock_backwards));
-    setText("clock-fwd", fmtInt(sf.clock_forwards));
-    if (lastBackwards !== null && sf.clock_backwards > lastBackwards) {
-      noteError("clock:", "the wall clock stepped back (" + (sf.clock_backwards - lastBackwards) + " time(s)); IDs did not follow it");
+    setText("clock-offset", fmtMs(sf.clock_offset_ms));
+    setText("lead", fmtMs(sf.lead_ms));
+    // Counters since the server started (they do not drop with a new lease).
+    const tot = st.snowflake_totals || sf;
+    setText("clock-back", fmtInt(tot.clock_backwards));
+    setText("clock-fwd", fmtInt(tot.clock_forwards));
+    if (lastBackwards !== null && tot.clock_backwards > lastBackwards) {
+      noteError("clock:", "the wall clock stepped back (" + (tot.clock_backwards - lastBackwards) + " time(s)); IDs did not follow it");
     }
-    lastBackwards = sf.clock_backwards;
-    setText("issued", fmtInt(sf.issued));
-    setText("waits", fmtInt(sf.waits));
-    setText("borrowed", fmtInt(sf.borrowed_ticks));
+    lastBackwards = tot.clock_backwards;
+    setText("issued", fmtInt(tot.issued));
+    setText("waits", fmtInt(tot.waits));
+    setText("borrowed", fmtInt(tot.borrowed_ticks));
     setText("layout", (st.layout || "–").replace(" since ", "\nsince "));
     setText("masking", maskingText(st.mask));
     renderSegments(st.segments || []);
@@ -353,12 +391,14 @@
     segs = segs.slice().sort((a, b) => (a.tag < b.tag ? -1 : a.tag > b.tag ? 1 : 0));
     for (const s of segs) {
       const div = document.createElement("div");
-      div.className = "seg";
+      div.className = "seg" + (s.refused ? " refused" : "");
       div.dataset.tag = s.tag;
       const head = document.createElement("div");
       head.className = "seg-head";
       const step = "step " + fmtInt(s.step) + (s.min_step && s.min_step !== s.step ? " (min " + fmtInt(s.min_step) + ")" : "");
-      head.append(cell("seg-tag", s.tag), cell("muted", step));
+      const tag = cell("seg-tag", s.tag);
+      tag.title = s.tag;
+      head.append(tag, cell("seg-step muted", step));
       const rows = document.createElement("div");
       rows.className = "seg-rows";
       const left = s.size - s.used;
@@ -366,18 +406,27 @@
       if (s.size > 0 && left / s.size < 0.2) cf.classList.add("low");
       rows.append(cell("lbl", "current"), cb,
         cell("val", fmtInt(s.used) + " / " + fmtInt(s.size) + " used"));
-      const cr = s.current || {};
-      const nr = s.next || {};
-      const nextSize = (nr.End || 0) - (nr.Start || 0);
-      const [nb] = bar(nextSize > 0 ? 1 : 0, "next");
-      rows.append(cell("lbl", "next"), nb,
-        cell("val", nextSize > 0 ? "[" + fmtInt(nr.Start) + ", " + fmtInt(nr.End) + ")" : "not fetched"));
+      // Every digit of the bounds: under each bar its segment's first and
+      // last ID, then the high mark (the first ID after the newest segment
+      // fetched).
+      const idRow = (cls, text, title) => { const el = cell("ids " + cls, text); el.title = title; return el; };
+      rows.append(idRow("range-current", fmtRange(s.current), "the IDs of the segment being handed out, first to last"));
+      const nextLen = rangeLen(s.next);
+      const fetched = nextLen !== null && nextLen > 0n;
+      const [nb] = bar(fetched ? 1 : 0, "next");
+      rows.append(cell("lbl", "next"), nb, cell("val", fetched ? fmtInt(nextLen) + " fetched" : "not fetched"));
+      if (fetched) rows.append(idRow("range-next", fmtRange(s.next), "the prefetched segment, first to last ID"));
+      rows.append(cell("lbl", "high mark"), idRow("high-mark", fmtID(s.high_mark), "the first ID after the newest segment fetched"));
       const foot = document.createElement("div");
       foot.className = "seg-foot";
-      foot.textContent = "current [" + fmtInt(cr.Start) + ", " + fmtInt(cr.End) + ") · " +
-        fmtInt(s.issued) + " issued · " + fmtInt(s.fetches) + " fetches, " + fmtInt(s.failures) + " failed, " +
-        fmtInt(s.waits) + " waits · fetch " + fmtNs(s.mean_fetch_ns) + " mean, " + fmtNs(s.last_fetch_ns) + " last";
+      foot.textContent = fmtInt(s.issued) + " issued · " + fmtInt(s.fetches) + (s.fetches === 1 ? " fetch, " : " fetches, ") + fmtInt(s.failures) + " failed, " +
+        fmtInt(s.waits) + " waits · fetch " + fmtMs(s.mean_fetch_ms) + " mean, " + fmtMs(s.last_fetch_ms) + " last" +
+        (s.regressions ? " · store went backwards " + fmtInt(s.regressions) + "×" : "");
       div.append(head, rows, foot);
+      if (s.refused) {
+        const p = cell("seg-refused error", "Refused: " + s.refused);
+        div.append(p);
+      }
       box.append(div);
     }
   }
@@ -385,7 +434,8 @@
   async function poll() {
     try {
       const st = await api("status", POLL_TIMEOUT_MS);
-      addRate(st.snowflake ? st.snowflake.issued : 0, performance.now());
+      const tot = st.snowflake_totals || st.snowflake;
+      addRate(tot ? tot.issued : 0, performance.now());
       renderStatus(st);
     } catch (e) {
       pushSample(null);
@@ -466,11 +516,14 @@
   let layoutTimer = 0;
   let layoutSeq = 0;
 
+  // layoutQuery is the calculator's fields as a query; an empty field is
+  // left out (the server refuses an empty parameter) and keeps the default.
   function layoutQuery() {
     const q = new URLSearchParams();
-    for (const [id, key] of layoutFields) q.set(key, $(id).value.trim());
-    q.set("epoch", $("l-epoch").value.trim());
-    q.set("unit", $("l-unit").value.trim());
+    const set = (key, v) => { v = v.trim(); if (v !== "") q.set(key, v); };
+    for (const [id, key] of layoutFields) set(key, $(id).value);
+    set("epoch", $("l-epoch").value);
+    set("unit", $("l-unit").value);
     return q;
   }
 
