@@ -8,6 +8,7 @@ import (
 	"math"
 	"mime"
 	"net/http"
+	"os"
 	"strings"
 )
 
@@ -42,6 +43,9 @@ func readObject(w http.ResponseWriter, r *http.Request, optional bool) ([]member
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			return nil, tooLarge()
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, apiErrorf(http.StatusRequestTimeout, codeTimeout, "the body did not arrive within the read timeout (--read-timeout): send it whole, at once")
 		}
 		return nil, apiErrorf(http.StatusBadRequest, codeInvalid, "reading the body: %v", err)
 	}

@@ -23,6 +23,7 @@ const (
 	codeExists       = "already_exists"         // 409
 	codePrecondition = "failed_precondition"    // 409: the state does not allow it yet (a resume while the store is behind)
 	codeBodyTooLarge = "payload_too_large"      // 413
+	codeTimeout      = "request_timeout"        // 408: the body did not arrive within the read timeout
 	codeMediaType    = "unsupported_media_type" // 415
 	codeCanceled     = "canceled"               // 499: the client went away
 	codeInternal     = "internal"               // 500
