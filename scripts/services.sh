@@ -4,8 +4,9 @@
 #   PostgreSQL  127.0.0.1:5432   (trust auth, database "test")
 #   MariaDB     127.0.0.1:3306   (root, no password, database "test")
 #   Redis       127.0.0.1:6379
-# Installs etcd-server (and chromium, for the web console's browser test) when missing, and starts
-# whichever service is down.
+# Installs etcd-server (and chromium, for the web console's browser test; redis-tools and
+# python3-redis, for the RESP listener's client tests) when missing, and starts whichever service
+# is down.
 # The tests read their addresses from FLAKEID_TEST_* (see internal/testenv); the defaults match this.
 set -euo pipefail
 
@@ -22,15 +23,23 @@ wait_up() { # port name
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 apt_updated=""
+apt_install() { # package
+  if [ -z "$apt_updated" ]; then as_root apt-get update -qq >/dev/null; apt_updated=1; fi
+  echo "services: installing $1" >&2
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$1" >/dev/null
+}
 need_pkg() { # command package
   command -v "$1" >/dev/null 2>&1 && return 0
-  if [ -z "$apt_updated" ]; then as_root apt-get update -qq >/dev/null; apt_updated=1; fi
-  echo "services: installing $2" >&2
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
+  apt_install "$2"
 }
 
 # Debian's headless Chromium drives the web console's browser test.
 need_pkg chromium chromium
+
+# The RESP listener's client tests drive it with redis-cli and with Debian's Python redis
+# package, run by /usr/bin/python3 (a pyenv python3 first on PATH lacks the module).
+need_pkg redis-cli redis-tools
+/usr/bin/python3 -c 'import redis' >/dev/null 2>&1 || apt_install python3-redis
 
 # etcd: our own instance on a loopback port, so it never clashes with a system one.
 need_pkg etcd etcd-server

@@ -61,11 +61,50 @@ func badChar(name string, i int) error {
 	return fmt.Errorf("%w: tag %q has %q (%U) at character %d; %s", ErrInvalidTag, clip(name), r, r, i+1, nameRule)
 }
 
-// ValidateTag checks a tag about to be created: its name, a step in
-// 1–MaxStep, a description of at most 256 bytes and a MaxID ≥ 0.
+// Reserved reports whether name is reserved for Snowflake IDs: "snowflake"
+// or "snowflake:" followed by anything, in any case of ASCII letters. The
+// Redis-protocol front answers INCR on such a key with a Snowflake ID, so no
+// segment tag may be created under it (a tag created before the rule keeps
+// working over HTTP and the RPCs).
+func Reserved(name string) bool {
+	const word = "snowflake"
+	if len(name) < len(word) || !asciiEqualFold(name[:len(word)], word) {
+		return false
+	}
+	return len(name) == len(word) || name[len(word)] == ':'
+}
+
+// asciiEqualFold reports whether a and b are equal ignoring the case of
+// ASCII letters.
+func asciiEqualFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidateTag checks a tag about to be created: its name (ValidName, and
+// not Reserved), a step in 1–MaxStep, a description of at most 256 bytes
+// and a MaxID ≥ 0.
 func ValidateTag(t Tag) error {
 	if err := ValidName(t.Name); err != nil {
 		return err
+	}
+	if Reserved(t.Name) {
+		return fmt.Errorf(`%w: tag %q is reserved: "snowflake" and "snowflake:…" (any case) name Snowflake IDs on the Redis-protocol listener (INCR snowflake), so no tag is created under them`,
+			ErrInvalidTag, clip(t.Name))
 	}
 	switch {
 	case t.Step < 1 || t.Step > MaxStep:

@@ -100,3 +100,26 @@ func FuzzTagName(f *testing.F) {
 		}
 	})
 }
+
+// TestReserved: "snowflake" and "snowflake:…" in any case are reserved for
+// Snowflake IDs and refused at creation; names that only start alike are not.
+func TestReserved(t *testing.T) {
+	for name, want := range map[string]bool{
+		"snowflake": true, "SNOWFLAKE": true, "SnowFlake:orders": true, "snowflake:": true,
+		"snowflakes": false, "snow": false, "orders:snowflake": false, "snowflake_x": false, "": false,
+	} {
+		if got := segment.Reserved(name); got != want {
+			t.Errorf("Reserved(%q) = %v, want %v", name, got, want)
+		}
+		if name == "" {
+			continue
+		}
+		err := segment.ValidateTag(segment.Tag{Name: name, Step: 1})
+		if want && (!errors.Is(err, segment.ErrInvalidTag) || !strings.Contains(err.Error(), "reserved")) {
+			t.Errorf("ValidateTag(%q) = %v, want ErrInvalidTag naming the reservation", name, err)
+		}
+		if !want && err != nil {
+			t.Errorf("ValidateTag(%q) = %v, want nil", name, err)
+		}
+	}
+}

@@ -257,7 +257,7 @@ func (x idService) NextSegment(ctx context.Context, req *connect.Request[flakeid
 
 // Decode implements flakeidv1connect.IDServiceHandler.
 func (x idService) Decode(_ context.Context, req *connect.Request[flakeidv1.DecodeRequest]) (*connect.Response[flakeidv1.DecodeResponse], error) {
-	in, p, err := x.s.decode(req.Header(), req.Msg.GetId(), req.Msg.GetAs())
+	in, p, err := x.s.decode(req.Msg.GetId(), req.Msg.GetAs(), x.s.unmaskCheck(req.Header()))
 	if err != nil {
 		return nil, connectError(err)
 	}

@@ -176,6 +176,12 @@ func (s *Server) authorize(h http.Header, tag string, snowflake, admin bool) err
 	if err != nil {
 		return err
 	}
+	return tokenAllows(tok, tag, snowflake, admin)
+}
+
+// tokenAllows checks what authorize checks, for a token already found (an
+// HTTP request's bearer token, or a RESP connection's AUTH).
+func tokenAllows(tok *Token, tag string, snowflake, admin bool) error {
 	switch {
 	case snowflake && !tok.Snowflake:
 		return apiErrorf(http.StatusForbidden, codeForbidden, "token %q may not take Snowflake IDs", tok.Name)
@@ -195,16 +201,23 @@ func (s *Server) token(h http.Header) (*Token, error) {
 	if !ok || secret == "" {
 		return nil, apiErrorf(http.StatusUnauthorized, codeUnauth, "missing bearer token (Authorization: Bearer <token>)")
 	}
-	var tok *Token
-	for k, t := range s.tokens { // constant-time compare against each
-		if subtle.ConstantTimeCompare([]byte(k), []byte(secret)) == 1 {
-			tok = t
-		}
-	}
+	tok := s.lookupToken(secret)
 	if tok == nil {
 		return nil, apiErrorf(http.StatusUnauthorized, codeUnauth, "unknown bearer token")
 	}
 	return tok, nil
+}
+
+// lookupToken returns the configured token whose secret is secret, or nil,
+// comparing against every token in constant time.
+func (s *Server) lookupToken(secret string) *Token {
+	var tok *Token
+	for k, t := range s.tokens {
+		if subtle.ConstantTimeCompare([]byte(k), []byte(secret)) == 1 {
+			tok = t
+		}
+	}
+	return tok
 }
 
 func tokenHasTag(t *Token, tag string) bool {
@@ -471,7 +484,7 @@ type decodeJSON struct {
 }
 
 func (s *Server) handleDecode(w http.ResponseWriter, r *http.Request) error {
-	in, p, err := s.decode(r.Header, r.PathValue("id"), query(r, "as"))
+	in, p, err := s.decode(r.PathValue("id"), query(r, "as"), s.unmaskCheck(r.Header))
 	if err != nil {
 		return err
 	}
@@ -714,7 +727,7 @@ func (s *Server) handleLeafDecode(w http.ResponseWriter, r *http.Request) error 
 	if text == "" {
 		return apiErrorf(http.StatusBadRequest, codeInvalid, "snowflakeId is required: /decodeSnowflakeId?snowflakeId=<id>")
 	}
-	in, p, err := s.decode(r.Header, text, query(r, "as"))
+	in, p, err := s.decode(text, query(r, "as"), s.unmaskCheck(r.Header))
 	if err != nil {
 		return err
 	}

@@ -330,7 +330,7 @@ type decodeInput struct {
 // "read as", the Go client's DecodeAs). A real plain ID that passes the
 // masked checks (1 in 37 base32, 1 in 62 base62, when its first character
 // is a key id the server has) is refused likewise.
-func (s *Server) readID(h http.Header, text, as string) (decodeInput, error) {
+func (s *Server) readID(text, as string, mayUnmask func() error) (decodeInput, error) {
 	text = strings.TrimSpace(text)
 	plain := func() (decodeInput, error) {
 		id, err := snowflake.ParseAny(text)
@@ -348,7 +348,7 @@ func (s *Server) readID(h http.Header, text, as string) (decodeInput, error) {
 	}
 	authorized := func(in decodeInput, err error) (decodeInput, error) {
 		if err == nil {
-			err = s.authorizeUnmask(h)
+			err = mayUnmask()
 		}
 		if err != nil {
 			return decodeInput{}, err
@@ -383,16 +383,24 @@ func (s *Server) readID(h http.Header, text, as string) (decodeInput, error) {
 		"%q is neither a plain ID (%v) nor a masked ID (%v)", clip(text), perr, merr)
 }
 
-// authorizeUnmask checks that the request may turn masked IDs into internal
-// ones: with tokens configured, only a token with Unmask (or Admin) may.
-func (s *Server) authorizeUnmask(h http.Header) error {
-	if s.tokens == nil {
-		return nil
+// unmaskCheck is readID's check of an HTTP or Connect request: with tokens
+// configured, only a bearer token with Unmask (or Admin) may turn masked IDs
+// into internal ones.
+func (s *Server) unmaskCheck(h http.Header) func() error {
+	return func() error {
+		if s.tokens == nil {
+			return nil
+		}
+		tok, err := s.token(h)
+		if err != nil {
+			return err
+		}
+		return tokenMayUnmask(tok)
 	}
-	tok, err := s.token(h)
-	if err != nil {
-		return err
-	}
+}
+
+// tokenMayUnmask checks that tok may unmask IDs (Unmask or Admin).
+func tokenMayUnmask(tok *Token) error {
 	if !tok.Unmask && !tok.Admin {
 		return apiErrorf(http.StatusForbidden, codeForbidden, "token %q may not unmask IDs", tok.Name)
 	}

@@ -279,7 +279,7 @@ func TestMaskedDecodeEveryForm(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				in, err := s.readID(nil, text, decodeAuto)
+				in, err := s.readID(text, decodeAuto, s.unmaskCheck(nil))
 				if p, perr := snowflake.ParseAny(text); perr == nil {
 					alsoPlain++
 					want := fmt.Sprintf("%q reads both as a masked ID (key id %d) and as a plain ID (%d); say which with ?as=masked or ?as=plain", text, keyID, p)
@@ -289,7 +289,7 @@ func TestMaskedDecodeEveryForm(t *testing.T) {
 				} else if err != nil || int64(in.id) != id || in.masked != text || in.keyID != keyID {
 					t.Fatalf("%s/%d: auto read of %q (masked %d) = %+v, %v", tc.form, tc.bits, text, id, in, err)
 				}
-				if in, err := s.readID(nil, text, decodeMasked); err != nil || int64(in.id) != id || in.masked != text || in.keyID != keyID {
+				if in, err := s.readID(text, decodeMasked, s.unmaskCheck(nil)); err != nil || int64(in.id) != id || in.masked != text || in.keyID != keyID {
 					t.Fatalf("%s/%d: ?as=masked read of %q (masked %d) = %+v, %v", tc.form, tc.bits, text, id, in, err)
 				}
 			}
@@ -328,19 +328,19 @@ func TestMaskedDecodeDecimal(t *testing.T) {
 			text, internal = tx, id
 		}
 	}
-	if _, err := s.readID(nil, text, decodeAuto); err == nil || !strings.Contains(err.Error(), "?as=masked or ?as=plain") {
+	if _, err := s.readID(text, decodeAuto, s.unmaskCheck(nil)); err == nil || !strings.Contains(err.Error(), "?as=masked or ?as=plain") {
 		t.Fatalf("auto read of the all-digit masked text %q: %v; want ambiguous", text, err)
 	}
-	if in, err := s.readID(nil, text, decodeMasked); err != nil || int64(in.id) != internal {
+	if in, err := s.readID(text, decodeMasked, s.unmaskCheck(nil)); err != nil || int64(in.id) != internal {
 		t.Fatalf("masked read of %q = %+v, %v; want %d", text, in, err, internal)
 	}
-	if in, err := s.readID(nil, text, decodePlain); err != nil || in.id.String() != strings.TrimLeft(text, "0") || in.masked != "" {
+	if in, err := s.readID(text, decodePlain, s.unmaskCheck(nil)); err != nil || in.id.String() != strings.TrimLeft(text, "0") || in.masked != "" {
 		t.Fatalf("plain read of %q = %+v, %v", text, in, err)
 	}
-	if in, err := s.readID(nil, "1234567", decodeAuto); err != nil || in.id != 1234567 || in.masked != "" {
+	if in, err := s.readID("1234567", decodeAuto, s.unmaskCheck(nil)); err != nil || in.id != 1234567 || in.masked != "" {
 		t.Fatalf("auto read of 1234567 = %+v, %v", in, err)
 	}
-	if _, err := s.readID(nil, "3zz!", decodeAuto); err == nil || !strings.Contains(err.Error(), "neither a plain ID") || !strings.Contains(err.Error(), "nor a masked ID") {
+	if _, err := s.readID("3zz!", decodeAuto, s.unmaskCheck(nil)); err == nil || !strings.Contains(err.Error(), "neither a plain ID") || !strings.Contains(err.Error(), "nor a masked ID") {
 		t.Fatalf("auto read of garbage: %v; want both readings named", err)
 	}
 }

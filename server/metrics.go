@@ -27,6 +27,12 @@ type metrics struct {
 	conns         prometheus.Gauge
 	connsRejected prometheus.Counter
 	tags          *tagLabels
+	// The RESP listener's: connections open, turned away beyond
+	// RESPConfig.MaxConns, commands by name and result, protocol errors.
+	respConns          prometheus.Gauge
+	respRejected       prometheus.Counter
+	respCommands       *prometheus.CounterVec
+	respProtocolErrors prometheus.Counter
 }
 
 // newMetrics registers the metrics of s on its registry: request counts and
@@ -48,11 +54,21 @@ func newMetrics(s *Server) (*metrics, error) {
 			Help: "Connections open now (idle keep-alive ones included)."}),
 		connsRejected: prometheus.NewCounter(prometheus.CounterOpts{Name: "flakeid_http_connections_rejected_total",
 			Help: "Connections turned away because max_conns were open."}),
+		respConns: prometheus.NewGauge(prometheus.GaugeOpts{Name: "flakeid_resp_connections",
+			Help: "Redis-protocol connections open now."}),
+		respRejected: prometheus.NewCounter(prometheus.CounterOpts{Name: "flakeid_resp_connections_rejected_total",
+			Help: "Redis-protocol connections turned away because resp max_conns were open."}),
+		respCommands: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "flakeid_resp_commands_total",
+			Help: `Redis-protocol commands, by command (lower case; "other" for unknown ones) and result (ok, error).`},
+			[]string{"command", "result"}),
+		respProtocolErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "flakeid_resp_protocol_errors_total",
+			Help: "Redis-protocol connections closed for a framing error or a request over the limits."}),
 	}
 	m.issuedSnowflake = m.issued.WithLabelValues("snowflake", "")
 	m.tags = newTagLabels(m.issued, s.cfg.MetricsMaxTags)
 	cs := []prometheus.Collector{
 		m.issued, m.requests, m.latency, m.conns, m.connsRejected,
+		m.respConns, m.respRejected, m.respCommands, m.respProtocolErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		newNodeCollector(s.node.Status),
 	}

@@ -1,6 +1,8 @@
 // Package server is flakeid's ID service: HTTP/JSON (with Meituan Leaf's
-// paths), Connect, gRPC and gRPC-Web on one port, Prometheus metrics, health
-// and readiness, bearer-token auth scoped to tags, TLS, graceful shutdown.
+// paths), Connect, gRPC and gRPC-Web on one port (Serve), the Redis
+// protocol on another (ServeRESP: INCR and ID.NEXT for any Redis client),
+// Prometheus metrics, health and readiness, bearer-token auth scoped to
+// tags, TLS, graceful shutdown.
 //
 // The server hands out Snowflake IDs from a node.Node (a generator under a
 // leased worker id) and segment IDs from a segment.Allocator; cmd/flakeid
@@ -84,6 +86,9 @@ type Config struct {
 	// Mask hands out masked (non-guessable) IDs, globally or per segment
 	// tag, and lets decode read them; see MaskConfig. Default off.
 	Mask MaskConfig `json:"mask"`
+	// RESP configures the Redis-protocol listener (ServeRESP); see
+	// RESPConfig. Default: none, with the limits of DefaultRESPConfig.
+	RESP RESPConfig `json:"resp"`
 }
 
 // Token is one bearer token and what it may do.
@@ -118,6 +123,7 @@ func DefaultConfig() Config {
 		IdleTimeout:       30 * time.Second,
 		MaxConns:          1024,
 		MetricsMaxTags:    1000,
+		RESP:              DefaultRESPConfig(),
 	}
 }
 
@@ -157,6 +163,9 @@ func (c Config) Validate() error {
 		return bad("metrics max tags %d, want 0–100,000", c.MetricsMaxTags)
 	}
 	if err := c.Mask.validate(); err != nil {
+		return bad("%v", err)
+	}
+	if err := c.RESP.validate(); err != nil {
 		return bad("%v", err)
 	}
 	seen := map[string]bool{}
@@ -216,6 +225,7 @@ type Server struct {
 	clock    ClockShifter
 	handler  http.Handler
 	mask     *masking // nil: nothing masked, masked IDs not read
+	resp     *respCommands
 	started  time.Time
 	draining chan struct{}
 
@@ -263,6 +273,7 @@ func New(o Options) (*Server, error) {
 		return nil, err
 	}
 	s.metrics = m
+	s.resp = newRESPCommands(m)
 	s.handler = s.streamDeadlines(s.routes())
 	return s, nil
 }
@@ -394,10 +405,10 @@ func (s *Server) nextSegment(ctx context.Context, tag string, n int64, dst []seg
 }
 
 // decode reads an ID in any plain text form, or a masked one (see
-// readID; as is "", "plain" or "masked"), and splits it with the node's
-// layout.
-func (s *Server) decode(h http.Header, text, as string) (decodeInput, snowflake.Parts, error) {
-	in, err := s.readID(h, text, as)
+// readID; as is "", "plain" or "masked"; mayUnmask says whether the caller
+// may read a masked one), and splits it with the node's layout.
+func (s *Server) decode(text, as string, mayUnmask func() error) (decodeInput, snowflake.Parts, error) {
+	in, err := s.readID(text, as, mayUnmask)
 	if err != nil {
 		return in, snowflake.Parts{}, err
 	}

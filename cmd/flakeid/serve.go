@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -33,6 +34,11 @@ type serveCmd struct {
 	IdleTimeout     time.Duration `default:"30s" env:"FLAKEID_IDLE_TIMEOUT" help:"An idle keep-alive connection is closed after this, 1s–1h."`
 	MaxConns        int           `default:"1024" env:"FLAKEID_MAX_CONNS" help:"Most connections open at once, idle ones included, 1–1,000,000; beyond it a new connection gets a 503 (plain HTTP) or is closed (TLS) at once."`
 	MetricsMaxTags  int           `default:"1000" env:"FLAKEID_METRICS_MAX_TAGS" help:"Most segment tags with a tag label of their own in the metrics, 0–100,000; the others are counted under tag=\"(other)\"."`
+	RESPListen      string        `name:"resp-listen" placeholder:"HOST:PORT" env:"FLAKEID_RESP_LISTEN" help:"Also serve the Redis protocol here (off unless given): any Redis client's INCR <tag> or INCR snowflake gets IDs; TLS when --tls-cert is set; see docs/OPERATIONS.md."`
+	RESPMaxConns    int           `name:"resp-max-conns" default:"1024" env:"FLAKEID_RESP_MAX_CONNS" help:"Most Redis-protocol connections at once, 1–1,000,000; beyond it a new one gets -ERR max number of clients reached."`
+	RESPMaxArgs     int           `name:"resp-max-args" default:"64" env:"FLAKEID_RESP_MAX_ARGS" help:"Most arguments of one Redis-protocol command, 1–1,048,576; more is a protocol error that closes the connection."`
+	RESPMaxRequest  int           `name:"resp-max-request" default:"65536" env:"FLAKEID_RESP_MAX_REQUEST" help:"Most bytes of one Redis-protocol command, 1024–67,108,864; more is a protocol error that closes the connection."`
+	RESPIdleTimeout time.Duration `name:"resp-idle-timeout" default:"0s" env:"FLAKEID_RESP_IDLE_TIMEOUT" help:"Close a Redis-protocol connection idle this long, 0 (never, as Redis) or 1s–24h."`
 	Policy          string        `default:"wait" enum:"wait,borrow" env:"FLAKEID_POLICY" help:"When a tick's sequence is used up: wait for the next tick, or borrow up to ${max_borrow} from the future (${enum})."`
 	AutoCreateTags  bool          `env:"FLAKEID_AUTO_CREATE_TAGS" help:"Create an unknown segment tag on first use (step 1000) instead of answering 404."`
 	SegmentDuration time.Duration `default:"15m" env:"FLAKEID_SEGMENT_DURATION" help:"Dynamic step target: a step of a tag should last about this long (Leaf's 15m); longer rides out longer database outages (see docs/GUARANTEES.md)."`
@@ -56,6 +62,8 @@ func (c *serveCmd) config() (server.Config, error) {
 	cfg.TLSCert, cfg.TLSKey, cfg.ShutdownTimeout = c.TLSCert, c.TLSKey, c.ShutdownTimeout
 	cfg.ReadTimeout, cfg.WriteTimeout, cfg.IdleTimeout = c.ReadTimeout, c.WriteTimeout, c.IdleTimeout
 	cfg.MaxConns, cfg.MetricsMaxTags = c.MaxConns, c.MetricsMaxTags
+	cfg.RESP = server.RESPConfig{Listen: c.RESPListen, MaxConns: c.RESPMaxConns, MaxArgs: c.RESPMaxArgs,
+		MaxRequest: c.RESPMaxRequest, IdleTimeout: c.RESPIdleTimeout}
 	if c.ReadTimeout >= time.Second {
 		// The headers' own bound (10s) may not exceed the whole request's.
 		cfg.ReadHeaderTimeout = min(cfg.ReadHeaderTimeout, c.ReadTimeout)
@@ -187,8 +195,29 @@ func (c *serveCmd) Run(ctx context.Context, out *streams) error {
 	if cfg.TLSCert != "" {
 		scheme = "https"
 	}
+	var rln net.Listener
+	if cfg.RESP.Listen != "" {
+		if rln, err = net.Listen("tcp", cfg.RESP.Listen); err != nil {
+			ln.Close()
+			return fmt.Errorf("--resp-listen: %w", err)
+		}
+	}
 	// Tests and the verifier read addr= right after the message: keep it first.
 	log.Info("flakeid: serving", "addr", ln.Addr().String(), "url", scheme+"://"+ln.Addr().String(),
 		"datacenter", st.DatacenterID, "worker", st.WorkerID, "layout", l.String())
-	return srv.Serve(ctx, ln)
+	if rln == nil {
+		return srv.Serve(ctx, ln)
+	}
+	log.Info("flakeid: serving RESP", "addr", rln.Addr().String(), "tls", cfg.TLSCert != "")
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	respErr := make(chan error, 1)
+	go func() {
+		err := srv.ServeRESP(ctx, rln)
+		cancel() // the HTTP side stops with it
+		respErr <- err
+	}()
+	err = srv.Serve(ctx, ln)
+	cancel()
+	return errors.Join(err, <-respErr)
 }

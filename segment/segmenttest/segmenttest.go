@@ -113,7 +113,7 @@ func tagAdmin(t *testing.T, c Connector) {
 	if err := s.Create(ctx, segment.Tag{Name: "orders", Step: 5}); !errors.Is(err, segment.ErrTagExists) {
 		t.Fatalf("second Create of a tag: %v, want ErrTagExists", err)
 	}
-	for _, bad := range []segment.Tag{{Name: "", Step: 1}, {Name: "has space", Step: 1}, {Name: "ok", Step: 0}, {Name: "ok", Step: -4}} {
+	for _, bad := range []segment.Tag{{Name: "", Step: 1}, {Name: "has space", Step: 1}, {Name: "ok", Step: 0}, {Name: "ok", Step: -4}, {Name: "snowflake", Step: 1}, {Name: "SnowFlake:orders", Step: 1}} {
 		if err := s.Create(ctx, bad); !errors.Is(err, segment.ErrInvalidTag) {
 			t.Errorf("Create(%+v): %v, want ErrInvalidTag", bad, err)
 		}
