@@ -26,7 +26,7 @@ func ParseWrk(r io.Reader) (Record, error) {
 			rec.Threads, _ = strconv.Atoi(f[0])
 			rec.Workers, _ = strconv.Atoi(f[3])
 		case len(f) == 2 && (f[0] == "50%" || f[0] == "90%" || f[0] == "99%"):
-			us, err := wrkDuration(f[1])
+			us, err := WrkDuration(f[1])
 			if err != nil {
 				return rec, err
 			}
@@ -39,7 +39,7 @@ func ParseWrk(r io.Reader) (Record, error) {
 				rec.P99, haveP99 = us, true
 			}
 		case len(f) >= 2 && f[0] == "Latency" && f[1] != "Distribution" && len(f) >= 4:
-			us, err := wrkDuration(f[3])
+			us, err := WrkDuration(f[3])
 			if err != nil {
 				return rec, err
 			}
@@ -47,7 +47,7 @@ func ParseWrk(r io.Reader) (Record, error) {
 		case len(f) >= 5 && f[1] == "requests" && f[2] == "in":
 			rec.Ops, _ = strconv.ParseInt(f[0], 10, 64)
 			s := strings.TrimSuffix(f[3], ",")
-			us, err := wrkDuration(s)
+			us, err := WrkDuration(s)
 			if err != nil {
 				return rec, err
 			}
@@ -80,9 +80,9 @@ func ParseWrk(r io.Reader) (Record, error) {
 	return rec, nil
 }
 
-// wrkDuration turns wrk's "79.00us", "2.04ms", "1.00s" or "10.00m" into
+// WrkDuration turns wrk's "79.00us", "2.04ms", "1.00s" or "10.00m" into
 // microseconds.
-func wrkDuration(s string) (float64, error) {
+func WrkDuration(s string) (float64, error) {
 	units := []struct {
 		suffix string
 		us     float64

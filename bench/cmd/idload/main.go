@@ -19,7 +19,8 @@
 // Subcommands:
 //
 //	idload wrk -label L -round R -json FILE < wrk-output   record wrk --latency output
-//	idload redis-benchmark -label L … < csv               record redis-benchmark --csv output
+//	idload redis-benchmark -label L … < output            record redis-benchmark output: --csv, or the
+//	                                                      default output (--precision 3), which has p99.9
 //	idload hello -listen ADDR                             serve a constant ID with plain net/http:
 //	                                                      the ceiling of any net/http handler here
 //	idload summary [-ratio A/B]… FILE…                     medians per label, same-round ratios
@@ -68,10 +69,10 @@ func main() {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case "wrk":
-			exit(ingestCmd("wrk", load.ParseWrk, os.Args[2:]))
+			exit(ingestCmd("wrk", parseWrkP999, os.Args[2:]))
 			return
 		case "redis-benchmark":
-			exit(ingestCmd("redis-benchmark", load.ParseRedisBenchmark, os.Args[2:]))
+			exit(ingestCmd("redis-benchmark", parseRedisBenchmarkAny, os.Args[2:]))
 			return
 		case "hello":
 			exit(helloCmd(os.Args[2:]))
@@ -174,21 +175,31 @@ func run(o options) error {
 
 // ingestCmd records the output of another load tool (wrk, redis-benchmark)
 // read from stdin.
-func ingestCmd(tool string, parse func(io.Reader) (load.Record, error), args []string) error {
+func ingestCmd(tool string, parse func([]byte) (load.Record, error), args []string) error {
 	fs := flag.NewFlagSet("idload "+tool, flag.ContinueOnError)
 	label := fs.String("label", tool, "label of the result")
 	round := fs.Int("round", 0, "round number")
 	jsonOut := fs.String("json", "", "append the result as a JSON line to this file")
 	note := fs.String("note", "", "free text stored with the result")
 	workers := fs.Int("c", 0, "connections, when the tool's output does not say (redis-benchmark)")
+	target := fs.String("target", "", "what was measured (default: what the output says)")
+	errs := fs.Int64("errors", 0, "errors counted elsewhere (the server's metrics), added to the output's")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	rec, err := parse(os.Stdin)
+	in, err := io.ReadAll(os.Stdin)
+	if err != nil {
+		return err
+	}
+	rec, err := parse(in)
 	if err != nil {
 		return err
 	}
 	rec.Label, rec.Round, rec.Note = *label, *round, *note
+	if *target != "" {
+		rec.Target = *target
+	}
+	rec.Errors += *errs
 	if rec.Workers == 0 {
 		rec.Workers = *workers
 	}
