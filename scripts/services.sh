@@ -4,7 +4,9 @@
 #   PostgreSQL  127.0.0.1:5432   (trust auth, database "test")
 #   MariaDB     127.0.0.1:3306   (root, no password, database "test")
 #   Redis       127.0.0.1:6379
-# Installs etcd-server (and chromium, for the web console's browser test; redis-tools and
+#   ZooKeeper   127.0.0.1:21810  (Debian's zookeeper, started here with its own zoo.cfg under $FLAKEID_TEST_ZK_DIR)
+#   Consul      127.0.0.1:28500  (a `consul agent -dev` built by scripts/consul-agent.sh, under $FLAKEID_TEST_CONSUL_DIR)
+# Installs etcd-server and zookeeper (and chromium, for the web console's browser test; redis-tools and
 # python3-redis, for the RESP listener's client tests) when missing, and starts whichever service
 # is down.
 # The tests read their addresses from FLAKEID_TEST_* (see internal/testenv); the defaults match this.
@@ -13,6 +15,10 @@ set -euo pipefail
 ETCD_PORT="${FLAKEID_TEST_ETCD_PORT:-23790}"
 ETCD_PEER_PORT="${FLAKEID_TEST_ETCD_PEER_PORT:-23800}"
 ETCD_DIR="${FLAKEID_TEST_ETCD_DIR:-/tmp/flakeid-etcd}"
+ZK_PORT="${FLAKEID_TEST_ZK_PORT:-21810}"
+ZK_DIR="${FLAKEID_TEST_ZK_DIR:-/tmp/flakeid-zk}"
+CONSUL_PORT="${FLAKEID_TEST_CONSUL_PORT:-28500}"
+CONSUL_DIR="${FLAKEID_TEST_CONSUL_DIR:-/tmp/flakeid-consul}"
 
 up() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 wait_up() { # port name
@@ -59,6 +65,57 @@ if ! up "$ETCD_PORT"; then
   wait_up "$ETCD_PORT" etcd
 fi
 
+# ZooKeeper: our own instance, loopback only, with an explicit zoo.cfg (Debian's default config
+# listens on every interface). zkEnv.sh overrides ZOOCFGDIR, so the file is given by its path.
+[ -x /usr/share/zookeeper/bin/zkServer.sh ] || apt_install zookeeper
+if up "$ZK_PORT" && [ "$( (exec 3<>"/dev/tcp/127.0.0.1/$ZK_PORT"; printf ruok >&3; timeout 5 cat <&3) 2>/dev/null)" != imok ]; then
+  echo "services: 127.0.0.1:$ZK_PORT answers but is not ZooKeeper; free it, or set FLAKEID_TEST_ZK_PORT and FLAKEID_TEST_ZK to another port" >&2
+  exit 1
+fi
+if ! up "$ZK_PORT"; then
+  mkdir -p "$ZK_DIR/conf" "$ZK_DIR/data" "$ZK_DIR/log"
+  cat >"$ZK_DIR/conf/zoo.cfg" <<CFG
+tickTime=500
+initLimit=10
+syncLimit=5
+dataDir=$ZK_DIR/data
+clientPort=$ZK_PORT
+clientPortAddress=127.0.0.1
+admin.enableServer=false
+4lw.commands.whitelist=ruok,srvr,stat
+maxSessionTimeout=60000
+maxClientCnxns=0
+CFG
+  cp /etc/zookeeper/conf/log4j.properties "$ZK_DIR/conf/" 2>/dev/null || true
+  echo "services: starting ZooKeeper on 127.0.0.1:$ZK_PORT (data in $ZK_DIR)" >&2
+  ZOO_LOG_DIR="$ZK_DIR/log" ZOOPIDFILE="$ZK_DIR/zookeeper.pid" \
+    /usr/share/zookeeper/bin/zkServer.sh start "$ZK_DIR/conf/zoo.cfg" >"$ZK_DIR/start.log" 2>&1
+  wait_up "$ZK_PORT" ZooKeeper
+fi
+
+# Consul: a dev agent (in memory) on loopback with its own ports; the binary is built once per
+# machine by scripts/consul-agent.sh (Consul has no Debian package). session_ttl_min is lowered
+# from Consul's 10s so that the coordinator's tests can use short leases.
+if up "$CONSUL_PORT" && ! curl -fsS --max-time 5 "http://127.0.0.1:$CONSUL_PORT/v1/status/leader" >/dev/null 2>&1; then
+  echo "services: 127.0.0.1:$CONSUL_PORT answers but is not Consul; free it, or set FLAKEID_TEST_CONSUL_PORT and FLAKEID_TEST_CONSUL to another port" >&2
+  exit 1
+fi
+if ! up "$CONSUL_PORT"; then
+  consul_bin="$(bash "$(dirname "$0")/consul-agent.sh")"
+  mkdir -p "$CONSUL_DIR"
+  echo "services: starting Consul on 127.0.0.1:$CONSUL_PORT" >&2
+  nohup "$consul_bin" agent -dev -node flakeid-test -bind 127.0.0.1 -client 127.0.0.1 \
+    -hcl 'session_ttl_min = "1s"' -http-port "$CONSUL_PORT" -dns-port -1 -grpc-port -1 -grpc-tls-port -1 \
+    -serf-lan-port "$((CONSUL_PORT + 1))" -serf-wan-port "$((CONSUL_PORT + 2))" -server-port "$((CONSUL_PORT + 3))" \
+    >"$CONSUL_DIR/consul.log" 2>&1 &
+  echo $! >"$CONSUL_DIR/consul.pid"
+  wait_up "$CONSUL_PORT" Consul
+  for _ in $(seq 1 100); do
+    [ -n "$(curl -fsS --max-time 2 "http://127.0.0.1:$CONSUL_PORT/v1/status/leader" 2>/dev/null | tr -d '"')" ] && break
+    sleep 0.2
+  done
+fi
+
 if ! up 5432; then
   echo "services: starting PostgreSQL" >&2
   as_root pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | head -1)" main start
@@ -77,4 +134,4 @@ if ! up 6379; then
 fi
 # The Redis-protocol tests and the verifier start private redis-server processes.
 command -v redis-server >/dev/null || { echo "services: redis-server is not installed (apt-get install redis-server)" >&2; exit 1; }
-echo "services: etcd 127.0.0.1:$ETCD_PORT, PostgreSQL :5432, MariaDB :3306, Redis :6379 are up" >&2
+echo "services: etcd 127.0.0.1:$ETCD_PORT, ZooKeeper :$ZK_PORT, Consul :$CONSUL_PORT, PostgreSQL :5432, MariaDB :3306, Redis :6379 are up" >&2

@@ -15,8 +15,11 @@ cd "$(dirname "$0")/.."
 . scripts/lib/steps.sh
 steps_begin
 
+# The Consul test agent is built once per machine (about 4 minutes): on a
+# fresh machine the build runs in the background while the checks below run,
+# and the services step waits for it.
+./scripts/consul-agent.sh >/dev/null 2>"${TMPDIR:-/tmp}/flakeid-consul-build.log" &
 step "tools (scripts/tools.sh)" ./scripts/tools.sh
-step "services (scripts/services.sh)" ./scripts/services.sh # etcd, PostgreSQL, MariaDB, Redis on loopback
 
 gofmt_check() {
   local unformatted
@@ -36,6 +39,7 @@ for mod in . bench; do
   step "staticcheck ($mod)" sh -c "cd '$mod' && '$PWD/bin/staticcheck' ./..."
 done
 step "generated code is fresh (scripts/gen.sh --check)" ./scripts/gen.sh --check
+step "services (scripts/services.sh)" ./scripts/services.sh # etcd, ZooKeeper, Consul, PostgreSQL, MariaDB, Redis on loopback
 
 go_test "go test -race (main module)" . -race -count=1 -timeout 15m "$@" ./...
 go_test "go test, allocation tests without -race (main module)" . -count=1 "$@" -run 'Allocations$' ./server ./idmask

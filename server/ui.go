@@ -126,7 +126,7 @@ type layoutJSON struct {
 
 // handleLayout is the layout calculator: GET /v1/layout?time_bits=&
 // datacenter_bits=&worker_bits=&sequence_bits=&epoch=&unit=&preset=. The
-// preset (default, twitter, sonyflake, jssafe) gives the starting layout,
+// preset (default, twitter, sonyflake, jssafe, leaf) gives the starting layout,
 // "default" when absent, and each parameter given replaces its field. An
 // impossible layout is a 200 with valid false and the library's error; a
 // width that is not a whole number from 0 to 63, or a value that is not a

@@ -60,7 +60,8 @@ func ExamplePreset() {
 	// twitter   41/5/5/12 × 1ms since 2010-11-04T01:42:54.657Z, until 2080-07-10
 	// sonyflake 39/0/16/8 × 10ms since 2014-09-01T00:00:00Z, until 2188-11-16
 	// jssafe    38/0/6/9 × 10ms since 2025-01-01T00:00:00Z, until 2112-02-09
-	// snowflake: invalid layout: unknown preset "Instagram" (known: default, twitter, sonyflake, jssafe)
+	// leaf      41/0/10/12 × 1ms since 2010-11-04T01:42:54.657Z, until 2080-07-10
+	// snowflake: invalid layout: unknown preset "Instagram" (known: default, twitter, sonyflake, jssafe, leaf)
 }
 
 func ExampleLayout_Compose() {

@@ -92,11 +92,21 @@ func JSSafeLayout() Layout {
 		Epoch: DefaultEpoch(), TimeUnit: 10 * time.Millisecond}
 }
 
-// PresetNames lists the names Preset accepts, in a stable order.
-func PresetNames() []string { return []string{"default", "twitter", "sonyflake", "jssafe"} }
+// LeafLayout is the layout of Meituan Leaf's snowflake mode: 41 bits of
+// milliseconds since Twitter's epoch 1288834974657, 10 worker bits (Leaf's
+// worker id, the sequence number of its ZooKeeper node) and 12 sequence bits,
+// with no datacenter field. IDs decode the same way as Leaf's; a cluster that
+// takes over Leaf's worker ids (backend/zk's Leaf takeover) must use it.
+func LeafLayout() Layout {
+	return Layout{TimeBits: 41, WorkerBits: 10, SequenceBits: 12,
+		Epoch: time.UnixMilli(1288834974657).UTC(), TimeUnit: time.Millisecond}
+}
 
-// Preset returns the named preset layout: "default", "twitter", "sonyflake"
-// or "jssafe" (case-insensitive).
+// PresetNames lists the names Preset accepts, in a stable order.
+func PresetNames() []string { return []string{"default", "twitter", "sonyflake", "jssafe", "leaf"} }
+
+// Preset returns the named preset layout: "default", "twitter", "sonyflake",
+// "jssafe" or "leaf" (case-insensitive).
 func Preset(name string) (Layout, error) {
 	switch strings.ToLower(strings.TrimSpace(name)) {
 	case "default", "":
@@ -107,6 +117,8 @@ func Preset(name string) (Layout, error) {
 		return SonyflakeLayout(), nil
 	case "jssafe", "js-safe", "js":
 		return JSSafeLayout(), nil
+	case "leaf":
+		return LeafLayout(), nil
 	}
 	return Layout{}, fmt.Errorf("%w: unknown preset %q (known: %s)", ErrInvalidLayout, name, strings.Join(PresetNames(), ", "))
 }

@@ -307,6 +307,25 @@ func TestPresetCapacity(t *testing.T) {
 			t.Errorf("RunsUntil = %v, want past 2085", c.RunsUntil)
 		}
 	})
+	t.Run("leaf", func(t *testing.T) {
+		// Leaf's SnowflakeIDGenImpl: ((ms − 1288834974657) << 22) | (workerId << 12) | sequence.
+		l := LeafLayout()
+		at := time.UnixMilli(1700000000123)
+		tick, err := l.Tick(at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := l.Compose(Parts{Tick: tick, Worker: 1023, Sequence: 7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := ID((1700000000123-1288834974657)<<22 | 1023<<12 | 7); id != want {
+			t.Errorf("Leaf ID = %d, want %d", id, want)
+		}
+		if c := l.Capacity(); c.Datacenters != 1 || c.WorkersPerDatacenter != 1024 || c.IDsPerTick != 4096 {
+			t.Errorf("capacity %+v, want 1 datacenter, 1024 workers, 4096 IDs per tick", c)
+		}
+	})
 	t.Run("sonyflake", func(t *testing.T) {
 		l := SonyflakeLayout()
 		if got := [4]int{l.TimeBits, l.DatacenterBits, l.WorkerBits, l.SequenceBits}; got != [4]int{39, 0, 16, 8} {
@@ -347,6 +366,8 @@ func TestPresetLookup(t *testing.T) {
 		{"jssafe", JSSafeLayout()},
 		{"JSSafe", JSSafeLayout()},
 		{"js-safe", JSSafeLayout()},
+		{"leaf", LeafLayout()},
+		{"Leaf", LeafLayout()},
 	} {
 		got, err := Preset(tc.name)
 		if err != nil {
@@ -363,7 +384,7 @@ func TestPresetLookup(t *testing.T) {
 		layoutCheckErr(t, "Preset("+name+")", err, ErrInvalidLayout, has...)
 	}
 	// PresetNames is stable and every name resolves.
-	if got := strings.Join(PresetNames(), ","); got != "default,twitter,sonyflake,jssafe" {
+	if got := strings.Join(PresetNames(), ","); got != "default,twitter,sonyflake,jssafe,leaf" {
 		t.Errorf("PresetNames = %s", got)
 	}
 	names := PresetNames()

@@ -175,8 +175,22 @@ func (c *connector) Snapshot(t *testing.T) func() {
 	}
 	return func() {
 		ctx := t.Context()
-		if _, err := admin.Delete(ctx, c.prefix+"/", clientv3.WithPrefix()); err != nil {
-			t.Fatalf("restoring %s/: deleting: %v", c.prefix, err)
+		// One transaction, as a restore is one step for the nodes: delete
+		// the keys the copy lacks, put the copy's over the rest (etcd
+		// refuses a put inside a range the same transaction deletes).
+		now, err := admin.Get(ctx, c.prefix+"/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		if err != nil {
+			t.Fatalf("restoring %s/: reading: %v", c.prefix, err)
+		}
+		inCopy := map[string]bool{}
+		for _, kv := range kvs {
+			inCopy[string(kv.Key)] = true
+		}
+		var dels []clientv3.Op
+		for _, kv := range now.Kvs {
+			if !inCopy[string(kv.Key)] {
+				dels = append(dels, clientv3.OpDelete(string(kv.Key)))
+			}
 		}
 		leases := map[int64]clientv3.LeaseID{}
 		for old, ttl := range ttls {
@@ -186,7 +200,7 @@ func (c *connector) Snapshot(t *testing.T) func() {
 			}
 			leases[old] = g.ID
 		}
-		ops := make([]clientv3.Op, 0, len(kvs))
+		ops := append(make([]clientv3.Op, 0, len(dels)+len(kvs)), dels...)
 		for _, kv := range kvs {
 			var opts []clientv3.OpOption
 			if kv.Lease != 0 {

@@ -8,9 +8,11 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/flakeid/flakeid/backend/consul"
 	"github.com/flakeid/flakeid/backend/etcd"
 	"github.com/flakeid/flakeid/backend/redis"
 	"github.com/flakeid/flakeid/backend/sqldb"
+	"github.com/flakeid/flakeid/backend/zk"
 	"github.com/flakeid/flakeid/worker"
 )
 
@@ -20,6 +22,8 @@ import (
 //	redis://[:password@]host:port[/db][?prefix=P&registry=R]   (default registry flakeid:datacenters; go-redis URL options pass through)
 //	postgres://user[:password]@host:port/db[?table=T&registry=R&…]  (pgx options pass through)
 //	mysql://user[:password]@host:port/db[?table=T&registry=R&…]     (go-sql-driver/mysql options pass through)
+//	zk://host:port[,host:port…][/path][?registry=R&leaf=/snowflake/NAME&leaf_margin=D]  (default path /flakeid/workers)
+//	consul://host:port[/prefix][?registry=R&lock_delay=D&token=T]   (consuls:// for HTTPS; default prefix flakeid/workers)
 //
 // A SQL coordinator's table (default flakeid_workers) and its datacenter
 // registry table (default flakeid_datacenters) are created when missing;
@@ -63,8 +67,20 @@ func openRemote(ctx context.Context, u *url.URL) (worker.Coordinator, func() err
 		opts.ContextTimeoutEnabled = true
 		client := goredis.NewClient(opts)
 		return redis.NewWorkers(client, prefix, redis.WithRegistry(registry)), client.Close, nil
+	case "zk", "zookeeper":
+		w, err := zk.OpenURL(ctx, u)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--coordinator %q: %w", redactedURL(u), err)
+		}
+		return w, w.Close, nil
+	case "consul", "consuls":
+		w, err := consul.OpenURL(ctx, u)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--coordinator %q: %w", redactedURL(u), err)
+		}
+		return w, w.Close, nil
 	}
-	return nil, nil, fmt.Errorf("--coordinator %q: unknown scheme %q (want file, etcd, redis, postgres or mysql)", redactedURL(u), u.Scheme)
+	return nil, nil, fmt.Errorf("--coordinator %q: unknown scheme %q (want file, etcd, redis, postgres, mysql, zk or consul)", redactedURL(u), u.Scheme)
 }
 
 // sqlDSN turns a postgres:// or mysql:// URL of the flag (--coordinator,

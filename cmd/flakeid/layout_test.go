@@ -102,7 +102,7 @@ func TestLayoutErrors(t *testing.T) {
 		{"no bits left for time", []string{"--time-bits", "0", "--worker-bits", "40", "--sequence-bits", "18"}, []string{"no time bits"}},
 		{"width out of range", []string{"--sequence-bits", "64"}, []string{"sequence bits = 64"}},
 		{"negative width", []string{"--worker-bits=-1"}, []string{"worker bits = -1"}},
-		{"unknown preset", []string{"--preset", "uuid"}, []string{`unknown preset "uuid"`, "default, twitter, sonyflake, jssafe"}},
+		{"unknown preset", []string{"--preset", "uuid"}, []string{`unknown preset "uuid"`, "default, twitter, sonyflake, jssafe, leaf"}},
 		{"time unit too long", []string{"--time-unit", "2h"}, []string{"time unit 2h0m0s"}},
 		{"time unit too short", []string{"--time-unit", "10ns"}, []string{"time unit 10ns"}},
 		{"epoch in the future", []string{"--epoch", "2100-01-01"}, []string{"epoch 2100-01-01T00:00:00Z is in the future"}},

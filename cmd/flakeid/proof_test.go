@@ -189,6 +189,12 @@ func proofBackends() []proofBackend {
 		{"mysql", func(t *testing.T) string {
 			return sqlCoordinatorURL(t, "mysql", testenv.MySQL().Require(t), "")
 		}},
+		{"zk", func(t *testing.T) string {
+			return zkCoordinatorURL(t, testenv.ZooKeeper().Require(t))
+		}},
+		{"consul", func(t *testing.T) string {
+			return consulCoordinatorURL(t, testenv.Consul().Require(t))
+		}},
 	}
 }
 
@@ -430,6 +436,16 @@ func proxiedBackends() []proxiedBackend {
 		}},
 		{"postgres", sqlProxied("postgres", testenv.Postgres())},
 		{"mysql", sqlProxied("mysql", testenv.MySQL())},
+		{"zk", func(t *testing.T) (string, func(string) string) {
+			addr := testenv.ZooKeeper().Require(t)
+			direct := zkCoordinatorURL(t, addr)
+			return addr, func(a string) string { return strings.Replace(direct, addr, a, 1) }
+		}},
+		{"consul", func(t *testing.T) (string, func(string) string) {
+			addr := testenv.Consul().Require(t)
+			direct := consulCoordinatorURL(t, addr)
+			return addr, func(a string) string { return strings.Replace(direct, addr, a, 1) }
+		}},
 	}
 }
 

@@ -5,12 +5,15 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/flakeid/flakeid/backend/consul"
 	"github.com/flakeid/flakeid/backend/sqldb"
+	"github.com/flakeid/flakeid/backend/zk"
 )
 
 // schemaFor prints the DDL of a SQL table for a postgres:// or mysql:// URL
 // without connecting: the table the coordinator (kind "workers") or the
-// segment store (kind "segments") uses. The commands create the table when
+// segment store (kind "segments") uses; for a zk:// or consul://
+// coordinator, the nodes or keys it uses and the permissions it needs. The commands create the table when
 // it is missing; this is for DBAs who apply schema changes themselves.
 func schemaFor(kind, raw string, out *streams) error {
 	u, err := url.Parse(raw)
@@ -23,8 +26,13 @@ func schemaFor(kind, raw string, out *streams) error {
 		d = sqldb.Postgres
 	case "mysql":
 		d = sqldb.MySQL
+	case "zk", "zookeeper", "consul", "consuls":
+		if kind == "workers" {
+			return treeFor(u, out)
+		}
+		return fmt.Errorf("%q: ZooKeeper and Consul are coordinators, not segment stores", redactedURL(u))
 	default:
-		return fmt.Errorf("%q: only SQL stores have a schema (file, etcd and Redis need none)", redactedURL(u))
+		return fmt.Errorf("%q: only SQL, ZooKeeper and Consul coordinators and SQL stores have a schema (file, etcd and Redis need none)", redactedURL(u))
 	}
 	table := u.Query().Get("table")
 	var ddl string
@@ -40,6 +48,59 @@ func schemaFor(kind, raw string, out *streams) error {
 		return err
 	}
 	_, err = fmt.Fprintln(out.stdout, strings.TrimRight(ddl, ";\n")+";")
+	return err
+}
+
+// treeFor prints, without connecting, the nodes (ZooKeeper) or keys (Consul)
+// a coordinator URL's coordinator creates, and the permissions its client
+// needs: the counterpart of a SQL schema for an operator who sets up ACLs.
+func treeFor(u *url.URL, out *streams) error {
+	q := u.Query()
+	path := strings.TrimRight(u.Path, "/")
+	registry := strings.TrimRight(q.Get("registry"), "/")
+	var lines []string
+	if strings.HasPrefix(strings.ToLower(u.Scheme), "consul") {
+		path = strings.Trim(path, "/")
+		if path == "" {
+			path = consul.DefaultPrefix
+		}
+		if registry == "" {
+			registry = consul.DefaultRegistry
+		}
+		lines = []string{
+			"# Consul KV keys of the coordinator (created when missing), and one session per held worker id",
+			path + "/<datacenter>/namespace         the namespace record (JSON: incarnation, ID-space contract, floor)",
+			path + "/<datacenter>/<worker>/holder   the holder, locked by its session (TTL = --lease-ttl, behavior=delete)",
+			path + "/<datacenter>/<worker>/high     the high-water mark, Unix milliseconds; only grows",
+			path + "/<datacenter>/clock/<worker>    the holder's clock, Unix milliseconds, locked by its session",
+			registry + "/<datacenter>              which namespace claimed the datacenter id (JSON)",
+			"# ACL policy the token needs:",
+			fmt.Sprintf("#   key_prefix %q { policy = \"write\" }", path+"/"),
+			fmt.Sprintf("#   key_prefix %q { policy = \"write\" }", registry+"/"),
+			"#   session_prefix \"\" { policy = \"write\" }",
+		}
+	} else {
+		if path == "" {
+			path = zk.DefaultPrefix
+		}
+		if registry == "" {
+			registry = zk.DefaultRegistry
+		}
+		lines = []string{
+			"# ZooKeeper nodes of the coordinator (created when missing, with the open ACL unless the ensemble sets one)",
+			path + "/<datacenter>/namespace         persistent: the namespace record (JSON: incarnation, ID-space contract, floor)",
+			path + "/<datacenter>/<worker>/holder   ephemeral, on the holder's own session (timeout = --lease-ttl)",
+			path + "/<datacenter>/<worker>/high     persistent: the high-water mark, Unix milliseconds; only grows",
+			registry + "/<datacenter>              persistent: which namespace claimed the datacenter id (JSON)",
+			"# The client needs CREATE, READ, WRITE and DELETE under both paths.",
+		}
+		if leaf := q.Get("leaf"); leaf != "" {
+			lines = append(lines,
+				"# Leaf takeover: reads "+strings.TrimRight(leaf, "/")+"/forever/<ip>:<port>-<seq> (READ) and fences a taken-over",
+				"# Leaf worker id by writing the timestamp 2100-01-01 into its node (WRITE).")
+		}
+	}
+	_, err := fmt.Fprintln(out.stdout, strings.Join(lines, "\n"))
 	return err
 }
 

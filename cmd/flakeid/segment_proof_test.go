@@ -146,4 +146,21 @@ func TestTagsCommands(t *testing.T) {
 		t.Errorf("workers schema with a registry printed:\n%s", r.stdout)
 	}
 	mustFail(t, runCLI(t, "tags", "schema"), exitError, "postgres:// or mysql://")
+
+	// ZooKeeper and Consul: the tree and the permissions, without connecting.
+	r = runCLI(t, "workers", "schema", "--coordinator", "zk://zk1:2181/ids?leaf=/snowflake/app")
+	mustSucceed(t, r)
+	for _, want := range []string{"/ids/<datacenter>/<worker>/holder   ephemeral", "/flakeid/datacenters/<datacenter>", "/snowflake/app/forever/"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("workers schema (zk) does not show %q:\n%s", want, r.stdout)
+		}
+	}
+	r = runCLI(t, "workers", "schema", "--coordinator", "consul://127.0.0.1:8500/ids?registry=dcs")
+	mustSucceed(t, r)
+	for _, want := range []string{"ids/<datacenter>/<worker>/high", `key_prefix "dcs/"`, "session_prefix"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("workers schema (consul) does not show %q:\n%s", want, r.stdout)
+		}
+	}
+	mustFail(t, runCLI(t, "tags", "schema", "--store", "zk://zk1:2181/ids"), exitError, "not segment stores")
 }

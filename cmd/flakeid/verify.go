@@ -13,25 +13,29 @@ import (
 )
 
 // verifyCmd is the fault-injection verifier: it starts a cluster of `flakeid
-// serve` processes (this binary) in groups on a private etcd, a private
-// Redis, a PostgreSQL table and files of their own, loads it through every
-// API while a nemesis injects faults, and checks every acknowledged ID. The
-// engine is internal/verify; docs/GUARANTEES.md shows a run's tables.
+// serve` processes (this binary) in groups on a private etcd, ZooKeeper or
+// Consul agent (--coordinator), a private Redis, a PostgreSQL table and
+// files of their own, loads it through every API while a nemesis injects
+// faults, and checks every acknowledged ID. The engine is internal/verify;
+// docs/GUARANTEES.md shows a run's tables.
 type verifyCmd struct {
 	Duration        time.Duration `default:"3m" placeholder:"DURATION" env:"FLAKEID_VERIFY_DURATION" help:"How long the clients run (3m: the CI profile; 30m: a soak)."`
 	Target          string        `placeholder:"URL[,URL…]" env:"FLAKEID_VERIFY_TARGET" help:"Verify these running servers instead (no cluster started, no fault injected). Give their layout flags."`
-	Nodes           int           `default:"3" env:"FLAKEID_VERIFY_NODES" help:"Nodes on the private etcd (datacenter 0), whose clocks the nemesis moves."`
+	Coordinator     string        `default:"etcd" enum:"etcd,zk,consul" placeholder:"etcd|zk|consul" env:"FLAKEID_VERIFY_COORDINATOR" help:"The main group's coordinator, a private server the verifier starts, pauses, cuts off and (zk, consul) wipes: etcd, zk (ZooKeeper) or consul (a Consul dev agent)."`
+	Nodes           int           `default:"3" env:"FLAKEID_VERIFY_NODES" help:"Nodes of the main group, on the private --coordinator (datacenter 0), whose clocks the nemesis moves."`
 	RedisNodes      int           `default:"2" env:"FLAKEID_VERIFY_REDIS_NODES" help:"Nodes on a private Redis without persistence (datacenter 1); 0: none, and no Redis faults."`
 	SQLNodes        int           `name:"sql-nodes" default:"1" env:"FLAKEID_VERIFY_SQL_NODES" help:"Nodes on a fresh coordinator table of --postgres (datacenter 2); 0: none, and no sql-rollback."`
 	FileNodes       int           `default:"1" env:"FLAKEID_VERIFY_FILE_NODES" help:"Nodes with a file coordinator each (datacenters 3, 4, …); 0: none, and no truncated-state."`
 	Clients         int           `default:"16" env:"FLAKEID_VERIFY_CLIENTS" help:"Concurrent clients, cycling through HTTP count=1, HTTP count=1000, Connect unary and stream, HTTP and Connect segment calls."`
 	Seed            uint64        `placeholder:"N" env:"FLAKEID_VERIFY_SEED" help:"Seed of the nemesis's choices (0: random; the report prints it)."`
-	Faults          string        `default:"all" env:"FLAKEID_VERIFY_FAULTS" help:"Fault kinds to inject, comma-separated, or all (those whose groups have nodes), or none: clock-back, clock-forward, kill, restart-behind, etcd-pause, etcd-partition, pg-restart, redis-restart-nosave, redis-keys-deleted, sql-rollback, truncated-state, other-layout, config-typo."`
-	MinFaults       int           `default:"2" env:"FLAKEID_VERIFY_MIN_FAULTS" help:"Fail unless every fault kind was injected at least this many times — at most once for the last six kinds, which cost a quarantine or a refused start each (0: no such check)."`
+	Faults          string        `default:"all" env:"FLAKEID_VERIFY_FAULTS" help:"Fault kinds to inject, comma-separated, or all (those whose groups have nodes, and the --coordinator's own), or none: clock-back, clock-forward, kill, restart-behind, etcd-pause, etcd-partition (--coordinator etcd), zk-pause, zk-partition, zk-data-loss (zk), consul-pause, consul-partition, consul-data-loss (consul), pg-restart, redis-restart-nosave, redis-keys-deleted, sql-rollback, truncated-state, other-layout, config-typo."`
+	MinFaults       int           `default:"2" env:"FLAKEID_VERIFY_MIN_FAULTS" help:"Fail unless every fault kind was injected at least this many times — at most once for the data-loss kinds and the last six, which cost a quarantine or a refused start each (0: no such check)."`
 	LeaseTTL        time.Duration `default:"2s" env:"FLAKEID_VERIFY_LEASE_TTL" help:"The nodes' --lease-ttl (short, so faults bite fast); with --target, at most the servers' TTL."`
 	SegmentDuration time.Duration `default:"2s" env:"FLAKEID_VERIFY_SEGMENT_DURATION" help:"The nodes' --segment-duration (short, so segments are fetched often)."`
 	Postgres        string        `default:"postgres://postgres@127.0.0.1:5432/test?sslmode=disable" env:"FLAKEID_TEST_POSTGRES" help:"PostgreSQL for the segment store (a fresh table, dropped at the end)."`
-	EtcdBin         string        `default:"etcd" env:"FLAKEID_ETCD_BIN" help:"The etcd executable (Debian's etcd-server; ./scripts/services.sh installs it)."`
+	EtcdBin         string        `default:"etcd" env:"FLAKEID_ETCD_BIN" help:"The etcd executable, for --coordinator etcd (Debian's etcd-server; ./scripts/services.sh installs it)."`
+	ZKBin           string        `name:"zk-bin" default:"/usr/share/zookeeper/bin/zkServer.sh" env:"FLAKEID_ZK_BIN" help:"ZooKeeper's zkServer.sh, for --coordinator zk (Debian's zookeeper package; ./scripts/services.sh installs it)."`
+	ConsulBin       string        `default:"consul" env:"FLAKEID_CONSUL_BIN" help:"The consul executable, for --coordinator consul. Consul has no Debian package: ./scripts/consul-agent.sh builds one (once per machine) and prints its path."`
 	RedisBin        string        `default:"redis-server" env:"FLAKEID_REDIS_BIN" help:"The redis-server executable, for the Redis group's private server."`
 	Bin             string        `type:"path" placeholder:"FILE" env:"FLAKEID_VERIFY_BIN" help:"The flakeid executable the nodes run (default: this one)."`
 	Tag             string        `default:"verify" env:"FLAKEID_VERIFY_TAG" help:"Segment tag the clients use (created if missing)."`
@@ -48,6 +52,7 @@ func (c *verifyCmd) Run(ctx context.Context, out *streams) error {
 	cfg.RedisNodes, cfg.SQLNodes, cfg.FileNodes, cfg.RedisBin = c.RedisNodes, c.SQLNodes, c.FileNodes, c.RedisBin
 	cfg.MinFaults, cfg.LeaseTTL, cfg.SegmentDuration = c.MinFaults, c.LeaseTTL, c.SegmentDuration
 	cfg.Postgres, cfg.EtcdBin, cfg.Tag, cfg.Dir, cfg.Keep = c.Postgres, c.EtcdBin, c.Tag, c.Dir, c.Keep
+	cfg.Coordinator, cfg.ZKBin, cfg.ConsulBin = c.Coordinator, c.ZKBin, c.ConsulBin
 	cfg.Stdout, cfg.Stderr = out.stdout, out.stderr
 	if c.Target != "" {
 		for _, t := range strings.Split(c.Target, ",") {

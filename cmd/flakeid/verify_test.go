@@ -1,8 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -177,4 +180,94 @@ func TestVerifyNemesisLostState(t *testing.T) {
 		}
 	}
 	t.Logf("\n%s", r.stdout)
+}
+
+// TestVerifyCoordinatorFlag: --coordinator takes etcd, zk or consul; a
+// coordinator's fault kinds are refused for another one; a missing server
+// binary is named with the flag that gives it — all before any cluster
+// starts.
+func TestVerifyCoordinatorFlag(t *testing.T) {
+	t.Parallel()
+	r := runCLI(t, "verify", "--coordinator", "zookeeper")
+	mustFail(t, r, exitUsage, "--coordinator", `"etcd","zk","consul"`, "zookeeper")
+
+	r = runCLI(t, "verify", "--coordinator", "zk", "--faults", "kill,consul-data-loss", "--bin", "/bin/true")
+	mustFail(t, r, exitError, `fault kind "consul-data-loss" is for the main group on Consul (--coordinator consul); it runs on ZooKeeper, whose kinds are zk-pause, zk-partition, zk-data-loss`)
+
+	r = runCLI(t, "verify", "--faults", "zk-pause", "--bin", "/bin/true") // etcd by default
+	mustFail(t, r, exitError, `fault kind "zk-pause" is for the main group on ZooKeeper (--coordinator zk); it runs on etcd, whose kinds are etcd-pause, etcd-partition`)
+
+	r = runCLI(t, "verify", "--coordinator", "zk", "--zk-bin", "/nonexistent/zkServer.sh", "--bin", "/bin/true", "--dir", t.TempDir())
+	mustFail(t, r, exitError, "private ZooKeeper", "/nonexistent/zkServer.sh", "--zk-bin")
+
+	r = runCLI(t, "verify", "--coordinator", "consul", "--consul-bin", "/nonexistent/consul", "--bin", "/bin/true", "--dir", t.TempDir())
+	mustFail(t, r, exitError, "private Consul agent", "/nonexistent/consul", "--consul-bin", "scripts/consul-agent.sh")
+}
+
+// consulBin is the Consul agent the verifier tests run:
+// $FLAKEID_TEST_CONSUL_BIN, or the one ./scripts/consul-agent.sh builds into
+// its cache; else the test is skipped (failed under CI).
+func consulBin(t *testing.T) string {
+	t.Helper()
+	bin := os.Getenv("FLAKEID_TEST_CONSUL_BIN")
+	if bin == "" {
+		cache := os.Getenv("FLAKEID_TEST_CONSUL_CACHE")
+		if cache == "" {
+			dir, _ := os.UserCacheDir()
+			cache = filepath.Join(dir, "flakeid")
+		}
+		bin = filepath.Join(cache, "consul-v1.22.5", "consul")
+	}
+	return testenv.Command(t, bin, "the verifier runs a private Consul agent; ./scripts/consul-agent.sh builds one, or set FLAKEID_TEST_CONSUL_BIN")
+}
+
+// TestVerifyNemesisCoordinators runs the verifier with the main group on a
+// private ZooKeeper, and on a private Consul agent, each with its
+// coordinator's data loss (every record, session and ephemeral node gone)
+// and a partition or a pause: no ID may be issued twice, and every holder
+// of the lost state must give its lease up. CI runs the longer profiles
+// (.ci/run).
+func TestVerifyNemesisCoordinators(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two clusters for most of a minute")
+	}
+	t.Parallel()
+	for _, tc := range []struct {
+		coord  string
+		faults string
+		bin    func(t *testing.T) []string
+	}{
+		// An odd seed: the first zk-data-loss is the server's (its data
+		// directory deleted), not the prefix deleted by a client.
+		{"zk", "zk-data-loss,zk-partition", func(t *testing.T) []string {
+			return []string{"--seed", "1", "--zk-bin", testenv.Command(t, cmp.Or(os.Getenv("FLAKEID_ZK_BIN"), "/usr/share/zookeeper/bin/zkServer.sh"),
+				"the verifier runs a private ZooKeeper; install Debian's zookeeper package (./scripts/services.sh does) or set FLAKEID_ZK_BIN")}
+		}},
+		{"consul", "consul-data-loss,consul-pause", func(t *testing.T) []string {
+			return []string{"--consul-bin", consulBin(t)}
+		}},
+	} {
+		t.Run(tc.coord, func(t *testing.T) {
+			t.Parallel()
+			pg := testenv.Postgres().Require(t)
+			args := append([]string{"verify", "--coordinator", tc.coord, "--bin", proofBin.get(t), "--postgres", pg,
+				"--duration", "40s", "--clients", "8", "--redis-nodes", "0", "--sql-nodes", "0", "--file-nodes", "0",
+				"--faults", tc.faults, "--min-faults", "1", "--dir", t.TempDir()}, tc.bin(t)...)
+			r := runCLI(t, args...)
+			if r.code != exitOK || !strings.Contains(r.stdout, "RESULT: PASS") {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+			}
+			for _, check := range []string{
+				"every fault kind injected, at least 1 each",
+				"duplicate Snowflake IDs",
+				"every holder of a coordinator state that was lost or rolled back gave its lease up",
+				"the cluster recovered after every fault (every node answering again)",
+			} {
+				if res, v := checkRow(t, r.stdout, check); v != "ok" {
+					t.Errorf("%s: %s %s", check, res, v)
+				}
+			}
+			t.Logf("\n%s", r.stdout)
+		})
+	}
 }

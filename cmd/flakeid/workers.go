@@ -11,7 +11,7 @@ import (
 // workersCmd groups the worker-id lease commands.
 type workersCmd struct {
 	Ls     workersLsCmd     `cmd:"" help:"List the worker ids a coordinator has records of: holder, expiry, high-water mark."`
-	Schema workersSchemaCmd `cmd:"" help:"Print the DDL of a SQL coordinator's table for a migration tool."`
+	Schema workersSchemaCmd `cmd:"" help:"Print the DDL of a SQL coordinator's table for a migration tool, or the nodes/keys and permissions of a ZooKeeper or Consul coordinator."`
 }
 
 // workersLsCmd lists leases from any backend.

@@ -9,6 +9,8 @@
 //	FLAKEID_TEST_REDIS     127.0.0.1:6379
 //	FLAKEID_TEST_POSTGRES  postgres://postgres@127.0.0.1:5432/test?sslmode=disable
 //	FLAKEID_TEST_MYSQL     root@tcp(127.0.0.1:3306)/test
+//	FLAKEID_TEST_ZK        127.0.0.1:21810
+//	FLAKEID_TEST_CONSUL    127.0.0.1:28500
 package testenv
 
 import (
@@ -43,6 +45,12 @@ func Postgres() Service {
 func MySQL() Service {
 	return Service{"FLAKEID_TEST_MYSQL", "root@tcp(127.0.0.1:3306)/test", "MySQL/MariaDB"}
 }
+
+// ZooKeeper is the ZooKeeper server.
+func ZooKeeper() Service { return Service{"FLAKEID_TEST_ZK", "127.0.0.1:21810", "ZooKeeper"} }
+
+// Consul is the Consul agent (HTTP API).
+func Consul() Service { return Service{"FLAKEID_TEST_CONSUL", "127.0.0.1:28500", "Consul"} }
 
 // CI reports whether the tests run in CI (CI=true), where a missing service
 // is a failure.

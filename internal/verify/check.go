@@ -488,8 +488,10 @@ func (c *checker) stateLost(dc, t0, t1 int64) bool {
 // when its coordinator lost or rolled back its state gave that lease up:
 // comparing its last poll before the fault began (at most a second before)
 // with its first poll a TTL and a second after the fault ended, its lease
-// count grew. A holder that kept its lease across the loss did not notice
-// it. Processes without both polls (killed, the run ending) are skipped.
+// count grew, or it holds no lease (it has not leased again yet; whether
+// the cluster recovered is another check). A holder that kept its lease
+// across the loss did not notice it. Processes without both polls (killed,
+// the run ending) are skipped.
 func (c *checker) lossNoticed() (holders, n int, vs []violation) {
 	for _, f := range c.h.faults {
 		if !f.lost || f.failed {
@@ -507,7 +509,7 @@ func (c *checker) lossNoticed() (holders, n int, vs []violation) {
 				continue
 			}
 			holders++
-			if ps[j].leases == before.leases {
+			if ps[j].leases == before.leases && ps[j].held {
 				n++
 				if len(vs) < maxDetails {
 					vs = append(vs, violation{what: fmt.Sprintf("%s held worker %d/%d under lease #%d at %s, when %s began at %s (%s), and still at %s",

@@ -275,6 +275,7 @@ func TestVerifyLossNoticed(t *testing.T) {
 	polls := [][]poll{
 		{p(900, true, 1), p(4500, true, 2)},                   // gave its lease up: right
 		{p(950, true, 1), p(2000, true, 1), p(4600, true, 1)}, // kept it: a violation
+		{p(950, true, 1), p(4550, false, 1)},                  // gave it up, not leased again yet: right
 		{p(900, false, 1), p(4500, true, 1)},                  // held nothing at the loss
 		{p(900, true, 1)},                                     // killed: no poll after
 		{p(-500, true, 1), p(4500, true, 1)},                  // last poll too long before the loss
@@ -284,7 +285,7 @@ func TestVerifyLossNoticed(t *testing.T) {
 		{kind: "sql-rollback", lost: true, dc: 1, start: 1000 * ms, end: 1001 * ms}, // another datacenter
 		{kind: "kill", start: 1000 * ms, end: 1001 * ms}}                            // no loss
 	holders, n, vs := checkerOf(h).lossNoticed()
-	if holders != 2 || n != 1 || len(vs) != 1 || !strings.Contains(vs[0].what, "n2.1 held worker 0/1 under lease #1 at +0.951s, when redis-keys-deleted began at +1.000s") {
+	if holders != 3 || n != 1 || len(vs) != 1 || !strings.Contains(vs[0].what, "n2.1 held worker 0/1 under lease #1 at +0.951s, when redis-keys-deleted began at +1.000s") {
 		t.Fatalf("%d holders, %d kept their lease: %+v", holders, n, vs)
 	}
 }

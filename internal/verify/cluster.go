@@ -26,49 +26,20 @@ import (
 
 	"github.com/flakeid/flakeid/backend/sqldb"
 	"github.com/flakeid/flakeid/gen/flakeid/v1/flakeidv1connect"
-	"github.com/flakeid/flakeid/internal/etcdproc"
 	"github.com/flakeid/flakeid/internal/faultnet"
 )
 
 // node is one member of the cluster: its processes come and go (kill -9,
-// restart), its data directory, its group and its link to etcd stay.
+// restart), its data directory, its group and its link to its coordinator
+// stay.
 type node struct {
-	idx       int
-	dir       string
-	grp       *group          // nil for a target
-	dc        int64           // its datacenter id
-	etcdProxy *faultnet.Proxy // the etcd group's; nil otherwise
-	cur       atomic.Pointer[incarnation]
-	target    *incarnation // the server of --target mode
-}
-
-// etcdProc is the run's private etcd server, which the nemesis pauses.
-type etcdProc struct {
-	*etcdproc.Server
-	cmd *exec.Cmd // the server's: the nemesis stops and resumes its process
-}
-
-// startEtcd runs the run's etcd on free loopback ports with its data under
-// the run's directory, and waits until it serves.
-func (r *runner) startEtcd(ctx context.Context) error {
-	bin, err := exec.LookPath(r.cfg.EtcdBin)
-	if err != nil {
-		return fmt.Errorf("the nemesis needs a private etcd server to pause: %w; install etcd-server (./scripts/services.sh does) or set --etcd-bin / FLAKEID_ETCD_BIN", err)
-	}
-	s, err := etcdproc.Start(ctx, etcdproc.Options{Bin: bin, Dir: r.dir, Name: "flakeid-verify", SysProcAttr: procAttr()})
-	if err != nil {
-		return err
-	}
-	r.etcd = &etcdProc{Server: s, cmd: s.Cmd()}
-	return nil
-}
-
-func (e *etcdProc) kill() {
-	if e == nil {
-		return
-	}
-	_ = contProcess(e.cmd.Process) // a stopped process dies of SIGKILL too, but be sure
-	e.Kill()
+	idx        int
+	dir        string
+	grp        *group          // nil for a target
+	dc         int64           // its datacenter id
+	coordProxy *faultnet.Proxy // the main group's, to its coordinator; nil otherwise
+	cur        atomic.Pointer[incarnation]
+	target     *incarnation // the server of --target mode
 }
 
 // tail is the end of a log file.
@@ -138,9 +109,9 @@ func (r *runner) nodeArgs(n *node) []string {
 	args := r.serveArgs(n.dir)
 	args = append(args, "--datacenter", strconv.FormatInt(n.dc, 10))
 	switch n.grp.kind {
-	case groupEtcd:
-		args = append(args, "--coordinator", "etcd://"+n.etcdProxy.Addr()+etcdPrefix,
-			"--max-clock-skew", etcdClockSkew.String(), "--test-clock-admin")
+	case groupEtcd, groupZK, groupConsul:
+		args = append(args, "--coordinator", coordURL(n.grp.kind, n.coordProxy.Addr()),
+			"--max-clock-skew", mainClockSkew.String(), "--test-clock-admin")
 	case groupRedis:
 		args = append(args, "--coordinator", "redis://"+r.redis.addr()+"/0?prefix="+redisPrefix)
 	case groupSQL:
@@ -389,10 +360,10 @@ func (r *runner) createTag(ctx context.Context, base string) (bool, error) {
 	}
 }
 
-// setupCluster starts etcd, Redis, the proxies and the nodes of every
-// group, and creates the tag.
+// setupCluster starts the main group's coordinator, Redis, the proxies and
+// the nodes of every group, and creates the tag.
 func (r *runner) setupCluster(ctx context.Context) error {
-	if err := r.startEtcd(ctx); err != nil {
+	if err := r.startCoord(ctx); err != nil {
 		return err
 	}
 	if err := r.setupPostgres(); err != nil {
@@ -423,12 +394,12 @@ func (r *runner) setupCluster(ctx context.Context) error {
 			if err := os.MkdirAll(n.dir, 0o755); err != nil {
 				return err
 			}
-			if g.kind == groupEtcd {
-				p, err := faultnet.Listen(r.etcd.Addr())
+			if g.kind == r.cfg.Coordinator {
+				p, err := faultnet.Listen(r.coord.addr())
 				if err != nil {
 					return err
 				}
-				n.etcdProxy = p
+				n.coordProxy = p
 			}
 			g.nodes = append(g.nodes, n)
 			r.nodes = append(r.nodes, n)
@@ -501,11 +472,13 @@ func (r *runner) teardown() {
 			r.killInc(inc)
 		}
 	}
-	r.etcd.kill()
+	if r.coord != nil {
+		r.coord.kill()
+	}
 	r.redis.close()
 	for _, n := range r.nodes {
-		if n.etcdProxy != nil {
-			n.etcdProxy.Close()
+		if n.coordProxy != nil {
+			n.coordProxy.Close()
 		}
 	}
 	if r.pgProxy != nil {

@@ -21,9 +21,9 @@ import (
 // (the restart must be refused until `flakeid recover`), a node with
 // another layout and a config with a misspelt key (refused at start).
 
-// coordinatorLoss runs redis-restart-nosave, redis-keys-deleted and
-// sql-rollback: the group's nodes keep running and must recover by
-// themselves.
+// coordinatorLoss runs redis-restart-nosave, redis-keys-deleted,
+// sql-rollback, zk-data-loss and consul-data-loss: the group's nodes keep
+// running and must recover by themselves.
 func (r *runner) coordinatorLoss(ctx context.Context, kind string, f *fault) {
 	var err error
 	f.lost = true
@@ -61,6 +61,11 @@ func (r *runner) coordinatorLoss(ctx context.Context, kind string, f *fault) {
 		f.note = fmt.Sprintf("table %s restored to its copy of %.1fs before (%d rows copied, %d restored)",
 			r.sqlTables[0], time.Duration(f.start-t0).Seconds(), copied, restored)
 		f.dc = r.groupDC(groupSQL)
+	case "zk-data-loss", "consul-data-loss":
+		f.start = r.now()
+		f.note, err = r.coord.loseData(ctx)
+		f.end = r.now()
+		f.dc = r.groupDC(r.cfg.Coordinator)
 	}
 	if err != nil {
 		f.note, f.failed = f.note+"; FAILED: "+err.Error(), true
@@ -196,7 +201,7 @@ func layoutFlags(l snowflake.Layout) []string {
 }
 
 // misconfigured starts an extra node that must be refused at start:
-// other-layout, on the etcd group's coordinator and datacenter with another
+// other-layout, on the main group's coordinator and datacenter with another
 // layout; config-typo, with a --config file whose "coordinator" key is
 // misspelt. Such a node is never one of the cluster's: if it serves, it is
 // killed at once, and the report's check fails.
@@ -208,20 +213,20 @@ func (r *runner) misconfigured(ctx context.Context, kind string, f *fault) {
 		f.end, f.note, f.failed = r.now(), err.Error(), true
 		return
 	}
-	etcdURL := "etcd://" + r.etcd.Addr() + etcdPrefix
+	mainURL := coordURL(r.cfg.Coordinator, r.coord.addr())
 	args := r.serveArgs(dir)
 	var what string
 	var want []string
 	switch kind {
 	case "other-layout":
 		o := otherLayout(r.layout)
-		args = append(args, "--coordinator", etcdURL, "--datacenter", "0", "--max-clock-skew", etcdClockSkew.String())
+		args = append(args, "--coordinator", mainURL, "--datacenter", "0", "--max-clock-skew", mainClockSkew.String())
 		args = append(args, layoutFlags(o)...)
-		what = fmt.Sprintf("a node with the layout %s on the etcd group's coordinator, which records %s", o, r.layout)
+		what = fmt.Sprintf("a node with the layout %s on the main group's coordinator (%s), which records %s", o, coordName(r.cfg.Coordinator), r.layout)
 		want = []string{o.String(), r.layout.String()}
 	case "config-typo":
 		cfgFile := filepath.Join(dir, "flakeid.json")
-		b, _ := json.MarshalIndent(map[string]any{"coordinater": etcdURL, "datacenter": 0}, "", "  ")
+		b, _ := json.MarshalIndent(map[string]any{"coordinater": mainURL, "datacenter": 0}, "", "  ")
 		if err := os.WriteFile(cfgFile, b, 0o644); err != nil {
 			f.end, f.note, f.failed = r.now(), err.Error(), true
 			return

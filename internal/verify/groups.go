@@ -23,35 +23,66 @@ import (
 // The groups of the cluster: each leases worker ids from a coordinator of
 // its own kind, in a datacenter of its own, and all issue into one ID space,
 // so that a coordinator that lost its state and handed a worker id out again
-// would show as duplicates across the whole history.
+// would show as duplicates across the whole history. The main group
+// (datacenter 0: its clocks are stepped, its coordinator paused, cut off
+// and wiped) is on a private etcd, ZooKeeper or Consul agent
+// (Config.Coordinator).
 const (
-	groupEtcd  = "etcd"  // the private etcd, datacenter 0; the clock faults hit it
-	groupRedis = "redis" // a private redis-server, datacenter 1
-	groupSQL   = "sql"   // a fresh table of the PostgreSQL, datacenter 2
-	groupFile  = "file"  // one file coordinator per node, datacenters 3, 4, …
+	groupEtcd   = "etcd"   // the main group on a private etcd
+	groupZK     = "zk"     // the main group on a private ZooKeeper
+	groupConsul = "consul" // the main group on a private Consul dev agent
+	groupRedis  = "redis"  // a private redis-server, datacenter 1
+	groupSQL    = "sql"    // a fresh table of the PostgreSQL, datacenter 2
+	groupFile   = "file"   // one file coordinator per node, datacenters 3, 4, …
+	// groupMain, as the group of a fault kind, is the main group whichever
+	// its coordinator.
+	groupMain = "main"
 )
 
+// Coordinators are the coordinators the main group can run on
+// (Config.Coordinator).
+func Coordinators() []string { return []string{groupEtcd, groupZK, groupConsul} }
+
 const (
-	// etcdClockSkew is the etcd group's --max-clock-skew. Its clocks are
-	// stepped by the clock faults, and a node whose clock differs from its
-	// peers' by more than the bound is refused its lease (the nemesis then
-	// could not see it recover until it is restarted), so the bound covers
-	// the spread the nemesis allows (clockSpread) plus the staleness of the
-	// peers' readings (a renewal period). Its quarantine is therefore
-	// ReserveAhead + 8 s; the other groups keep the default bound (1 s) and
+	// mainClockSkew is the main group's --max-clock-skew. Its clocks are
+	// stepped by the clock faults, and a node whose clock differs from the
+	// clock its coordinator checks it against (its peers' for etcd and
+	// Consul; ZooKeeper's own, from its nodes' mtimes) by more than the
+	// bound is refused its lease (the nemesis then could not see it recover
+	// until it is restarted), so the bound covers the spread the nemesis
+	// allows (clockSpread) plus the staleness of the readings (a renewal
+	// period). Its quarantine is therefore ReserveAhead + 8 s
+	// (mainQuarantine); the other groups keep the default bound (1 s) and
 	// quarantine.
-	etcdClockSkew = 8 * time.Second
-	// clockSpread is the largest spread of the etcd group's clock offsets
+	mainClockSkew = 8 * time.Second
+	// clockSpread is the largest spread of the main group's clock offsets
 	// (with 0 and behind, a restart's) that the nemesis creates when it can
 	// choose the node to step.
 	clockSpread = 7 * time.Second
 	// defaultClockSkew is `serve`'s default --max-clock-skew.
 	defaultClockSkew = time.Second
-	// redisPrefix is the Redis group's key prefix; etcdPrefix the etcd
-	// group's.
+	// redisPrefix is the Redis group's key prefix; coordPrefix the main
+	// group's (an etcd key prefix, a ZooKeeper path, a Consul KV prefix).
 	redisPrefix = "flakeid-verify"
-	etcdPrefix  = "/flakeid-verify"
+	coordPrefix = "/flakeid-verify"
 )
+
+// coordURL is the --coordinator of the main group on a coordinator of that
+// kind at addr (its proxy's, or the server's own).
+func coordURL(kind, addr string) string {
+	return kind + "://" + addr + coordPrefix
+}
+
+// coordName is the main group's coordinator in words.
+func coordName(kind string) string {
+	switch kind {
+	case groupZK:
+		return "ZooKeeper"
+	case groupConsul:
+		return "Consul"
+	}
+	return "etcd"
+}
 
 // group is a set of nodes that share a coordinator and a datacenter id (a
 // file group's nodes each have a coordinator and a datacenter of their
@@ -66,8 +97,10 @@ type group struct {
 // kind.
 func (c Config) hasGroup(kind string) bool {
 	switch kind {
-	case groupEtcd:
+	case groupMain:
 		return c.Nodes > 0
+	case groupEtcd, groupZK, groupConsul:
+		return c.Nodes > 0 && c.Coordinator == kind
 	case groupRedis:
 		return c.RedisNodes > 0
 	case groupSQL:
@@ -89,7 +122,7 @@ func (c Config) groupSizes() []struct {
 		kind string
 		n    int
 		dc   int64
-	}{{groupEtcd, c.Nodes, 0}, {groupRedis, c.RedisNodes, 1}, {groupSQL, c.SQLNodes, 2}, {groupFile, c.FileNodes, 3}}
+	}{{c.Coordinator, c.Nodes, 0}, {groupRedis, c.RedisNodes, 1}, {groupSQL, c.SQLNodes, 2}, {groupFile, c.FileNodes, 3}}
 }
 
 // topDatacenter is the largest datacenter id the groups use.
@@ -124,6 +157,10 @@ func (c Config) describeGroups() string {
 		switch g.kind {
 		case groupEtcd:
 			where = "a private etcd"
+		case groupZK:
+			where = "a private ZooKeeper"
+		case groupConsul:
+			where = "a private Consul dev agent"
 		case groupRedis:
 			where = "a private Redis without persistence"
 		case groupSQL:
@@ -148,13 +185,19 @@ func reserveAhead(ttl time.Duration) time.Duration {
 }
 
 // healthWait is how long the nemesis waits for the cluster to recover from
-// a fault: 30 s, or longer when the etcd group's quarantine (after its
+// a fault: 30 s, or longer when the main group's quarantine (after its
 // first start, or a reset) and two lease TTLs need more.
 func (r *runner) healthWait() time.Duration {
-	return max(30*time.Second, reserveAhead(r.cfg.LeaseTTL)+etcdClockSkew+2*r.cfg.LeaseTTL+10*time.Second)
+	return max(30*time.Second, mainQuarantine(r.cfg.LeaseTTL)+2*r.cfg.LeaseTTL+10*time.Second)
 }
 
-// quarantine is the quarantine of the groups other than etcd for a lease
+// mainQuarantine is the main group's quarantine for a lease TTL:
+// ReserveAhead + mainClockSkew.
+func mainQuarantine(ttl time.Duration) time.Duration {
+	return reserveAhead(ttl) + mainClockSkew
+}
+
+// quarantine is the quarantine of the groups other than the main one for a lease
 // TTL (serve's default: ReserveAhead + the default clock-skew bound): how
 // long they issue nothing after their coordinator's state was lost.
 func quarantine(ttl time.Duration) time.Duration {

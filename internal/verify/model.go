@@ -194,11 +194,12 @@ type poll struct {
 // fault is one nemesis action.
 type fault struct {
 	kind      string
-	node      int   // -1 for etcd or PostgreSQL as a whole
+	node      int   // -1 for a coordinator or PostgreSQL as a whole
 	inc       int32 // the incarnation hit, -1
 	start     int64 // the fault began
 	end       int64 // it was removed: healed, resumed, restarted
 	recovered int64 // every node answered Snowflake requests steadily again (0: not within the wait)
+	stuck     bool  // the cluster did not recover within healthWait (before the run ended)
 	note      string
 	failed    bool  // the fault could not be applied as intended
 	lost      bool  // the coordinator of datacenter dc lost or rolled back its state

@@ -36,13 +36,21 @@ var kindInfo = map[string]struct {
 	refused string
 	est     func(ttl time.Duration) time.Duration
 }{
-	"clock-back":     {desc: "one node's wall clock jumps back 3 s (POST /admin/test/clock?shift=-3s)", group: groupEtcd, est: func(time.Duration) time.Duration { return 2 * time.Second }},
-	"clock-forward":  {desc: "one node's wall clock jumps forward 2 s", group: groupEtcd, est: func(time.Duration) time.Duration { return 2 * time.Second }},
-	"kill":           {desc: "kill -9 of one node (of any group), restarted with the same data directory and flags", group: groupEtcd, est: func(ttl time.Duration) time.Duration { return 6*time.Second + quarantine(ttl) }},
-	"restart-behind": {desc: "kill -9 of one node, restarted with its clock 5 s behind (--test-clock-offset=-5s)", group: groupEtcd, est: func(ttl time.Duration) time.Duration { return 15 * time.Second }},
-	"etcd-pause":     {desc: "etcd SIGSTOPped for lease TTL + 1.5 s, then SIGCONT", group: groupEtcd, est: func(ttl time.Duration) time.Duration { return ttl + 7*time.Second }},
-	"etcd-partition": {desc: "one node cut off from etcd (its proxy holds every byte) for lease TTL + 1.5 s", group: groupEtcd, est: func(ttl time.Duration) time.Duration { return ttl + 6*time.Second }},
-	"pg-restart": {desc: "PostgreSQL \"restarts\": every connection reset, no new one for 3 s (segments, and the SQL group's leases)", group: groupEtcd, est: func(ttl time.Duration) time.Duration {
+	"clock-back":     {desc: "one node's wall clock jumps back 3 s (POST /admin/test/clock?shift=-3s)", group: groupMain, est: func(time.Duration) time.Duration { return 2 * time.Second }},
+	"clock-forward":  {desc: "one node's wall clock jumps forward 2 s", group: groupMain, est: func(time.Duration) time.Duration { return 2 * time.Second }},
+	"kill":           {desc: "kill -9 of one node (of any group), restarted with the same data directory and flags", group: groupMain, est: func(ttl time.Duration) time.Duration { return 6*time.Second + quarantine(ttl) }},
+	"restart-behind": {desc: "kill -9 of one node, restarted with its clock 5 s behind (--test-clock-offset=-5s)", group: groupMain, est: func(ttl time.Duration) time.Duration { return 15 * time.Second }},
+	"etcd-pause":     {desc: "etcd SIGSTOPped for lease TTL + 1.5 s, then SIGCONT", group: groupEtcd, est: pauseEst},
+	"etcd-partition": {desc: "one node cut off from etcd (its proxy holds every byte) for lease TTL + 1.5 s", group: groupEtcd, est: partitionEst},
+	"zk-pause":       {desc: "ZooKeeper SIGSTOPped for lease TTL + 1.5 s, then SIGCONT", group: groupZK, est: pauseEst},
+	"zk-partition":   {desc: "one node cut off from ZooKeeper (its proxy holds every byte) for lease TTL + 1.5 s", group: groupZK, est: partitionEst},
+	"zk-data-loss": {desc: "ZooKeeper's state lost, alternately (the first by the seed): killed (-9), its data directory deleted and started again on its port — every node, session and ephemeral node gone, its zxids from 0 — or the main group's path deleted recursively by another client while the holders' sessions live on", group: groupZK, once: true, lost: true,
+		est: dataLossEst},
+	"consul-pause":     {desc: "the Consul agent SIGSTOPped for lease TTL + 1.5 s, then SIGCONT", group: groupConsul, est: pauseEst},
+	"consul-partition": {desc: "one node cut off from Consul (its proxy holds every byte) for lease TTL + 1.5 s", group: groupConsul, est: partitionEst},
+	"consul-data-loss": {desc: "the Consul dev agent killed (-9) and started again on its ports, empty (it keeps everything in memory): every key and session gone, its indexes from 0", group: groupConsul, once: true, lost: true,
+		est: dataLossEst},
+	"pg-restart": {desc: "PostgreSQL \"restarts\": every connection reset, no new one for 3 s (segments, and the SQL group's leases)", group: groupMain, est: func(ttl time.Duration) time.Duration {
 		return 4*time.Second + ttl + quarantine(ttl)
 	}},
 	"redis-restart-nosave": {desc: "the Redis group's redis-server shut down with SHUTDOWN NOSAVE and started again, empty, on its port", group: groupRedis, once: true, lost: true,
@@ -60,18 +68,45 @@ var kindInfo = map[string]struct {
 	"truncated-state": {desc: "kill -9 of a file-coordinator node; its workers.db truncated to half, then to 0 bytes, and a restart after each, which must be refused; then `flakeid recover` and a restart that serves", group: groupFile, once: true,
 		refused: "a node whose workers.db was truncated (to half, to 0 bytes) is refused at start, naming the file",
 		est:     func(ttl time.Duration) time.Duration { return 9*time.Second + quarantine(ttl) }},
-	"other-layout": {desc: "an extra node started on the etcd group's coordinator with another layout (more worker and sequence bits); it must be refused", group: groupEtcd, once: true,
+	"other-layout": {desc: "an extra node started on the main group's coordinator with another layout (more worker and sequence bits); it must be refused", group: groupMain, once: true,
 		refused: "a node with another layout than its coordinator records is refused at start, showing both layouts",
 		est:     func(time.Duration) time.Duration { return 4 * time.Second }},
-	"config-typo": {desc: "an extra node started with --config naming a file whose key \"coordinater\" is misspelt; it must be refused", group: groupEtcd, once: true,
+	"config-typo": {desc: "an extra node started with --config naming a file whose key \"coordinater\" is misspelt; it must be refused", group: groupMain, once: true,
 		refused: "a node whose --config file has a misspelt key is refused at start, naming it",
 		est:     func(time.Duration) time.Duration { return 3 * time.Second }},
 }
 
-// Kinds are the fault kinds, in the order the report lists them.
+// The estimates of the main group's coordinator faults: a pause and a
+// partition hold for TTL + 1.5 s, and the nodes recover within a few
+// seconds; a data loss restarts the server (ZooKeeper in about a second,
+// Consul in less) or deletes the prefix, the holders notice at their next
+// renewal, and the group then issues nothing for its quarantine
+// (mainQuarantine, 10 s with a TTL of 2 s): measured 10.1–15.5 s from the
+// fault's start to every node answering again.
+func pauseEst(ttl time.Duration) time.Duration     { return ttl + 7*time.Second }
+func partitionEst(ttl time.Duration) time.Duration { return ttl + 6*time.Second }
+func dataLossEst(ttl time.Duration) time.Duration {
+	return ttl + 2*time.Second + mainQuarantine(ttl)
+}
+
+// Kinds are the fault kinds, in the order the report lists them. The
+// coordinator kinds (etcd-*, zk-*, consul-*) are only for a main group on
+// that coordinator.
 func Kinds() []string {
-	return []string{"clock-back", "clock-forward", "kill", "restart-behind", "etcd-pause", "etcd-partition", "pg-restart",
-		"redis-restart-nosave", "redis-keys-deleted", "sql-rollback", "truncated-state", "other-layout", "config-typo"}
+	return []string{"clock-back", "clock-forward", "kill", "restart-behind",
+		"etcd-pause", "etcd-partition", "zk-pause", "zk-partition", "zk-data-loss", "consul-pause", "consul-partition", "consul-data-loss",
+		"pg-restart", "redis-restart-nosave", "redis-keys-deleted", "sql-rollback", "truncated-state", "other-layout", "config-typo"}
+}
+
+// coordKinds are the fault kinds of the main group's coordinator.
+func (c Config) coordKinds() []string {
+	var ks []string
+	for _, k := range Kinds() {
+		if kindInfo[k].group == c.Coordinator {
+			ks = append(ks, k)
+		}
+	}
+	return ks
 }
 
 // minFaults is how many times kind must be injected for the run to pass
@@ -121,10 +156,14 @@ func (r *runner) nemesis(ctx context.Context, rec *recorder, until int64) {
 			return
 		}
 		f.recovered = r.waitHealthy(ctx, rec)
+		f.stuck = f.recovered == 0 && ctx.Err() == nil
 		r.addFault(f)
 		took := "not within " + r.healthWait().String()
-		if f.recovered > 0 {
+		switch {
+		case f.recovered > 0:
 			took = fmt.Sprintf("%.1fs after it began", time.Duration(f.recovered-f.start).Seconds())
+		case !f.stuck:
+			took = "not before the run ended"
 		}
 		r.logf("%-20s %s; recovered %s", kind, f.note, took)
 		sleepCtx(ctx, time.Second+time.Duration(rnd.Int64N(int64(2*time.Second))))
@@ -151,6 +190,9 @@ func (r *runner) addFault(f fault) {
 // pick chooses a node of a group of that kind ("": of any group) that has
 // a running process, or any node of it when none has.
 func (r *runner) pick(rnd *rand.Rand, kind string) *node {
+	if kind == groupMain {
+		kind = r.cfg.Coordinator
+	}
 	var alive, all []*node
 	for _, n := range r.nodes {
 		if kind != "" && n.grp.kind != kind {
@@ -167,18 +209,18 @@ func (r *runner) pick(rnd *rand.Rand, kind string) *node {
 	return alive[rnd.IntN(len(alive))]
 }
 
-// pickClock chooses a node of the etcd group whose clock offset is to
+// pickClock chooses a node of the main group whose clock offset is to
 // become to(its offset now), preferring the nodes for which the spread of
 // the group's offsets — and of the offsets a restart gives, 0 and behind —
 // stays within clockSpread, else the one that keeps it smallest. A node
-// whose clock is further than etcdClockSkew from its peers' is refused its
+// whose clock is further than mainClockSkew from its peers' is refused its
 // lease (at start: serve exits), so the nemesis keeps the clocks it moves
 // within the bound of each other and of a node it restarts.
 func (r *runner) pickClock(rnd *rand.Rand, to func(now time.Duration) time.Duration) *node {
 	var cands []*node
 	var offs []time.Duration
 	for _, n := range r.nodes {
-		if n.grp.kind != groupEtcd {
+		if n.grp.kind != r.cfg.Coordinator {
 			continue
 		}
 		if inc := n.cur.Load(); inc != nil {
@@ -187,7 +229,7 @@ func (r *runner) pickClock(rnd *rand.Rand, to func(now time.Duration) time.Durat
 		}
 	}
 	if len(cands) == 0 {
-		return r.pick(rnd, groupEtcd)
+		return r.pick(rnd, groupMain)
 	}
 	spreads := make([]time.Duration, len(cands))
 	for i := range cands {
@@ -281,27 +323,28 @@ func (r *runner) inject(ctx context.Context, kind string, rnd *rand.Rand) fault 
 		} else {
 			f.note, f.failed = f.note+"; restart FAILED", true
 		}
-	case "etcd-pause":
+	case "etcd-pause", "zk-pause", "consul-pause":
 		f.start = r.now()
-		err := stopProcess(r.etcd.cmd.Process)
+		pid := r.coord.pid()
+		err := r.coord.pause()
 		sleepCtx(ctx, hold)
-		cerr := contProcess(r.etcd.cmd.Process)
+		cerr := r.coord.resume()
 		f.end = r.now()
-		f.note = fmt.Sprintf("etcd (pid %d) stopped for %.1fs", r.etcd.cmd.Process.Pid, time.Duration(f.end-f.start).Seconds())
+		f.note = fmt.Sprintf("%s (pid %d) stopped for %.1fs", coordName(r.cfg.Coordinator), pid, time.Duration(f.end-f.start).Seconds())
 		if err != nil || cerr != nil {
 			f.note, f.failed = f.note+fmt.Sprintf(" FAILED: %v %v", err, cerr), true
 		}
-	case "etcd-partition":
-		n := r.pick(rnd, groupEtcd)
+	case "etcd-partition", "zk-partition", "consul-partition":
+		n := r.pick(rnd, groupMain)
 		f.node, f.start = n.idx, r.now()
 		if inc := n.cur.Load(); inc != nil {
 			f.inc = inc.id
 		}
-		n.etcdProxy.Cut()
+		n.coordProxy.Cut()
 		sleepCtx(ctx, hold)
-		n.etcdProxy.Heal()
+		n.coordProxy.Heal()
 		f.end = r.now()
-		f.note = fmt.Sprintf("%s cut off from etcd for %.1fs", nodeName(n.idx), time.Duration(f.end-f.start).Seconds())
+		f.note = fmt.Sprintf("%s cut off from %s for %.1fs", nodeName(n.idx), coordName(r.cfg.Coordinator), time.Duration(f.end-f.start).Seconds())
 	case "pg-restart":
 		f.start = r.now()
 		r.pgProxy.Cut()
@@ -310,7 +353,7 @@ func (r *runner) inject(ctx context.Context, kind string, rnd *rand.Rand) fault 
 		r.pgProxy.Heal()
 		f.end = r.now()
 		f.note = fmt.Sprintf("PostgreSQL connections reset, unreachable for %.1fs", time.Duration(f.end-f.start).Seconds())
-	case "redis-restart-nosave", "redis-keys-deleted", "sql-rollback":
+	case "redis-restart-nosave", "redis-keys-deleted", "sql-rollback", "zk-data-loss", "consul-data-loss":
 		r.coordinatorLoss(ctx, kind, &f)
 	case "truncated-state":
 		r.truncatedState(ctx, rnd, &f)

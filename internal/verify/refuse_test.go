@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -132,29 +133,114 @@ func TestVerifyMinFaults(t *testing.T) {
 	if minFaults("kill", 2) != 2 || minFaults("sql-rollback", 2) != 1 || minFaults("config-typo", 0) != 0 {
 		t.Fatal("minFaults")
 	}
-	var refused []string
+	var refused, lost []string
 	for _, k := range Kinds() {
 		info, ok := kindInfo[k]
-		if !ok || info.desc == "" || info.est == nil || !(Config{Nodes: 1, RedisNodes: 1, SQLNodes: 1, FileNodes: 1}).hasGroup(info.group) {
+		c := Config{Coordinator: groupEtcd, Nodes: 1, RedisNodes: 1, SQLNodes: 1, FileNodes: 1}
+		if slices.Contains(Coordinators(), info.group) {
+			c.Coordinator = info.group
+		}
+		if !ok || info.desc == "" || info.est == nil || !c.hasGroup(info.group) {
 			t.Errorf("kind %q: %+v", k, info)
 		}
 		if info.refused != "" {
 			refused = append(refused, k)
 		}
+		if info.lost {
+			lost = append(lost, k)
+		}
 	}
 	if len(kindInfo) != len(Kinds()) || !slices.Equal(refused, []string{"truncated-state", "other-layout", "config-typo"}) {
 		t.Fatalf("%d kinds described, %d listed; refusal kinds %v", len(kindInfo), len(Kinds()), refused)
+	}
+	if !slices.Equal(lost, []string{"zk-data-loss", "consul-data-loss", "redis-restart-nosave", "redis-keys-deleted", "sql-rollback"}) {
+		t.Fatalf("kinds that lose state: %v", lost)
 	}
 	// The CI profile must fit every kind's minimum. The estimates are
 	// generous: a measured 3-minute run went through the schedule they put
 	// at 158 s, pauses included, in 110 s.
 	d := DefaultConfig()
-	var need time.Duration
-	for _, k := range Kinds() {
-		need += time.Duration(minFaults(k, d.MinFaults)) * kindInfo[k].est(d.LeaseTTL)
-	}
-	if need+3*time.Second+quiet > d.Duration {
+	if need := minSchedule(withDefaults(d)); need+3*time.Second+quiet > d.Duration {
 		t.Fatalf("the CI profile's minimum schedule takes up to %v, more than its %v", need, d.Duration)
+	}
+	// So must the same profile on ZooKeeper and on Consul, whose kinds
+	// include a data loss.
+	for _, coord := range []string{groupZK, groupConsul} {
+		c := d
+		c.Coordinator = coord
+		if need := minSchedule(withDefaults(c)); need+3*time.Second+quiet > c.Duration {
+			t.Errorf("the CI profile on %s: the minimum schedule takes up to %v, more than its %v", coord, need, c.Duration)
+		}
+	}
+	// And the short profile of one minute per coordinator: the main group
+	// alone, each of its coordinator's kinds, kill and a clock step, once.
+	for _, coord := range Coordinators() {
+		c := withDefaults(shortProfile(coord))
+		if err := c.validate(); err != nil {
+			t.Fatalf("the short profile on %s: %v", coord, err)
+		}
+		if need := minSchedule(c); need+3*time.Second+quiet > c.Duration {
+			t.Errorf("the short profile on %s (%v): the minimum schedule takes up to %v, more than its %v", coord, c.Faults, need, c.Duration)
+		}
+	}
+}
+
+// minSchedule is the sum of the estimates of c's minimum schedule.
+func minSchedule(c Config) time.Duration {
+	var need time.Duration
+	for _, k := range c.Faults {
+		need += time.Duration(minFaults(k, c.MinFaults)) * kindInfo[k].est(c.LeaseTTL)
+	}
+	return need
+}
+
+// shortProfile is the one-minute profile of a coordinator that CI may run
+// beside the full one: `flakeid verify --coordinator C --duration 1m
+// --min-faults 1 --redis-nodes 0 --sql-nodes 0 --file-nodes 0 --faults
+// kill,clock-back,<C's kinds>`.
+func shortProfile(coord string) Config {
+	c := DefaultConfig()
+	c.Coordinator, c.Duration, c.MinFaults, c.Bin = coord, time.Minute, 1, "flakeid"
+	c.RedisNodes, c.SQLNodes, c.FileNodes = 0, 0, 0
+	c.Faults = append([]string{"kill", "clock-back"}, c.coordKinds()...)
+	return c
+}
+
+func TestVerifyCoordinators(t *testing.T) {
+	for _, coord := range Coordinators() {
+		d := DefaultConfig()
+		d.Coordinator, d.Bin = coord, "x"
+		c := withDefaults(d)
+		if err := c.validate(); err != nil {
+			t.Fatalf("%s: %v", coord, err)
+		}
+		// "all" holds the coordinator's own kinds and no other's.
+		for _, k := range Kinds() {
+			g := kindInfo[k].group
+			if isCoord := slices.Contains(Coordinators(), g); isCoord && slices.Contains(c.Faults, k) != (g == coord) {
+				t.Errorf("--coordinator %s: default faults %v", coord, c.Faults)
+			}
+		}
+		if !slices.Contains(c.Faults, "kill") || !slices.Contains(c.Faults, "other-layout") {
+			t.Errorf("--coordinator %s: default faults %v", coord, c.Faults)
+		}
+		if !strings.HasPrefix(c.describeGroups(), "7 nodes: n1–n3 on a private "+map[string]string{"etcd": "etcd", "zk": "ZooKeeper", "consul": "Consul dev agent"}[coord]+" (datacenter 0)") {
+			t.Errorf("--coordinator %s: %s", coord, c.describeGroups())
+		}
+	}
+	c := withDefaults(Config{Coordinator: "zk", Bin: "x", Faults: []string{"kill", "consul-data-loss"}})
+	if err := c.validate(); err == nil || !strings.Contains(err.Error(), `fault kind "consul-data-loss" is for the main group on Consul (--coordinator consul); it runs on ZooKeeper, whose kinds are zk-pause, zk-partition, zk-data-loss`) {
+		t.Errorf("another coordinator's kind: %v", err)
+	}
+	c = withDefaults(Config{Coordinator: "zookeeper", Bin: "x"})
+	if err := c.validate(); err == nil || !strings.Contains(err.Error(), `coordinator "zookeeper": want one of etcd, zk, consul`) {
+		t.Errorf("an unknown coordinator: %v", err)
+	}
+	if got := coordURL(groupZK, "127.0.0.1:1234"); got != "zk://127.0.0.1:1234/flakeid-verify" {
+		t.Errorf("coordURL: %s", got)
+	}
+	if got := coordURL(groupConsul, "127.0.0.1:1234"); got != "consul://127.0.0.1:1234/flakeid-verify" {
+		t.Errorf("coordURL: %s", got)
 	}
 }
 
@@ -208,5 +294,35 @@ func TestVerifyOtherLayout(t *testing.T) {
 	full, _ := snowflake.Layout{TimeBits: 41, DatacenterBits: 5, WorkerBits: 5, SequenceBits: 12, Epoch: l.Epoch, TimeUnit: time.Millisecond}.Normalize()
 	if o := otherLayout(full); o.String() == full.String() || o.TimeBits+o.DatacenterBits+o.WorkerBits+o.SequenceBits > snowflake.MaxBits {
 		t.Fatalf("other layout of %s: %s", full, o)
+	}
+}
+
+// TestVerifyRecoveryRow: a fault after which the cluster did not recover
+// within the wait fails the run; one whose recovery the run's end cut
+// short does not, and both show in the timeline.
+func TestVerifyRecoveryRow(t *testing.T) {
+	cfg := withDefaults(Config{Coordinator: groupZK, Faults: []string{"zk-pause", "zk-data-loss"}, Bin: "flakeid"})
+	r := &runner{cfg: cfg, layout: testLayout, samples: map[string]int{}}
+	report := func(faults ...fault) (string, bool) {
+		h := build(1, nil, hreq{inc: 0, start: 0, end: ms, first: 100, n: 10})
+		h.faults = faults
+		rep := r.check(h, 0, int64(time.Minute))
+		var b strings.Builder
+		rep.write(&b)
+		return b.String(), rep.failed
+	}
+	const row = "| the cluster recovered after every fault (every node answering again)"
+	s := int64(time.Second)
+	out, failed := report(fault{kind: "zk-pause", node: -1, start: s, end: 2 * s, recovered: 3 * s},
+		fault{kind: "zk-data-loss", node: -1, start: 10 * s, end: 11 * s}) // the run ended first
+	has := func(re string) bool { return regexp.MustCompile(re).MatchString(out) }
+	if failed || !strings.Contains(out, row) || !has(`1 of 2 faults, each within 30s \(1 cut short by the run's end\) +\| ok`) ||
+		!has(`\| not before the run ended +\|`) || !has(`\(1 not before the run ended\)`) {
+		t.Errorf("a recovery cut short by the run's end:\n%s", out)
+	}
+	out, failed = report(fault{kind: "zk-pause", node: -1, start: s, end: 2 * s, recovered: 3 * s},
+		fault{kind: "zk-data-loss", node: -1, start: 10 * s, end: 11 * s, stuck: true})
+	if !failed || !has(`1 of 2 faults, each within 30s +\| \*\*FAIL\*\*`) || !has(`\| not within 30s +\|`) {
+		t.Errorf("a fault the cluster did not recover from:\n%s", out)
 	}
 }

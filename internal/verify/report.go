@@ -322,11 +322,11 @@ func (r *runner) faultTables(rep *report, h *history, loadStart int64) {
 	type agg struct {
 		n, all, ok, nodeAll, nodeOK int64
 		longest                     time.Duration
-		unrecovered                 int
+		unrecovered, cut            int // not recovered within healthWait; when the run ended
 	}
 	per := map[string]*agg{}
 	var windows [][2]int64
-	failed := 0
+	failed, stuck, cut := 0, 0, 0
 	faults := sortedFaults(h.faults)
 	rep.events.head = []string{"at", "fault", "what happened", "recovered after"}
 	healthWait := r.healthWait()
@@ -354,12 +354,18 @@ func (r *runner) faultTables(rep *report, h *history, loadStart int64) {
 			a.nodeAll, a.nodeOK = a.nodeAll+na, a.nodeOK+nok
 		}
 		rec := "not within " + healthWait.String()
-		if f.recovered > 0 {
+		switch {
+		case f.recovered > 0:
 			d := time.Duration(f.recovered - f.start)
 			a.longest = max(a.longest, d)
 			rec = secs(d)
-		} else {
+		case f.stuck:
 			a.unrecovered++
+			stuck++
+		default:
+			rec = "not before the run ended"
+			a.cut++
+			cut++
 		}
 		rep.events.add(at(f.start-loadStart), f.kind, f.note, rec)
 	}
@@ -381,6 +387,9 @@ func (r *runner) faultTables(rep *report, h *history, loadStart int64) {
 		longest := secs(a.longest)
 		if a.unrecovered > 0 {
 			longest += fmt.Sprintf(" (%d not within %v)", a.unrecovered, healthWait)
+		}
+		if a.cut > 0 {
+			longest += fmt.Sprintf(" (%d not before the run ended)", a.cut)
 		}
 		rep.faults.add(k, strconv.FormatInt(a.n, 10), humanize.Thousands(a.all), pct(a.ok, a.all), nodeCol, longest)
 		if a.n < int64(minFaults(k, r.cfg.MinFaults)) && slices.Contains(r.cfg.Faults, k) {
@@ -412,6 +421,16 @@ func (r *runner) faultTables(rep *report, h *history, loadStart int64) {
 			rep.failed = true
 		}
 		rep.checks.add("faults that could not be injected (see the timeline)", strconv.Itoa(failed), v)
+		v = "ok"
+		if stuck > 0 {
+			v = "**FAIL**"
+			rep.failed = true
+		}
+		res := fmt.Sprintf("%d of %d faults, each within %v", len(faults)-stuck-cut, len(faults), healthWait)
+		if cut > 0 {
+			res += fmt.Sprintf(" (%d cut short by the run's end)", cut)
+		}
+		rep.checks.add("the cluster recovered after every fault (every node answering again)", res, v)
 	}
 	if len(r.cfg.Faults) > 0 && r.cfg.MinFaults > 0 {
 		v := "ok"

@@ -1,18 +1,20 @@
 // Package verify is the engine of `flakeid verify`: it starts a cluster of
 // real `flakeid serve` processes on loopback, in groups that lease worker
-// ids from different coordinators (a private etcd, a private Redis, a table
-// of PostgreSQL, files of their own) with distinct datacenter ids, all
-// issuing into one ID space and keeping segments in PostgreSQL (one
-// fault-injection proxy per link). It drives them with concurrent clients
-// of every API while a nemesis jumps clocks, kills and restarts nodes,
-// pauses etcd, partitions a node from etcd, "restarts" PostgreSQL, wipes or
-// rolls back coordinators, truncates state files and starts misconfigured
-// nodes (which must be refused), records every acknowledged ID with who
-// answered it and when, and then checks the history: no ID twice, each
-// process's IDs in order, each ID's worker id held by the process that
-// issued it, nothing issued while a lease was lost, one holder per worker
-// id, every misconfigured start refused. It can also verify a running
-// cluster (Config.Targets) without injecting faults.
+// ids from different coordinators (the main group on a private etcd,
+// ZooKeeper or Consul agent; a private Redis, a table of PostgreSQL, files
+// of their own) with distinct datacenter ids, all issuing into one ID space
+// and keeping segments in PostgreSQL (one fault-injection proxy per link).
+// It drives them with concurrent clients of every API while a nemesis
+// jumps clocks, kills and restarts nodes, pauses the main group's
+// coordinator, partitions a node from it, "restarts" PostgreSQL, wipes
+// (ZooKeeper's disk, Consul's memory, Redis) or rolls back coordinators,
+// truncates state files and starts misconfigured nodes (which must be
+// refused), records every acknowledged ID with who answered it and when,
+// and then checks the history: no ID twice, each process's IDs in order,
+// each ID's worker id held by the process that issued it, nothing issued
+// while a lease was lost, one holder per worker id, every misconfigured
+// start refused, the cluster recovered after every fault. It can also
+// verify a running cluster (Config.Targets) without injecting faults.
 package verify
 
 import (
@@ -26,10 +28,13 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/flakeid/flakeid/internal/faultnet"
+	"github.com/flakeid/flakeid/internal/zkproc"
 	"github.com/flakeid/flakeid/snowflake"
 )
 
@@ -42,9 +47,13 @@ type Config struct {
 	// Targets, when set, are running servers to verify: no cluster is
 	// started and no fault injected.
 	Targets []string
-	// Nodes is the size of the etcd group: the nodes that lease worker ids
-	// from the private etcd, in datacenter 0, whose clocks the nemesis
-	// moves.
+	// Coordinator is the main group's coordinator: "etcd" (the default),
+	// "zk" or "consul" (Coordinators) — a private server the verifier
+	// starts, and pauses, partitions and (zk, consul) wipes.
+	Coordinator string
+	// Nodes is the size of the main group: the nodes that lease worker ids
+	// from the private coordinator, in datacenter 0, whose clocks the
+	// nemesis moves.
 	Nodes int
 	// RedisNodes, SQLNodes and FileNodes are the sizes of the other groups:
 	// nodes on a private Redis (datacenter 1), on a fresh table of the
@@ -66,8 +75,15 @@ type Config struct {
 	// Postgres is the DSN of the PostgreSQL the segment store lives in (a
 	// fresh table, dropped at the end).
 	Postgres string
-	// EtcdBin is the etcd executable.
+	// EtcdBin is the etcd executable, for the main group on etcd.
 	EtcdBin string
+	// ZKBin is ZooKeeper's zkServer.sh, for the main group on ZooKeeper
+	// (default Debian's, zkproc.DefaultBin).
+	ZKBin string
+	// ConsulBin is the consul executable, for the main group on Consul
+	// (default "consul" in PATH; ./scripts/consul-agent.sh builds one and
+	// prints its path).
+	ConsulBin string
 	// RedisBin is the redis-server executable, for the Redis group.
 	RedisBin string
 	// Bin is the flakeid executable the nodes run.
@@ -110,7 +126,10 @@ func DefaultConfig() Config {
 		LeaseTTL:        2 * time.Second,
 		SegmentDuration: 2 * time.Second,
 		Postgres:        "postgres://postgres@127.0.0.1:5432/test?sslmode=disable",
+		Coordinator:     groupEtcd,
 		EtcdBin:         "etcd",
+		ZKBin:           zkproc.DefaultBin,
+		ConsulBin:       "consul",
 		RedisBin:        "redis-server",
 		Tag:             "verify",
 		MinFaults:       2,
@@ -131,7 +150,7 @@ type runner struct {
 	t0     time.Time
 	dir    string
 
-	etcd     *etcdProc
+	coord    coordServer // the main group's coordinator server
 	pgProxy  *faultnet.Proxy
 	storeURL string
 	table    string
@@ -184,8 +203,17 @@ func withDefaults(c Config) Config {
 	if c.Postgres == "" {
 		c.Postgres = d.Postgres
 	}
+	if c.Coordinator == "" {
+		c.Coordinator = d.Coordinator
+	}
 	if c.EtcdBin == "" {
 		c.EtcdBin = d.EtcdBin
+	}
+	if c.ZKBin == "" {
+		c.ZKBin = d.ZKBin
+	}
+	if c.ConsulBin == "" {
+		c.ConsulBin = d.ConsulBin
 	}
 	if c.RedisBin == "" {
 		c.RedisBin = d.RedisBin
@@ -220,6 +248,8 @@ func withDefaults(c Config) Config {
 
 func (c Config) validate() error {
 	switch {
+	case !slices.Contains(Coordinators(), c.Coordinator):
+		return fmt.Errorf("coordinator %q: want one of %s", c.Coordinator, strings.Join(Coordinators(), ", "))
 	case c.Duration < time.Second:
 		return fmt.Errorf("duration %v: want at least 1s", c.Duration)
 	case c.Nodes < 1 || c.Nodes > 100:
@@ -242,8 +272,22 @@ func (c Config) validate() error {
 		if !ok {
 			return fmt.Errorf("fault kind %q: want one of %v", k, Kinds())
 		}
-		if len(c.Targets) == 0 && !c.hasGroup(info.group) {
-			return fmt.Errorf("fault kind %q needs the %s group, which has no nodes", k, info.group)
+		if len(c.Targets) > 0 {
+			continue
+		}
+		switch info.group {
+		case groupEtcd, groupZK, groupConsul:
+			if c.Coordinator != info.group {
+				return fmt.Errorf("fault kind %q is for the main group on %s (--coordinator %s); it runs on %s, whose kinds are %s",
+					k, coordName(info.group), info.group, coordName(c.Coordinator), strings.Join(c.coordKinds(), ", "))
+			}
+		}
+		if !c.hasGroup(info.group) {
+			group := info.group
+			if group == groupMain || group == c.Coordinator {
+				group = "main (" + coordName(c.Coordinator) + ")"
+			}
+			return fmt.Errorf("fault kind %q needs the %s group, which has no nodes", k, group)
 		}
 	}
 	if len(c.Targets) == 0 && c.Bin == "" {

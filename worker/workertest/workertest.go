@@ -25,6 +25,14 @@ type Harness struct {
 	// TTL is the lease TTL the tests use: at least the backend's minimum.
 	// Default 2s.
 	TTL time.Duration
+	// Expiry is how long after a claim's last renewal (or its Acquire) the
+	// coordinator may keep the id before another client can take it: the
+	// suite waits this long before it expects a takeover. Default TTL +
+	// TTL/2. A coordinator that treats the TTL as a lower bound says how
+	// much longer it may hold on (Consul: twice the TTL plus the
+	// lock-delay). It never shortens the wait below the TTL: a holder must
+	// not lose its id to another before its TTL has passed.
+	Expiry time.Duration
 }
 
 // Connector makes clients of one namespace, as separate nodes would have.
@@ -64,6 +72,7 @@ func Run(t *testing.T, h Harness) {
 	if h.TTL == 0 {
 		h.TTL = 2 * time.Second
 	}
+	h.Expiry = max(h.Expiry, h.TTL+h.TTL/2)
 	s := &suite{h: h}
 	for _, tc := range []struct {
 		name string
@@ -291,7 +300,7 @@ func (s *suite) takeover(t *testing.T) {
 	if _, err := b.Acquire(ctxT(t), s.req("new", 1, ms(time.Now()))); !errors.Is(err, worker.ErrExhausted) {
 		t.Fatalf("Acquire of a held id: %v, want ErrExhausted", err)
 	}
-	time.Sleep(s.h.TTL + s.h.TTL/2)
+	time.Sleep(s.h.Expiry)
 	newReserve := ms(time.Now())
 	cl := mustAcquire(t, b, s.req("new", 1, newReserve))
 	if cl.WorkerID() != old.WorkerID() {
@@ -487,7 +496,8 @@ func (s *suite) leaseClose(t *testing.T) {
 func (s *suite) fencing(t *testing.T) {
 	conn := s.h.Open(t)
 	faulty, fault := conn.ConnectFaulty(t)
-	Takeover{Faulty: faulty, Fault: fault, Healthy: conn.Connect(t), TTL: s.h.TTL}.Run(t)
+	Takeover{Faulty: faulty, Fault: fault, Healthy: conn.Connect(t), TTL: s.h.TTL,
+		Within: s.h.Expiry + 2*s.h.TTL + 10*time.Second}.Run(t)
 }
 
 func (s *suite) acquireContext(t *testing.T) {
@@ -750,7 +760,7 @@ func (s *suite) rollbackNewcomer(t *testing.T) {
 	cfgB := cfg
 	cfgB.Owner = "newcomer"
 	cfgB.WaitForFree = true
-	ctx, cancel := context.WithTimeout(t.Context(), 3*s.h.TTL)
+	ctx, cancel := context.WithTimeout(t.Context(), s.h.Expiry+3*s.h.TTL/2)
 	defer cancel()
 	b, err := newLeaser(t, conn.Connect(t), cfgB).Acquire(ctx)
 	if err != nil {
