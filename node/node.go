@@ -44,6 +44,10 @@ type current struct {
 	prev *snowflake.Generator
 	// base holds the counters of every generator before prev.
 	base snowflake.Stats
+	// lossCounted is set by whoever first counts the lease's end (the
+	// watcher or a Status call that sees it first), so that a status that
+	// shows the lease lost also counts why.
+	lossCounted atomic.Bool
 }
 
 // addCounters adds b's counters (Issued, Waits, BorrowedTicks,
@@ -196,12 +200,7 @@ func (n *Node) watch(c *current) {
 		case <-c.lease.Done():
 		}
 		lost := c.lease.Err()
-		switch {
-		case errors.Is(lost, worker.ErrReset):
-			n.resets.Add(1)
-		case errors.Is(lost, worker.ErrClockSkew):
-			n.skews.Add(1)
-		}
+		n.countLoss(c, lost)
 		n.lastErr.Store(&lost)
 		n.log.Error("node: lease lost; acquiring another", "err", lost)
 		after := c.gen.Stats().HighWater
@@ -299,9 +298,26 @@ type Status struct {
 	Now   time.Time // the current generator's clock
 }
 
+// countLoss counts why c's lease ended (a reset, a clock skew), once.
+func (n *Node) countLoss(c *current, lost error) {
+	if !c.lossCounted.CompareAndSwap(false, true) {
+		return
+	}
+	switch {
+	case errors.Is(lost, worker.ErrReset):
+		n.resets.Add(1)
+	case errors.Is(lost, worker.ErrClockSkew):
+		n.skews.Add(1)
+	}
+}
+
 // Status returns a snapshot of the node.
 func (n *Node) Status() Status {
 	c := n.cur.Load()
+	lost := c.lease.Err()
+	if lost != nil {
+		n.countLoss(c, lost)
+	}
 	s := Status{
 		DatacenterID: c.lease.DatacenterID(),
 		WorkerID:     c.lease.WorkerID(),
@@ -315,8 +331,8 @@ func (n *Node) Status() Status {
 		Now:          c.gen.Now(),
 	}
 	s.Total = c.total(s.Stats)
-	if err := c.lease.Err(); err != nil {
-		s.Err = err
+	if lost != nil {
+		s.Err = lost
 		if p := n.lastErr.Load(); p != nil {
 			s.Err = *p
 		}
