@@ -160,8 +160,9 @@ func (c Config) Validate() error {
 		return bad("reserve ahead %v, want more than the renewal period %v and at most the TTL %v", c.ReserveAhead, c.RenewEvery, c.TTL)
 	case c.SafetyMargin < time.Millisecond || c.SafetyMargin > c.TTL/2:
 		return bad("safety margin %v, want 1ms–%v (half the TTL)", c.SafetyMargin, c.TTL/2)
-	case c.TTL-c.SafetyMargin <= c.RenewEvery:
-		return bad("TTL %v − safety margin %v leaves no time for a renewal every %v", c.TTL, c.SafetyMargin, c.RenewEvery)
+	case c.TTL-c.SafetyMargin <= c.probation():
+		return bad("TTL %v − safety margin %v leaves no time for the first renewal, which a new lease waits renew every %v + retry every %v for",
+			c.TTL, c.SafetyMargin, c.RenewEvery, c.RetryEvery)
 	case c.MaxClockSkew < time.Millisecond || c.MaxClockSkew > time.Minute:
 		return bad("max clock skew %v, want 1ms–1m", c.MaxClockSkew)
 	case c.Quarantine < c.ReserveAhead+c.MaxClockSkew || c.Quarantine > time.Hour:
@@ -206,10 +207,18 @@ func (lr *leaser) Acquire(ctx context.Context) (Lease, error) {
 		start := time.Now()
 		sent := lr.cfg.Now()
 		reserve := ceilMilli(sent.Add(lr.cfg.ReserveAhead))
-		claim, err := lr.coord.Acquire(ctx, Request{
+		// An attempt that hangs (a coordinator that accepts connections
+		// but never answers) is abandoned and tried again: its answer
+		// would come too late to be a lease anyway.
+		actx, cancel := context.WithTimeout(ctx, lr.cfg.attemptTimeout())
+		claim, err := lr.coord.Acquire(actx, Request{
 			Datacenter: lr.cfg.Datacenter, Workers: lr.cfg.Workers, Owner: owner, TTL: lr.cfg.TTL, Reserve: reserve,
 			Now: sent, Contract: lr.cfg.contract(), Quarantine: lr.cfg.Quarantine,
 		})
+		cancel()
+		if err != nil && ctx.Err() == nil && actx.Err() != nil && !errors.Is(err, ErrUnavailable) {
+			err = fmt.Errorf("%w: no answer within %v: %w", ErrUnavailable, lr.cfg.attemptTimeout(), err)
+		}
 		if err == nil {
 			skew, serr := checkClock(claim, sent, lr.cfg.Now(), lr.cfg.MaxClockSkew)
 			if serr != nil {
@@ -222,17 +231,26 @@ func (lr *leaser) Acquire(ctx context.Context) (Lease, error) {
 				lr.cfg.Logger.Error("worker: clock skew: refusing to issue", "datacenter", lr.cfg.Datacenter, "err", serr)
 				return nil, serr
 			}
-			if time.Since(start) < lr.cfg.TTL-lr.cfg.SafetyMargin {
-				return lr.start(claim, start, reserve, skew), nil
+			taken := start
+			if ta, ok := claim.(TakenAt); ok {
+				if t := ta.TakenAt(); t.After(start) && !t.After(time.Now()) {
+					taken = t
+				}
 			}
-			// The answer took so long that the lease would be given up at
-			// once (a coordinator that came back after an outage): free
-			// the id and try again rather than hold a dead lease.
+			// The lease must live past its first renewal, which comes no
+			// sooner than the probation after Acquire.
+			if time.Since(taken)+lr.cfg.probation() < lr.cfg.TTL-lr.cfg.SafetyMargin {
+				return lr.start(claim, taken, reserve, skew), nil
+			}
+			// The answer took so long that the lease would be given up
+			// before its first renewal (a coordinator that came back after
+			// an outage, or a slow one): free the id and try again rather
+			// than hold a dead lease that keeps the id from everyone.
 			rctx, cancel := context.WithTimeout(context.Background(), lr.cfg.TTL)
 			rerr := claim.Release(rctx, reserve)
 			cancel()
-			err = fmt.Errorf("%w: the coordinator answered after %v, past TTL − safety margin (release: %v)",
-				ErrUnavailable, time.Since(start).Round(time.Millisecond), rerr)
+			err = fmt.Errorf("%w: the coordinator answered %v after it took the worker id, which leaves less than the first renewal's wait (%v) of TTL %v − safety margin %v (release: %v)",
+				ErrUnavailable, time.Since(taken).Round(time.Millisecond), lr.cfg.probation(), lr.cfg.TTL, lr.cfg.SafetyMargin, rerr)
 		}
 		ctxCaused := ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 		if !ctxCaused || reason == nil {
@@ -396,6 +414,9 @@ func (l *lease) clock() time.Time {
 // re-initialises the namespace, so the newcomer's first renewal fails with
 // ErrReset before it issued anything.
 func (c Config) probation() time.Duration { return c.RenewEvery + c.RetryEvery }
+
+// attemptTimeout bounds one attempt of Acquire: twice the TTL.
+func (c Config) attemptTimeout() time.Duration { return 2 * c.TTL }
 
 func (l *lease) renewLoop() {
 	defer close(l.loopDone)

@@ -162,6 +162,16 @@ type Claim interface {
 	Clock() (at time.Time, stale time.Duration)
 }
 
+// TakenAt is implemented by a Claim that knows when its hold began: the
+// local time (with its monotonic reading) at which the request that took the
+// worker id was sent, after which the coordinator keeps the id for at least
+// the TTL. A lease runs from it. A Claim without it runs from the start of
+// Acquire, which is earlier and so safe, but counts everything Acquire did
+// before taking the id (reading clocks, opening a session) as time used.
+type TakenAt interface {
+	TakenAt() time.Time
+}
+
 // Renew, Release and Acquire check the namespace record as the Namespace
 // documentation says: Renew and Release fail with ErrReset (and re-initialise
 // the namespace behind req.Quarantine) when the record is missing or has

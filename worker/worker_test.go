@@ -31,6 +31,8 @@ func TestConfigValidate(t *testing.T) {
 		{Config{ReserveAhead: time.Minute}, "reserve ahead 1m0s"},
 		{Config{SafetyMargin: 6 * time.Second}, "safety margin 6s"},
 		{Config{TTL: 2 * time.Second, RenewEvery: time.Second, SafetyMargin: time.Second, ReserveAhead: 1500 * time.Millisecond}, "leaves no time"},
+		{Config{TTL: 2 * time.Second, RenewEvery: time.Second, RetryEvery: 500 * time.Millisecond, SafetyMargin: 600 * time.Millisecond,
+			ReserveAhead: 1500 * time.Millisecond}, "leaves no time for the first renewal"},
 		{Config{MaxClockSkew: 2 * time.Minute}, "max clock skew 2m0s"},
 		{Config{Quarantine: 2 * time.Second}, "quarantine 2s, want reserve ahead 3s + max clock skew 1s (4s)"},
 		{Config{ReserveAhead: 5 * time.Second, Quarantine: 5 * time.Second}, "quarantine 5s"},

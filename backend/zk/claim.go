@@ -28,6 +28,7 @@ type claim struct {
 	contract   string        // the request's, for a re-initialisation without a record
 	quarantine time.Duration // the request's
 	sess       *session
+	taken      time.Time // when the Multi that created the holder node was sent
 
 	mu            sync.Mutex // claims are used by one goroutine at a time; this makes sure
 	rec           record     // the namespace record acquired under
@@ -46,6 +47,15 @@ type claim struct {
 
 func (c *claim) WorkerID() int64     { return c.id }
 func (c *claim) Previous() time.Time { return c.prev }
+
+// TakenAt implements worker.TakenAt: the holder node was created by a Multi
+// sent then, on a session that ZooKeeper keeps for its timeout (≥ the TTL)
+// after it last heard from it, and that the claim's watchdog closes TTL
+// after then at the latest unless renewed. Opening the session and reading
+// the clock and the slots before it do not count against the lease.
+func (c *claim) TakenAt() time.Time { return c.taken }
+
+var _ worker.TakenAt = (*claim)(nil)
 
 // Clock implements worker.Claim: the Mtime ZooKeeper gave the holder node in
 // the last successful Acquire or Renew (its leader's clock when it prepared

@@ -801,7 +801,7 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 			}
 			c := &claim{
 				w: w, dc: dc, id: id, owner: req.Owner, prev: msTime(max(s.highMs, rec.FloorMs, l.high())),
-				contract: req.Contract, quarantine: req.Quarantine, sess: sess,
+				contract: req.Contract, quarantine: req.Quarantine, sess: sess, taken: sent,
 				holderVersion: hs.Version, holderCzxid: hs.Czxid,
 				highMs: high, highVersion: ws.Version, highCzxid: ws.Czxid, maxMs: high,
 				rec: rec, clockAt: msTime(ws.Mtime), clockStale: recv.Sub(sent),

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -166,7 +167,30 @@ func (r *runner) nemesis(ctx context.Context, rec *recorder, until int64) {
 			took = "not before the run ended"
 		}
 		r.logf("%-20s %s; recovered %s", kind, f.note, took)
+		if f.stuck {
+			r.logStuckNodes()
+		}
 		sleepCtx(ctx, time.Second+time.Duration(rnd.Int64N(int64(2*time.Second))))
+	}
+}
+
+// logStuckNodes shows, for a cluster that did not recover, what each
+// running node logged last about its lease (request failures and debug
+// lines left out), so that a failed run says why.
+func (r *runner) logStuckNodes() {
+	for _, n := range r.nodes {
+		inc := n.cur.Load()
+		if inc == nil || inc.log == "" {
+			continue
+		}
+		var lines []string
+		for line := range strings.Lines(tail(inc.log, 1<<20)) {
+			if !strings.Contains(line, "level=DEBUG") && !strings.Contains(line, `msg="server: request failed"`) {
+				lines = append(lines, strings.TrimRight(line, "\n"))
+			}
+		}
+		lines = lines[max(0, len(lines)-12):]
+		r.logf("%s's last log lines:\n  %s", inc.name(), strings.Join(lines, "\n  "))
 	}
 }
 
