@@ -215,8 +215,9 @@ func (lr *leaser) Acquire(ctx context.Context) (Lease, error) {
 			Datacenter: lr.cfg.Datacenter, Workers: lr.cfg.Workers, Owner: owner, TTL: lr.cfg.TTL, Reserve: reserve,
 			Now: sent, Contract: lr.cfg.contract(), Quarantine: lr.cfg.Quarantine,
 		})
+		timedOut := ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded)
 		cancel()
-		if err != nil && ctx.Err() == nil && actx.Err() != nil && !errors.Is(err, ErrUnavailable) {
+		if err != nil && timedOut && !errors.Is(err, ErrUnavailable) {
 			err = fmt.Errorf("%w: no answer within %v: %w", ErrUnavailable, lr.cfg.attemptTimeout(), err)
 		}
 		if err == nil {
