@@ -32,6 +32,12 @@
 #              with GOMAXPROCS=2 and 1 (default 18088, 18089)
 #   RESP_PORT, RESP_PORT_WIDE, RESP_PORT_P1  the RESP listeners (--resp-listen)
 #              of the three servers (default 16381, 16382, 16383)
+#   RESP_HELLO_PORTS  the minimal Go RESP servers (idload resp-hello): a
+#              goroutine per connection with GOMAXPROCS=1, the same with
+#              GOMAXPROCS=2, an epoll event loop with GOMAXPROCS=1
+#              (default "16384 16385 16386")
+#   PARTS      which parts run, comma-separated (default single,resp,batch:
+#              all); e.g. PARTS=resp for the RESP part alone
 #
 # The RESP part: redis-benchmark (Redis's own C client) runs INCR against
 # Redis and against flakeid's RESP listener, back to back in each round, at
@@ -48,6 +54,10 @@
 # redis-benchmark` takes p99.9 (--csv has p50, p95, p99 and max only).
 # flakeid's RESP error counter and IDs issued are read from /metrics around
 # every flakeid run; redis-benchmark itself stops at an error reply.
+# The same runs go to idload resp-hello, the least a Go RESP server does (no
+# limits, auth, metrics or IDs: a counter): its ratio to Redis is the
+# ceiling this machine gives a Go server, with a goroutine per connection
+# (the net package's model, flakeid's) and with an epoll event loop.
 # wrk runs with scripts/lib/wrk-p999.lua, which prints its p99.9.
 #
 # Why GOMAXPROCS=1 too: on this 2-core machine the load generator needs a
@@ -73,6 +83,10 @@ PORT_HELLO_P1=${PORT_HELLO_P1:-18089}
 RESP_PORT=${RESP_PORT:-16381}
 RESP_PORT_WIDE=${RESP_PORT_WIDE:-16382}
 RESP_PORT_P1=${RESP_PORT_P1:-16383}
+RESP_HELLO_PORTS=${RESP_HELLO_PORTS:-16384 16385 16386}
+read -r RH_G1 RH_G2 RH_E1 <<<"$RESP_HELLO_PORTS"
+PARTS=${PARTS:-single,resp,batch}
+part() { case ",$PARTS," in *",$1,"*) return 0 ;; esac; return 1; }
 secs() { # 10s, 1.5s, 500ms, 2m → seconds
   awk -v d="$1" 'BEGIN { if (d ~ /ms$/) print d / 1000; else if (d ~ /m$/) print d * 60; else print d + 0 }'
 }
@@ -93,8 +107,8 @@ if ! command -v wrk >/dev/null 2>&1; then
 fi
 up 6379 || { echo "bench-service: no Redis on $REDIS (run scripts/services.sh)" >&2; exit 1; }
 up 5432 || { echo "bench-service: no PostgreSQL on 127.0.0.1:5432 (run scripts/services.sh)" >&2; exit 1; }
-for p in "$PORT" "$PORT_WIDE" "$PORT_P1" "$PORT_HELLO" "$PORT_HELLO_P1" "$RESP_PORT" "$RESP_PORT_WIDE" "$RESP_PORT_P1"; do
-  if up "$p"; then echo "bench-service: port $p is taken; set PORT, PORT_WIDE, PORT_P1, PORT_HELLO, PORT_HELLO_P1, RESP_PORT, RESP_PORT_WIDE or RESP_PORT_P1" >&2; exit 1; fi
+for p in "$PORT" "$PORT_WIDE" "$PORT_P1" "$PORT_HELLO" "$PORT_HELLO_P1" "$RESP_PORT" "$RESP_PORT_WIDE" "$RESP_PORT_P1" $RESP_HELLO_PORTS; do
+  if up "$p"; then echo "bench-service: port $p is taken; set PORT, PORT_WIDE, PORT_P1, PORT_HELLO, PORT_HELLO_P1, RESP_PORT, RESP_PORT_WIDE, RESP_PORT_P1 or RESP_HELLO_PORTS" >&2; exit 1; fi
 done
 
 WORK=$(mktemp -d /tmp/bench-service.XXXXXX)
@@ -162,6 +176,12 @@ GOMAXPROCS=1 start_server "$PORT_P1" "$RESP_PORT_P1" p1
 GOMAXPROCS=2 "$IDLOAD" hello -listen "127.0.0.1:$PORT_HELLO" &
 PIDS+=($!)
 GOMAXPROCS=1 "$IDLOAD" hello -listen "127.0.0.1:$PORT_HELLO_P1" &
+PIDS+=($!)
+GOMAXPROCS=1 "$IDLOAD" resp-hello -listen "127.0.0.1:$RH_G1" -loop goroutines &
+PIDS+=($!)
+GOMAXPROCS=2 "$IDLOAD" resp-hello -listen "127.0.0.1:$RH_G2" -loop goroutines &
+PIDS+=($!)
+GOMAXPROCS=1 "$IDLOAD" resp-hello -listen "127.0.0.1:$RH_E1" -loop epoll &
 PIDS+=($!)
 sleep 0.5
 B=http://127.0.0.1:$PORT
@@ -263,6 +283,7 @@ wait_quiet() {
 
 # --- rounds ------------------------------------------------------------------
 for ROUND in $(seq 1 "$ROUNDS"); do
+  if part single; then
   wait_quiet
   log "round $ROUND: single IDs"
   for c in 8 64; do
@@ -289,7 +310,9 @@ for ROUND in $(seq 1 "$ROUNDS"); do
   done
   L "connect-unary-1-c8" "$DUR" -mode connect-unary -base "$B" -protocol connect -count 1 -c 8
   L "grpc-unary-1-c8" "$DUR" -mode connect-unary -base "$B" -protocol grpc -count 1 -c 8
+  fi
 
+  if part resp; then
   wait_quiet
   log "round $ROUND: RESP (redis-benchmark)"
   for c in 8 64; do
@@ -303,9 +326,15 @@ for ROUND in $(seq 1 "$ROUNDS"); do
       RESPB "redis-rb-snowflake-$s" 6379 - "$c" "$pipe" INCR snowflake
       RESPB "resp-wide-$s" "$RESP_PORT_WIDE" "$PORT_WIDE" "$c" "$pipe" INCR snowflake
       RESPB "resp-sf-p1-$s" "$RESP_PORT_P1" "$PORT_P1" "$c" "$pipe" INCR snowflake
+      # The ceiling of a Go RESP server here (idload resp-hello).
+      RESPB "resp-hello-g1-$s" "$RH_G1" - "$c" "$pipe" -t incr
+      RESPB "resp-hello-g2-$s" "$RH_G2" - "$c" "$pipe" -t incr
+      RESPB "resp-hello-epoll1-$s" "$RH_E1" - "$c" "$pipe" -t incr
     done
   done
+  fi
 
+  if part batch; then
   wait_quiet
   log "round $ROUND: batches"
   for layout in default wide; do
@@ -324,6 +353,7 @@ for ROUND in $(seq 1 "$ROUNDS"); do
   log "round $ROUND: Go client buffer"
   CL "client-default" "$B"
   CL "client-wide" "$W"
+  fi
 done
 
 curl -fsS "$B/v1/status" >"$OUT/status-default.json" || true
@@ -345,7 +375,10 @@ for c in 8 64; do
   for pipe in 1 16; do
     s=c$c-pipe$pipe
     ratios+=(-ratio "resp-seg-$s/redis-rb-incr-$s" -ratio "resp-seg-p1-$s/redis-rb-incr-$s"
-      -ratio "resp-wide-$s/redis-rb-snowflake-$s" -ratio "resp-sf-p1-$s/redis-rb-snowflake-$s")
+      -ratio "resp-wide-$s/redis-rb-snowflake-$s" -ratio "resp-sf-p1-$s/redis-rb-snowflake-$s"
+      -ratio "resp-hello-g1-$s/redis-rb-incr-$s" -ratio "resp-hello-g2-$s/redis-rb-incr-$s"
+      -ratio "resp-hello-epoll1-$s/redis-rb-incr-$s"
+      -ratio "resp-seg-p1-$s/resp-hello-g1-$s" -ratio "resp-seg-$s/resp-hello-g2-$s")
   done
 done
 ratios+=(-ratio "idload-leaf-c8/idload-leaf-nethttp-c8" -ratio "wrk-leaf-t1-c8/idload-leaf-c8"

@@ -23,6 +23,8 @@
 //	                                                      default output (--precision 3), which has p99.9
 //	idload hello -listen ADDR                             serve a constant ID with plain net/http:
 //	                                                      the ceiling of any net/http handler here
+//	idload resp-hello -listen ADDR [-loop goroutines|epoll] answer every RESP command with a counter:
+//	                                                      the ceiling of a Go RESP server here
 //	idload summary [-ratio A/B]… FILE…                     medians per label, same-round ratios
 //
 // Examples:
@@ -76,6 +78,9 @@ func main() {
 			return
 		case "hello":
 			exit(helloCmd(os.Args[2:]))
+			return
+		case "resp-hello":
+			exit(respHelloCmd(os.Args[2:]))
 			return
 		case "summary":
 			exit(summaryCmd(os.Args[2:]))
