@@ -22,7 +22,6 @@ import (
 	"github.com/flakeid/flakeid/segment"
 	"github.com/flakeid/flakeid/segment/segmenttest"
 	"github.com/flakeid/flakeid/server"
-	"github.com/flakeid/flakeid/worker"
 )
 
 const integrationToken = "integration-token-0123456789"
@@ -70,11 +69,7 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 func (cl *cluster) start() string {
 	t := cl.t
 	t.Helper()
-	lr, err := worker.NewLeaser(cl.coord, worker.Config{Workers: 32, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := node.Start(t.Context(), node.Config{Leaser: lr, Logger: quietLogger()})
+	n, err := node.Start(t.Context(), node.Config{Coordinator: cl.coord, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

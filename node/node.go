@@ -24,15 +24,180 @@ import (
 // one and has not acquired another yet, or it was closed.
 var ErrNoLease = errors.New("node: no worker-id lease held")
 
-// Config configures a Node.
+// ErrInvalidConfig means a Config is refused: every error of
+// Config.Validate wraps it, and names the value that was wrong.
+var ErrInvalidConfig = errors.New("node: invalid config")
+
+// Config configures a Node. The node leases its worker ids by itself: it
+// builds its worker.Leaser over Coordinator, with the datacenter id of
+// Settings, the worker ids of Settings.Layout (0 to 2^WorkerBits − 1) and
+// the layout's description as the ID-space contract the coordinator
+// records, so that the lease always fits the layout it feeds.
 type Config struct {
-	// Leaser hands out worker ids. Required.
-	Leaser worker.Leaser
-	// Settings for each generator. DatacenterID, WorkerID, NotBefore and
-	// Until are taken from the lease; everything else is kept.
+	// Coordinator is where worker ids are leased (backend/...). Required,
+	// unless StaticWorkerID is set; then it must be nil.
+	Coordinator worker.Coordinator
+	// Lease is the caller's part of the lease settings; the zero value
+	// means every default. It must be zero with StaticWorkerID.
+	Lease LeaseConfig
+	// StaticWorkerID, when not nil, is a fixed worker id used instead of
+	// leasing one (worker.Static). UNSAFE: two processes with the same id
+	// issue duplicate IDs, and no high-water mark survives a restart after
+	// the clock went back; every Start logs a warning saying so. Range 0 to
+	// 2^WorkerBits − 1 of the layout. Default nil: lease from Coordinator.
+	StaticWorkerID *int64
+	// Settings for each generator. Layout (default snowflake.DefaultLayout),
+	// DatacenterID (range 0 to 2^DatacenterBits − 1, default 0), MaxWait,
+	// Policy, MaxBorrow and Now are the caller's, with the ranges and
+	// defaults snowflake.Settings documents; Now is the lease's clock too.
+	// WorkerID, NotBefore and Until come from each lease: they must be
+	// left zero (use StaticWorkerID for a fixed worker id).
 	Settings snowflake.Settings
-	// Logger receives lease changes. Default slog.Default().
+	// Logger receives lease changes and the lease's own messages. Default
+	// slog.Default().
 	Logger *slog.Logger
+}
+
+// LeaseConfig is the caller's part of worker.Config: the node fills in the
+// rest (Datacenter, Workers and Contract from Settings, Now from
+// Settings.Now, Logger from Config.Logger). A zero field means its default;
+// the ranges are worker.Config's.
+type LeaseConfig struct {
+	// TTL is how long a lease lasts without renewal, by the coordinator's
+	// clock. Range 1s–10m. Default 10s.
+	TTL time.Duration
+	// RenewEvery is the renewal period. Range 10ms–TTL/2. Default 1s, or
+	// TTL/4 when that is shorter.
+	RenewEvery time.Duration
+	// RetryEvery is the pause after a failed renewal. Range 10ms–RenewEvery.
+	// Default 200ms.
+	RetryEvery time.Duration
+	// ReserveAhead is how far ahead of the generator's clock each renewal
+	// reserves the high-water mark. Range RenewEvery+10ms–TTL. Default 3s,
+	// or the TTL when that is shorter.
+	ReserveAhead time.Duration
+	// SafetyMargin: the lease is given up when it has not been renewed by
+	// TTL − SafetyMargin after the last renewal. Range 1ms–TTL/2. Default
+	// 1s, or TTL/4 when that is shorter.
+	SafetyMargin time.Duration
+	// MaxClockSkew is how far this node's clock may differ from the
+	// coordinator's before the lease is refused or ended. Range 1ms–1m.
+	// Default 1s.
+	MaxClockSkew time.Duration
+	// Quarantine is how long after the coordinator's state is first
+	// created or found lost nothing is issued; every node of a datacenter
+	// uses the same. Range ReserveAhead+MaxClockSkew–1h. Default
+	// ReserveAhead + MaxClockSkew (4s).
+	Quarantine time.Duration
+	// WaitForFree makes Start (and the search for a new lease after one is
+	// lost) retry while every worker id is held or the coordinator is
+	// unreachable. Default false: Start fails at once.
+	WaitForFree bool
+	// Owner names the holder in the coordinator (a random suffix is added
+	// to every lease). Any string. Default "hostname/pid".
+	Owner string
+}
+
+// workerConfig is the worker.Config of the node's leases: lc with what the
+// layout and settings fix.
+func (lc LeaseConfig) workerConfig(l snowflake.Layout, s snowflake.Settings, log *slog.Logger) worker.Config {
+	return worker.Config{
+		Datacenter:   s.DatacenterID,
+		Workers:      int64(1) << l.WorkerBits,
+		Contract:     l.String(),
+		TTL:          lc.TTL,
+		RenewEvery:   lc.RenewEvery,
+		RetryEvery:   lc.RetryEvery,
+		ReserveAhead: lc.ReserveAhead,
+		SafetyMargin: lc.SafetyMargin,
+		MaxClockSkew: lc.MaxClockSkew,
+		Quarantine:   lc.Quarantine,
+		WaitForFree:  lc.WaitForFree,
+		Owner:        lc.Owner,
+		Logger:       log,
+		Now:          s.Now,
+	}
+}
+
+// Validate checks c without leasing anything: the layout; a coordinator or
+// a static worker id, not both; WorkerID, NotBefore and Until left to the
+// lease; the datacenter id and a static worker id within the layout's
+// fields; the rest of Settings as snowflake.New checks it; and the lease
+// settings as worker.Config.Validate checks them. Every error wraps
+// ErrInvalidConfig (and the snowflake or worker error that says more).
+func (c Config) Validate() error {
+	_, err := c.plan()
+	return err
+}
+
+// invalidConfig is a Config refused by the snowflake or worker package: it
+// reads as that package's error (which names the value) and wraps both it
+// and ErrInvalidConfig.
+type invalidConfig struct{ err error }
+
+func (e invalidConfig) Error() string   { return e.err.Error() }
+func (e invalidConfig) Unwrap() []error { return []error{ErrInvalidConfig, e.err} }
+
+// plan is what Start needs of a valid Config.
+type plan struct {
+	layout snowflake.Layout
+	log    *slog.Logger
+	lease  worker.Config // with a coordinator
+}
+
+// plan checks c (see Validate) and returns its normalised parts.
+func (c Config) plan() (plan, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
+	}
+	// A refusal of the snowflake or worker package keeps its own words.
+	refused := func(err error) error { return invalidConfig{err} }
+	l, err := c.Settings.Layout.Normalize()
+	if err != nil {
+		return plan{}, refused(err)
+	}
+	p := plan{layout: l, log: c.Logger}
+	if p.log == nil {
+		p.log = slog.Default()
+	}
+	s := c.Settings
+	maxDC, maxWorker := int64(1)<<l.DatacenterBits-1, int64(1)<<l.WorkerBits-1
+	switch {
+	case c.Coordinator == nil && c.StaticWorkerID == nil:
+		return plan{}, bad("no Coordinator to lease worker ids from, and no StaticWorkerID")
+	case c.Coordinator != nil && c.StaticWorkerID != nil:
+		return plan{}, bad("both a Coordinator and StaticWorkerID %d: lease worker ids or use a static one, not both", *c.StaticWorkerID)
+	case c.StaticWorkerID != nil && c.Lease != (LeaseConfig{}):
+		return plan{}, bad("lease settings %+v with StaticWorkerID %d, which is not leased", c.Lease, *c.StaticWorkerID)
+	case s.WorkerID != 0:
+		return plan{}, bad("Settings.WorkerID %d: the worker id comes from the lease (use StaticWorkerID for a fixed one)", s.WorkerID)
+	case !s.NotBefore.IsZero():
+		return plan{}, bad("Settings.NotBefore %s: the high-water mark comes from the lease", s.NotBefore.Format(time.RFC3339Nano))
+	case !s.Until.IsZero():
+		return plan{}, bad("Settings.Until %s: the fence comes from the lease", s.Until.Format(time.RFC3339Nano))
+	case s.DatacenterID < 0 || s.DatacenterID > maxDC:
+		// The same words as snowflake.New's, before any lease is taken.
+		return plan{}, refused(fmt.Errorf("%w: datacenter id %d, want 0–%d (%d datacenter bits)", snowflake.ErrNodeOutOfRange,
+			s.DatacenterID, maxDC, l.DatacenterBits))
+	case c.StaticWorkerID != nil && (*c.StaticWorkerID < 0 || *c.StaticWorkerID > maxWorker):
+		return plan{}, refused(fmt.Errorf("%w: worker id %d, want 0–%d (%d worker bits)", snowflake.ErrNodeOutOfRange,
+			*c.StaticWorkerID, maxWorker, l.WorkerBits))
+	}
+	// The rest of Settings (MaxWait, Policy, MaxBorrow, an epoch in the
+	// future) as the generator of any lease would find it.
+	if c.StaticWorkerID != nil {
+		s.WorkerID = *c.StaticWorkerID
+	}
+	if _, err := snowflake.New(s); err != nil {
+		return plan{}, refused(err)
+	}
+	if c.Coordinator != nil {
+		p.lease = c.Lease.workerConfig(l, s, p.log)
+		if err := p.lease.Validate(); err != nil {
+			return plan{}, refused(err)
+		}
+	}
+	return p, nil
 }
 
 type current struct {
@@ -75,6 +240,7 @@ func (c *current) total(st snowflake.Stats) snowflake.Stats {
 // Node is a generator under a lease. It is safe for concurrent use.
 type Node struct {
 	cfg    Config
+	leaser worker.Leaser
 	layout snowflake.Layout
 	log    *slog.Logger
 	cur    atomic.Pointer[current]
@@ -90,23 +256,25 @@ type Node struct {
 	close  sync.Once
 }
 
-// Start acquires a first lease (waiting as the Leaser does, until ctx ends)
-// and returns a running Node. When the lease starts in the future — the
+// Start checks cfg (see Config.Validate: a refused Config leases nothing
+// and records no contract), acquires a first lease (waiting, with
+// Lease.WaitForFree, while every worker id is held, until ctx ends) and
+// returns a running Node. When the lease starts in the future — the
 // quarantine of a namespace that was just (re)initialised, or a restart on a
 // worker id whose reservation has not passed — Start waits for it, so that
 // the node issues from its first request; ctx bounds the wait.
 func Start(ctx context.Context, cfg Config) (*Node, error) {
-	if cfg.Leaser == nil {
-		return nil, errors.New("node: no Leaser")
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	layout, err := cfg.Settings.Layout.Normalize()
+	p, err := cfg.plan()
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, layout: layout, log: cfg.Logger}
+	var lr worker.Leaser
+	if cfg.StaticWorkerID != nil {
+		lr = worker.Static(cfg.Settings.DatacenterID, *cfg.StaticWorkerID, p.log)
+	} else if lr, err = worker.NewLeaser(cfg.Coordinator, p.lease); err != nil {
+		return nil, invalidConfig{err}
+	}
+	n := &Node{cfg: cfg, leaser: lr, layout: p.layout, log: p.log}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	var c *current
 	for {
@@ -164,7 +332,7 @@ func (n *Node) waitIssuable(ctx context.Context, c *current) error {
 // acquire takes a lease and builds its generator, starting no earlier than
 // after (the end of what a previous generator of this node issued).
 func (n *Node) acquire(ctx context.Context, after time.Time) (*current, error) {
-	l, err := n.cfg.Leaser.Acquire(ctx)
+	l, err := n.leaser.Acquire(ctx)
 	if err != nil {
 		if errors.Is(err, worker.ErrClockSkew) {
 			n.skews.Add(1)
@@ -172,7 +340,11 @@ func (n *Node) acquire(ctx context.Context, after time.Time) (*current, error) {
 		return nil, err
 	}
 	s := n.cfg.Settings
-	s.DatacenterID, s.WorkerID = l.DatacenterID(), l.WorkerID()
+	if dc := l.DatacenterID(); dc != s.DatacenterID {
+		l.Close()
+		return nil, fmt.Errorf("node: a lease in datacenter %d, not the configured %d", dc, s.DatacenterID)
+	}
+	s.WorkerID = l.WorkerID()
 	s.NotBefore = l.NotBefore()
 	if after.After(s.NotBefore) {
 		s.NotBefore = after

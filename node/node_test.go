@@ -73,29 +73,33 @@ func boltCoordinator(t *testing.T, path string) *bolt.Workers {
 
 func quiet(t *testing.T) *slog.Logger { return slog.New(slog.NewTextHandler(t.Output(), nil)) }
 
-func leaser(t *testing.T, c worker.Coordinator, workers int64, now func() time.Time) worker.Leaser {
-	t.Helper()
-	return leaserWith(t, c, workers, now, 0)
+// layoutOf is the default layout with 2^workerBits worker ids.
+func layoutOf(workerBits int) snowflake.Layout {
+	l := snowflake.DefaultLayout()
+	l.WorkerBits = workerBits
+	return l
 }
 
-// leaserWith is leaser with a clock-skew bound (0: the default, 1s).
-func leaserWith(t *testing.T, c worker.Coordinator, workers int64, now func() time.Time, skew time.Duration) worker.Leaser {
+// config is a node's Config over c: 2^workerBits worker ids, the clock now
+// (nil: the built-in one) for the generator and the lease, and a
+// clock-skew bound (0: the default, 1s).
+func config(t *testing.T, c worker.Coordinator, workerBits int, now func() time.Time, skew time.Duration) Config {
 	t.Helper()
 	// A TTL of 3 s: short enough to test loss quickly, long enough that a
 	// loaded CI machine's stalls do not lose the lease by accident.
-	lr, err := worker.NewLeaser(c, worker.Config{Workers: workers, TTL: 3 * time.Second, RenewEvery: 100 * time.Millisecond,
-		ReserveAhead: 300 * time.Millisecond, SafetyMargin: 500 * time.Millisecond, RetryEvery: 50 * time.Millisecond,
-		MaxClockSkew: skew, Quarantine: 300*time.Millisecond + max(skew, time.Second),
-		Logger: quiet(t), Now: now})
-	if err != nil {
-		t.Fatal(err)
+	return Config{
+		Coordinator: c,
+		Lease: LeaseConfig{TTL: 3 * time.Second, RenewEvery: 100 * time.Millisecond,
+			ReserveAhead: 300 * time.Millisecond, SafetyMargin: 500 * time.Millisecond, RetryEvery: 50 * time.Millisecond,
+			MaxClockSkew: skew, Quarantine: 300*time.Millisecond + max(skew, time.Second)},
+		Settings: snowflake.Settings{Layout: layoutOf(workerBits), Now: now},
+		Logger:   quiet(t),
 	}
-	return lr
 }
 
 func TestNodeIssuesUnderLease(t *testing.T) {
 	coord := boltCoordinator(t, "")
-	n, err := Start(t.Context(), Config{Leaser: leaser(t, coord, 4, nil), Logger: quiet(t)})
+	n, err := Start(t.Context(), config(t, coord, 2, nil, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +137,7 @@ func TestNodeIssuesUnderLease(t *testing.T) {
 // the node takes a lease again and its IDs keep increasing.
 func TestNodeLosesAndRegainsLease(t *testing.T) {
 	f := &flaky{Coordinator: boltCoordinator(t, "")}
-	n, err := Start(t.Context(), Config{Leaser: leaser(t, f, 4, nil), Logger: quiet(t)})
+	n, err := Start(t.Context(), config(t, f, 2, nil, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +206,7 @@ func TestRestartWithClockBehind(t *testing.T) {
 	// The bound lets a clock 5 s behind through: the high-water mark is what
 	// is tested (TestNodeRefusesSkewedClock tests the bound).
 	const skew = 6 * time.Second
-	first, err := Start(t.Context(), Config{Leaser: leaserWith(t, boltCoordinator(t, path), 1, nil, skew), Logger: quiet(t)})
+	first, err := Start(t.Context(), config(t, boltCoordinator(t, path), 0, nil, skew))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,11 +222,9 @@ func TestRestartWithClockBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 	behind := func() time.Time { return time.Now().Add(-5 * time.Second) }
-	second, err := Start(t.Context(), Config{
-		Leaser:   leaserWith(t, boltCoordinator(t, path), 1, behind, skew),
-		Settings: snowflake.Settings{Now: behind, MaxWait: 10 * time.Second},
-		Logger:   quiet(t),
-	})
+	cfg := config(t, boltCoordinator(t, path), 0, behind, skew)
+	cfg.Settings.MaxWait = 10 * time.Second
+	second, err := Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,8 +249,9 @@ func (s *shifted) Now() time.Time { return time.Now().Add(time.Duration(s.offset
 func TestNodeRefusesSkewedClock(t *testing.T) {
 	coord := boltCoordinator(t, "")
 	var clk shifted
-	n, err := Start(t.Context(), Config{Leaser: leaserWith(t, coord, 4, clk.Now, 0),
-		Settings: snowflake.Settings{Now: clk.Now, MaxWait: 10 * time.Second}, Logger: quiet(t)})
+	cfg := config(t, coord, 2, clk.Now, 0)
+	cfg.Settings.MaxWait = 10 * time.Second
+	n, err := Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +301,7 @@ func TestNodeRefusesSkewedClock(t *testing.T) {
 // generator's alone.
 func TestTotalsSurviveLeaseChange(t *testing.T) {
 	f := &flaky{Coordinator: boltCoordinator(t, "")}
-	n, err := Start(t.Context(), Config{Leaser: leaser(t, f, 4, nil), Logger: quiet(t)})
+	n, err := Start(t.Context(), config(t, f, 2, nil, 0))
 	if err != nil {
 		t.Fatal(err)
 	}

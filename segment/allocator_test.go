@@ -57,9 +57,10 @@ func TestConfigValidate(t *testing.T) {
 		{segment.Config{Sources: []segment.Source{{Store: m, Delta: 2, Remainder: 2}}}, "remainder 2"},
 		{segment.Config{Sources: []segment.Source{{Store: m, Delta: 2}, {Store: m, Delta: 2}}}, "share remainder 0"},
 		{segment.Config{Sources: []segment.Source{{Delta: 1}}}, "no Store"},
+		{segment.Config{Store: m, Sources: []segment.Source{{Store: m}}}, "both a Store and 1 Sources"},
 	} {
-		if err := tc.cfg.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("Validate(%+v) = %v, want an error naming %q", tc.cfg, err, tc.want)
+		if err := tc.cfg.Validate(); !errors.Is(err, segment.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Validate(%+v) = %v, want ErrInvalidConfig naming %q", tc.cfg, err, tc.want)
 		}
 		if _, err := segment.New(tc.cfg); err == nil {
 			t.Errorf("New(%+v) succeeded", tc.cfg)

@@ -59,6 +59,9 @@ var (
 	// hand), so the store would hand out IDs again. The tag issues nothing
 	// until Allocator.Resume; the error names the tag and both values.
 	ErrRegressed = errors.New("segment: the store's max_id went backwards")
+	// ErrInvalidConfig means New (or Config.Validate) refused a Config; the
+	// error names the field and its value.
+	ErrInvalidConfig = errors.New("segment: invalid config")
 )
 
 // Tag is one row of the store: Leaf's leaf_alloc (biz_tag, max_id, step,

@@ -38,7 +38,6 @@ import (
 	"github.com/flakeid/flakeid/segment"
 	"github.com/flakeid/flakeid/segment/segmenttest"
 	"github.com/flakeid/flakeid/snowflake"
-	"github.com/flakeid/flakeid/worker"
 )
 
 // connLog is a log destination that tests read while servers write.
@@ -80,11 +79,7 @@ func newConnEnv(t *testing.T, mod func(*Config), segMod func(*segment.Config)) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	lr, err := worker.NewLeaser(coord, worker.Config{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := node.Start(t.Context(), node.Config{Leaser: lr, Logger: log})
+	n, err := node.Start(t.Context(), node.Config{Coordinator: coord, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

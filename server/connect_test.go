@@ -32,7 +32,6 @@ import (
 	"github.com/flakeid/flakeid/segment"
 	"github.com/flakeid/flakeid/segment/segmenttest"
 	"github.com/flakeid/flakeid/snowflake"
-	"github.com/flakeid/flakeid/worker"
 )
 
 // rpcTag is the segment tag every rpcEnv creates.
@@ -63,11 +62,7 @@ func newRPCEnvLayout(t testing.TB, layout snowflake.Layout, mod func(*Config)) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	lr, err := worker.NewLeaser(coord, worker.Config{Workers: 4, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := node.Start(t.Context(), node.Config{Leaser: lr, Logger: log, Settings: snowflake.Settings{Layout: layout}})
+	n, err := node.Start(t.Context(), node.Config{Coordinator: coord, Logger: log, Settings: snowflake.Settings{Layout: layout}})
 	if err != nil {
 		t.Fatal(err)
 	}

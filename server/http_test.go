@@ -23,7 +23,6 @@ import (
 	"github.com/flakeid/flakeid/segment"
 	"github.com/flakeid/flakeid/segment/segmenttest"
 	"github.com/flakeid/flakeid/snowflake"
-	"github.com/flakeid/flakeid/worker"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -48,11 +47,7 @@ func newFixture(t testing.TB, mutate func(*Config)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lr, err := worker.NewLeaser(coord, worker.Config{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := node.Start(context.Background(), node.Config{Leaser: lr, Logger: log})
+	n, err := node.Start(context.Background(), node.Config{Coordinator: coord, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

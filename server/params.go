@@ -176,3 +176,25 @@ func (s *Server) idsQuery(r *http.Request, tag string, mk *masking) (idsQuery, e
 	}
 	return q, nil
 }
+
+// query returns the value of key in the request's query, without parsing
+// the query into a map when there is none (the single-ID hot path). The
+// endpoint checked the query's names first (checkQuery), so a key is there
+// at most once.
+func query(r *http.Request, key string) string {
+	q := r.URL.RawQuery
+	if q == "" {
+		return ""
+	}
+	if strings.ContainsAny(q, "%+;") { // escapes: let net/url decode them
+		return r.URL.Query().Get(key)
+	}
+	for q != "" {
+		var kv string
+		kv, q, _ = strings.Cut(q, "&")
+		if k, v, _ := strings.Cut(kv, "="); k == key {
+			return v
+		}
+	}
+	return ""
+}

@@ -29,7 +29,6 @@ import (
 	"github.com/flakeid/flakeid/segment"
 	"github.com/flakeid/flakeid/segment/segmenttest"
 	"github.com/flakeid/flakeid/snowflake"
-	"github.com/flakeid/flakeid/worker"
 )
 
 // respEnv is a real Server served over HTTP (Serve) and the Redis protocol
@@ -59,11 +58,7 @@ func newRESPEnv(t testing.TB, mod func(*Config), segMod func(*segment.Config)) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	lr, err := worker.NewLeaser(coord, worker.Config{Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := node.Start(t.Context(), node.Config{Leaser: lr, Logger: log})
+	n, err := node.Start(t.Context(), node.Config{Coordinator: coord, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -207,12 +207,6 @@ type Options struct {
 	TestClock ClockShifter
 }
 
-// ClockShifter moves a test clock by d and returns its offset from the
-// real time.
-type ClockShifter interface {
-	Shift(d time.Duration) time.Duration
-}
-
 // Server is a running ID service; create it with New.
 type Server struct {
 	cfg      Config

@@ -41,7 +41,7 @@ import (
 //	 "uptime_ms":5000}
 //
 // The keys lease_held, datacenter_id, worker_id, leases and layout are read
-// by the verifier (internal/verify) and scripts: keep them.
+// by the verifier (cmd/flakeid/internal/verify) and scripts: keep them.
 type statusJSON struct {
 	// Ready is what /readyz answers; Reason says why not, when not.
 	Ready  bool   `json:"ready"`

@@ -115,7 +115,7 @@ func TestStatusWire(t *testing.T) {
 	}
 
 	st := getStatus(t, f)
-	// The verifier (internal/verify) and scripts/cluster.sh read these.
+	// The verifier (cmd/flakeid/internal/verify) and scripts/cluster.sh read these.
 	wantKinds(t, "status", st, map[string]string{"ready": "bool", "lease_held": "bool", "datacenter_id": "number",
 		"worker_id": "number", "leases": "number", "layout": "string", "reserved_until": "string", "snowflake": "object",
 		"snowflake_totals": "object", "uptime_ms": "number", "lease_resets": "number", "skew_refusals": "number", "clock_skew_ms": "number"})

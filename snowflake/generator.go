@@ -113,7 +113,6 @@ type Generator struct {
 	maxWait   time.Duration
 	limit     atomic.Int64 // the last tick that may be issued; revoked: math.MinInt64
 	nowFunc   func() time.Time
-	sleepFunc func(time.Duration) // tests only: replaces time.Sleep when nowFunc is set
 
 	_ cacheLinePad
 	// Written on the slow path only.
@@ -238,43 +237,60 @@ func (g *Generator) newTick(old, next uint64, now int64) {
 }
 
 // NextID returns the next ID. It fails only with ErrClockBehind (the clock is
-// further behind the last issued tick or NotBefore than MaxWait) or
-// ErrTimeExhausted (the layout's time field has run out).
+// further behind the last issued tick or NotBefore than MaxWait),
+// ErrTimeExhausted (the layout's time field has run out) or ErrFenced (the
+// next tick is past Until, or the generator was revoked).
 func (g *Generator) NextID() (ID, error) {
+	id, _, err := g.reserve(1)
+	return id, err
+}
+
+// reserve is the state machine behind NextID and NextN. It takes up to want
+// (at least 1) consecutive IDs in one tick: as many as are left in the
+// newest issued tick, or in the next tick the clock and policy allow. It
+// returns the first ID taken and how many it took (1 to min(want,
+// seqMask+1)), or fails with ErrClockBehind, ErrTimeExhausted or ErrFenced.
+// It composes the ID itself so that NextID stays small enough to inline.
+func (g *Generator) reserve(want uint64) (ID, uint64, error) {
+	more := want - 1 // positions wanted after the first
 	now := g.clk.tickOf(g.clk.ns())
 	for {
 		old := g.state.Load()
 		last := int64(old >> g.tickShift)
-		var next uint64
+		var first uint64
 		switch {
 		case now > last:
 			if now > g.c.maxTick {
-				return 0, g.exhaustedErr()
+				return 0, 0, g.exhaustedErr()
 			}
-			next = g.advance(old, now)
+			first = g.advance(old, now)
 		case old&g.seqMask != g.seqMask:
-			next = old + 1
+			first = old + 1
 			if now < last { // borrowing, or the clock stepped back: look
 				g.clk.checkWall(now * g.c.unitNs)
 			}
 		default:
 			var ok bool
 			var err error
-			if next, ok, err = g.full(old, now); err != nil {
-				return 0, err
+			if first, ok, err = g.full(old, now); err != nil {
+				return 0, 0, err
 			} else if !ok {
 				now = g.clk.tickOf(g.clk.ns())
 				continue
 			}
 		}
-		if int64(next>>g.tickShift) > g.limit.Load() {
-			return 0, g.fencedErr(int64(next >> g.tickShift))
+		if int64(first>>g.tickShift) > g.limit.Load() {
+			return 0, 0, g.fencedErr(int64(first >> g.tickShift))
 		}
-		if g.state.CompareAndSwap(old, next) {
-			if next>>g.tickShift != old>>g.tickShift {
-				g.newTick(old, next, now)
+		// The last position taken: up to more past first, but not past the
+		// end of first's tick. (Not min(first+more, first|seqMask): near the
+		// end of a wide time field first+more can overflow.)
+		end := first + min(more, g.seqMask-first&g.seqMask)
+		if g.state.CompareAndSwap(old, end) {
+			if first>>g.tickShift != old>>g.tickShift {
+				g.newTick(old, first, now)
 			}
-			return g.compose(next), nil
+			return g.compose(first), end - first + 1, nil
 		}
 	}
 }
@@ -316,44 +332,11 @@ func (g *Generator) NextN(n int) (Batch, error) {
 	if n < 1 {
 		return Batch{}, fmt.Errorf("%w: asked for %d IDs, want at least 1", ErrInvalidCount, n)
 	}
-	want := uint64(n)
-	now := g.clk.tickOf(g.clk.ns())
-	for {
-		old := g.state.Load()
-		last := int64(old >> g.tickShift)
-		var first uint64
-		switch {
-		case now > last:
-			if now > g.c.maxTick {
-				return Batch{}, g.exhaustedErr()
-			}
-			first = g.advance(old, now)
-		case old&g.seqMask != g.seqMask:
-			first = old + 1
-			if now < last {
-				g.clk.checkWall(now * g.c.unitNs)
-			}
-		default:
-			var ok bool
-			var err error
-			if first, ok, err = g.full(old, now); err != nil {
-				return Batch{}, err
-			} else if !ok {
-				now = g.clk.tickOf(g.clk.ns())
-				continue
-			}
-		}
-		if int64(first>>g.tickShift) > g.limit.Load() {
-			return Batch{}, g.fencedErr(int64(first >> g.tickShift))
-		}
-		k := min(want, g.seqMask-first&g.seqMask+1)
-		if g.state.CompareAndSwap(old, first+k-1) {
-			if first>>g.tickShift != old>>g.tickShift {
-				g.newTick(old, first, now)
-			}
-			return Batch{First: g.compose(first), Count: int(k)}, nil
-		}
+	first, k, err := g.reserve(uint64(n))
+	if err != nil {
+		return Batch{}, err
 	}
+	return Batch{First: first, Count: int(k)}, nil
 }
 
 // full handles a state whose tick is used up while the clock is not past it.
@@ -388,11 +371,7 @@ func (g *Generator) sleep(d time.Duration) {
 		return
 	}
 	if g.nowFunc != nil {
-		if g.sleepFunc != nil {
-			g.sleepFunc(d)
-		} else {
-			time.Sleep(d)
-		}
+		time.Sleep(d)
 		return
 	}
 	if d > spinWindow {

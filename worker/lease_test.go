@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -167,39 +166,6 @@ func TestAcquireAbandonsHangingAttempt(t *testing.T) {
 		}
 		if took := time.Since(start); took != 4*time.Second {
 			t.Fatalf("gave up after %v, want 2 × TTL = 4s", took)
-		}
-	})
-}
-
-// refusingCoordinator refuses every Acquire with err.
-type refusingCoordinator struct {
-	slowCoordinator
-	err   error
-	calls atomic.Int32
-}
-
-func (c *refusingCoordinator) Acquire(ctx context.Context, req Request) (Claim, error) {
-	c.calls.Add(1)
-	return nil, c.err
-}
-
-// TestAcquireReturnsRefusalAsIs: a refusal that retrying cannot change (a
-// contract conflict) is returned at once and as it is, even by a Leaser
-// that waits for a free id.
-func TestAcquireReturnsRefusalAsIs(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		coord := &refusingCoordinator{err: fmt.Errorf("%w: recorded with another layout", ErrContract)}
-		cfg := leaseConfig()
-		cfg.WaitForFree = true
-		lr, err := NewLeaser(coord, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-		defer cancel()
-		_, err = lr.Acquire(ctx)
-		if !errors.Is(err, ErrContract) || errors.Is(err, ErrUnavailable) || coord.calls.Load() != 1 {
-			t.Fatalf("Acquire: %v after %d attempts, want the contract conflict alone after 1", err, coord.calls.Load())
 		}
 	})
 }

@@ -110,29 +110,6 @@ type Namespace struct {
 	Initialised time.Time `json:"initialised"` // by the coordinator's clock
 }
 
-// Request asks a Coordinator for a worker id.
-type Request struct {
-	Datacenter int64         // the datacenter id, ≥ 0
-	Workers    int64         // ids 0 … Workers−1 may be handed out, ≥ 1
-	Owner      string        // a token unique to this claim
-	TTL        time.Duration // the lease lasts this long without renewal
-	Reserve    time.Time     // raise the high-water mark to at least this (whole ms)
-	// Now is the requesting node's clock when it made the request; Reserve
-	// − Now is how far ahead it reserves, which it keeps for its renewals
-	// (a coordinator without a clock of its own, etcd, publishes the
-	// renewing node's clock, reserve − (Reserve − Now), for its peers).
-	Now time.Time
-	// Contract is the ID-space contract: recorded in the namespace when it
-	// is initialised, compared on every Acquire (ErrContract when it
-	// differs), and recorded again when the namespace is re-initialised
-	// after a reset. Any string; Leasers send Config.Contract.
-	Contract string
-	// Quarantine is added to the coordinator's clock to make the Floor of
-	// a namespace (re)initialised by this request or by a later Renew or
-	// Release of its claim. ≥ 0.
-	Quarantine time.Duration
-}
-
 // High-water marks are whole milliseconds (Leasers round reservations up);
 // a Coordinator stores them exactly, at millisecond precision or finer.
 

@@ -157,30 +157,3 @@ func canceled() context.Context {
 	cancel()
 	return ctx
 }
-
-func TestDerived(t *testing.T) {
-	var logs bytes.Buffer
-	log := slog.New(slog.NewTextHandler(&logs, nil))
-	a, err := Derived(FromHostname, 0, 32, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := Derived(FromHostname, 0, 32, log)
-	la, _ := a.Acquire(context.Background())
-	lb, _ := b.Acquire(context.Background())
-	if la.WorkerID() != lb.WorkerID() || la.WorkerID() < 0 || la.WorkerID() >= 32 {
-		t.Fatalf("hostname-derived ids %d and %d: want the same id in [0, 32)", la.WorkerID(), lb.WorkerID())
-	}
-	if !strings.Contains(logs.String(), "UNSAFE") || !strings.Contains(logs.String(), "derived from the hostname") {
-		t.Fatalf("no warning: %q", logs.String())
-	}
-	if _, err := Derived(FromMACPID, 0, 1024, log); err != nil {
-		t.Fatalf("mac-pid: %v", err)
-	}
-	if _, err := Derived("uuid", 0, 32, log); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), `"uuid"`) {
-		t.Fatalf("unknown source: %v", err)
-	}
-	if _, err := Derived(FromHostname, 0, 0, log); !errors.Is(err, ErrInvalidConfig) {
-		t.Fatalf("zero workers: %v", err)
-	}
-}

@@ -8,11 +8,9 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
-	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/flakeid/flakeid/segment"
 )
@@ -20,10 +18,6 @@ import (
 // segmentsBucket holds one record per tag, keyed by the tag's name (so a
 // cursor walks the tags in name order).
 const segmentsBucket = "segments"
-
-// lockSlice is how long one attempt to take another process's file lock
-// lasts before the context is looked at again.
-const lockSlice = 100 * time.Millisecond
 
 // Segments is a segment.Store over a bbolt file: the embedded, single-node
 // store. It works in one of two modes.
@@ -40,6 +34,9 @@ const lockSlice = 100 * time.Millisecond
 // long-running `flakeid serve`): no open per operation, but the open DB holds
 // the file's lock, so no other process — nor an OpenWorkers or OpenSegments
 // client of the same path — can use the file until the caller closes it.
+//
+// A Segments has nothing to close: a per-operation store holds nothing
+// between operations, and the DB given to NewSegments is the caller's.
 //
 // The tags are in the bucket "segments": the key is the tag's name, the
 // value a JSON record {"max_id", "step", "description", "update_time_ms"}.
@@ -60,19 +57,9 @@ const lockSlice = 100 * time.Millisecond
 // file that cannot be opened or written, and a corrupt record are errors
 // wrapping segment.ErrUnavailable.
 type Segments struct {
-	path string        // per-operation mode: the file
-	gate chan struct{} // per-operation mode: this process's queue for path
-	db   *bbolt.DB     // open mode
-	now  func() time.Time
+	acc access // the mode: per operation (fileAccess) or held open (heldAccess)
+	now func() time.Time
 }
-
-// gates holds one in-process queue (a channel of capacity one) per file
-// path, shared by every per-operation client of that path in this process,
-// so that they wait for each other on a channel instead of polling bbolt's
-// file lock (which bbolt retries every 50ms). Clients reaching one file by
-// different paths (links) are still serialised by the file lock, only more
-// slowly.
-var gates sync.Map // absolute path → chan struct{}
 
 // OpenSegments returns a store that keeps its tags in the bbolt file at path
 // and opens the file for each operation (see Segments). It creates the file
@@ -95,7 +82,7 @@ func OpenSegments(ctx context.Context, path string) (*Segments, error) {
 		return nil, fmt.Errorf("%w: %s: %w", segment.ErrUnavailable, path, err)
 	}
 	g, _ := gates.LoadOrStore(abs, make(chan struct{}, 1))
-	s := &Segments{path: abs, gate: g.(chan struct{}), now: time.Now}
+	s := &Segments{acc: &fileAccess{file: abs, gate: g.(chan struct{})}, now: time.Now}
 	err = s.run(ctx, true, true, func(tx *bbolt.Tx) error {
 		_, err := tx.CreateBucketIfNotExists([]byte(segmentsBucket))
 		return err
@@ -117,7 +104,7 @@ func NewSegments(db *bbolt.DB) (*Segments, error) {
 	if err := checkDB(db); err != nil {
 		return nil, fmt.Errorf("%w: %w", segment.ErrUnavailable, err)
 	}
-	s := &Segments{db: db, now: time.Now}
+	s := &Segments{acc: &heldAccess{db: db}, now: time.Now}
 	if !db.IsReadOnly() {
 		if err := db.Update(func(tx *bbolt.Tx) error {
 			_, err := tx.CreateBucketIfNotExists([]byte(segmentsBucket))
@@ -130,16 +117,7 @@ func NewSegments(db *bbolt.DB) (*Segments, error) {
 }
 
 // Path is the file's path.
-func (s *Segments) Path() string {
-	if s.db != nil {
-		return s.db.Path()
-	}
-	return s.path
-}
-
-// Close releases nothing: a per-operation store holds nothing between
-// operations, and an open DB given to NewSegments is the caller's to close.
-func (s *Segments) Close() error { return nil }
+func (s *Segments) Path() string { return s.acc.path() }
 
 // segRecord is a tag's value in the bucket; the name is the key.
 type segRecord struct {
@@ -329,173 +307,4 @@ func (s *Segments) Update(ctx context.Context, tag string, step *int64, descript
 		t.Updated = s.now()
 		return putTag(b, t)
 	})
-}
-
-func (s *Segments) update(ctx context.Context, fn func(*bbolt.Tx) error) error {
-	return s.run(ctx, true, false, fn)
-}
-
-func (s *Segments) view(ctx context.Context, fn func(*bbolt.Tx) error) error {
-	return s.run(ctx, false, false, fn)
-}
-
-// run runs fn in a transaction, writable or not. create lets a
-// per-operation open create the file.
-func (s *Segments) run(ctx context.Context, writable, create bool, fn func(*bbolt.Tx) error) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%w: %s: %w", segment.ErrUnavailable, s.Path(), err)
-	}
-	var err error
-	switch {
-	case s.db != nil && !writable:
-		// Readers never wait for a writer in bbolt.
-		err = s.db.View(fn)
-	case s.db != nil:
-		err = s.openUpdate(ctx, fn)
-	default:
-		err = s.perOperation(ctx, writable, create, fn)
-	}
-	if err == nil || isStoreError(err) {
-		return err
-	}
-	return fmt.Errorf("%w: %s: %w", segment.ErrUnavailable, s.Path(), err)
-}
-
-// isStoreError reports whether err already carries one of segment's
-// sentinels (a refusal or an ErrUnavailable made here).
-func isStoreError(err error) bool {
-	for _, e := range []error{segment.ErrUnknownTag, segment.ErrTagExists, segment.ErrInvalidTag,
-		segment.ErrInvalidCount, segment.ErrUnavailable, segment.ErrExhausted} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
-}
-
-// lockCtx bounds ctx by DefaultLockWait when it has no deadline.
-func lockCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return ctx, func() {}
-	}
-	return context.WithTimeout(ctx, DefaultLockWait)
-}
-
-func (s *Segments) lockErr(ctx context.Context, what string, waited time.Duration) error {
-	if errors.Is(ctx.Err(), context.Canceled) {
-		return fmt.Errorf("%w: %s: waiting for %s: %w", segment.ErrUnavailable, s.Path(), what, ctx.Err())
-	}
-	return fmt.Errorf("%w: %s: %s not had within %v: %w", segment.ErrUnavailable, s.Path(), what,
-		waited.Round(time.Millisecond), context.DeadlineExceeded)
-}
-
-// openUpdate runs fn in a write transaction of the open DB. bbolt's writer
-// lock cannot be waited for with a context, so the transaction is begun on a
-// goroutine; when ctx ends first, that goroutine rolls back the transaction
-// it eventually gets.
-func (s *Segments) openUpdate(ctx context.Context, fn func(*bbolt.Tx) error) error {
-	ctx, cancel := lockCtx(ctx)
-	defer cancel()
-	start := time.Now()
-	type begun struct {
-		tx  *bbolt.Tx
-		err error
-	}
-	ch := make(chan begun, 1)
-	go func() {
-		tx, err := s.db.Begin(true)
-		ch <- begun{tx, err}
-	}()
-	var tx *bbolt.Tx
-	select {
-	case b := <-ch:
-		if b.err != nil {
-			return b.err
-		}
-		tx = b.tx
-	case <-ctx.Done():
-		go func() {
-			if b := <-ch; b.tx != nil {
-				_ = b.tx.Rollback()
-			}
-		}()
-		return s.lockErr(ctx, "the database's write lock", time.Since(start))
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	return tx.Commit()
-}
-
-// perOperation opens the file, runs fn in a transaction and closes the file.
-func (s *Segments) perOperation(ctx context.Context, writable, create bool, fn func(*bbolt.Tx) error) (err error) {
-	defer onFault(s.path, &err)()
-	ctx, cancel := lockCtx(ctx)
-	defer cancel()
-	start := time.Now()
-	select {
-	case s.gate <- struct{}{}:
-	case <-ctx.Done():
-		return s.lockErr(ctx, "this process's turn at the file", time.Since(start))
-	}
-	defer func() { <-s.gate }()
-	db, err := s.open(ctx, writable, create, start)
-	if err != nil {
-		return err
-	}
-	// A failed close after a commit loses nothing: the data is on disk.
-	defer db.Close()
-	if writable {
-		return db.Update(fn)
-	}
-	return db.View(fn)
-}
-
-// open opens the file, waiting for other processes' locks in slices so that
-// a cancelled context is noticed.
-func (s *Segments) open(ctx context.Context, writable, create bool, start time.Time) (*bbolt.DB, error) {
-	if _, err := checkHeader(s.path); err != nil {
-		return nil, fmt.Errorf("%w: %w", segment.ErrUnavailable, err)
-	}
-	deadline, _ := ctx.Deadline()
-	openFile := func(name string, flag int, perm os.FileMode) (*os.File, error) {
-		if !create {
-			flag &^= os.O_CREATE
-		}
-		return os.OpenFile(name, flag, perm)
-	}
-	for {
-		if ctx.Err() != nil {
-			return nil, s.lockErr(ctx, "the file lock", time.Since(start))
-		}
-		slice := min(time.Until(deadline), lockSlice)
-		if slice <= 0 {
-			return nil, s.lockErr(ctx, "the file lock", time.Since(start))
-		}
-		var db *bbolt.DB
-		err := guard(s.path, "opening it", func() (err error) {
-			db, err = bbolt.Open(s.path, 0o600, &bbolt.Options{Timeout: slice, ReadOnly: !writable, OpenFile: openFile})
-			return err
-		})
-		if err == nil {
-			return db, nil
-		}
-		if errors.Is(err, ErrDamaged) {
-			return nil, fmt.Errorf("%w: %w", segment.ErrUnavailable, err)
-		}
-		if !errors.Is(err, bolterrors.ErrTimeout) {
-			return nil, fmt.Errorf("%w: opening %s: %w", segment.ErrUnavailable, s.path, err)
-		}
-		if slice < lockSlice {
-			// bbolt gives up at once on a timeout under its poll interval;
-			// wait out the rest here rather than spin.
-			t := time.NewTimer(min(time.Until(deadline), 10*time.Millisecond))
-			select {
-			case <-ctx.Done():
-			case <-t.C:
-			}
-			t.Stop()
-		}
-	}
 }

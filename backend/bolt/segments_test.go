@@ -278,7 +278,7 @@ func TestSegmentsConcurrentFetches(t *testing.T) {
 // otherProcess returns a per-operation store of path with its own in-process
 // queue: to the file lock it is another process.
 func otherProcess(path string) *Segments {
-	return &Segments{path: path, gate: make(chan struct{}, 1), now: time.Now}
+	return &Segments{acc: &fileAccess{file: path, gate: make(chan struct{}, 1)}, now: time.Now}
 }
 
 // TestSegmentsFileLockContention: stores that do not share the in-process
@@ -731,8 +731,8 @@ func TestSegmentsLockWait(t *testing.T) {
 		s := connect()
 		create(t, s, segment.Tag{Name: "t", Step: 10})
 		var fault segmenttest.Fault
-		if s.db != nil {
-			fault = &txFault{t: t, db: s.db}
+		if held, ok := s.acc.(*heldAccess); ok {
+			fault = &txFault{t: t, db: held.db}
 		} else {
 			// From another "process": the file lock.
 			fault = segLockFault{&lockFault{t: t, path: path}}

@@ -73,9 +73,7 @@ package bolt
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -89,6 +87,7 @@ import (
 	bbolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
+	"github.com/flakeid/flakeid/backend/internal/coord"
 	"github.com/flakeid/flakeid/worker"
 )
 
@@ -168,18 +167,6 @@ type record struct {
 	Holder    string `json:"holder,omitempty"`
 	ExpiresMs int64  `json:"expires_ms,omitempty"`
 	HighMs    int64  `json:"high_water_ms,omitempty"`
-}
-
-// nsRecord is a datacenter's namespace record.
-type nsRecord struct {
-	Incarnation   string `json:"incarnation"`
-	Contract      string `json:"contract"`
-	FloorMs       int64  `json:"floor_ms"`
-	InitialisedMs int64  `json:"initialised_ms"`
-}
-
-func (r nsRecord) namespace() worker.Namespace {
-	return worker.Namespace{Incarnation: r.Incarnation, Contract: r.Contract, Floor: msTime(r.FloorMs), Initialised: msTime(r.InitialisedMs)}
 }
 
 func key(dc, id int64) []byte {
@@ -275,27 +262,23 @@ func buckets(tx *bbolt.Tx) (slots, ns *bbolt.Bucket, err error) {
 	return slots, ns, err
 }
 
-func (w *Workers) getNS(b *bbolt.Bucket, dc int64) (nsRecord, bool, error) {
+func (w *Workers) getNS(b *bbolt.Bucket, dc int64) (coord.Record, bool, error) {
 	if b == nil {
-		return nsRecord{}, false, nil
+		return coord.Record{}, false, nil
 	}
 	v := b.Get(dcKey(dc))
 	if v == nil {
-		return nsRecord{}, false, nil
+		return coord.Record{}, false, nil
 	}
-	var r nsRecord
+	var r coord.Record
 	if err := json.Unmarshal(v, &r); err != nil {
 		return r, true, fmt.Errorf("%w: %s: corrupt namespace record of datacenter %d: %q: %w", worker.ErrUnavailable, w.path, dc, v, err)
 	}
 	return r, true, nil
 }
 
-func putNS(b *bbolt.Bucket, dc int64, r nsRecord) error {
-	v, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	return b.Put(dcKey(dc), v)
+func putNS(b *bbolt.Bucket, dc int64, r coord.Record) error {
+	return b.Put(dcKey(dc), r.Encode())
 }
 
 // recoveryFloor is the floor `flakeid recover` stored in tx, 0 when none.
@@ -315,33 +298,12 @@ func recoveryFloor(tx *bbolt.Tx) int64 {
 	return f.FloorMs
 }
 
-// newIncarnation is a fresh random incarnation token: 16 hex characters.
-func newIncarnation() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
-// ceilMs is d in whole milliseconds, rounded up.
-func ceilMs(d time.Duration) int64 {
-	ms := d.Milliseconds()
-	if time.Duration(ms)*time.Millisecond < d {
-		ms++
-	}
-	return ms
-}
-
-// stampMs formats Unix milliseconds for an error message.
-func stampMs(ms int64) string {
-	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z")
-}
-
 // Acquire implements worker.Coordinator.
 func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim, error) {
-	if req.Workers < 1 || req.Datacenter < 0 || req.Owner == "" || req.TTL <= 0 || req.Quarantine < 0 {
-		return nil, fmt.Errorf("%w: bad request %+v", worker.ErrInvalidConfig, req)
+	if err := req.Validate(); err != nil {
+		return nil, err
 	}
-	incarnation := newIncarnation()
+	incarnation := coord.NewIncarnation()
 	var c *claim
 	err := w.update(ctx, func(tx *bbolt.Tx) error {
 		b, nsb, err := buckets(tx)
@@ -358,27 +320,18 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 		case !ok:
 			// A new file, a file that lost its records, or slots of an
 			// older flakeid: the slots are kept, their marks honoured.
-			ns = nsRecord{Incarnation: incarnation, Contract: req.Contract, InitialisedMs: nowMs,
-				FloorMs: max(nowMs+ceilMs(req.Quarantine), recoveryFloor(tx))}
+			ns = coord.Record{Incarnation: incarnation, Contract: req.Contract, InitialisedMs: nowMs,
+				FloorMs: max(nowMs+coord.CeilDurMs(req.Quarantine), recoveryFloor(tx))}
 			if err := putNS(nsb, req.Datacenter, ns); err != nil {
 				return err
 			}
 		case ns.Contract != req.Contract:
 			return fmt.Errorf("%w: datacenter %d of %s is recorded with the contract %q since %s; this node's is %q: every node of a datacenter must use the same layout, epoch, time unit and quarantine",
-				worker.ErrContract, req.Datacenter, w.path, ns.Contract, stampMs(ns.InitialisedMs), req.Contract)
+				worker.ErrContract, req.Datacenter, w.path, ns.Contract, coord.FormatMs(ns.InitialisedMs), req.Contract)
 		}
-		// Walk the records of this datacenter in worker order; a gap in
-		// the ids is a never-used slot.
-		best, bestHigh, held := int64(-1), int64(0), int64(0)
-		consider := func(id, high int64) {
-			switch {
-			case best < 0:
-				best, bestHigh = id, high
-			case bestHigh > nowMs && high < bestHigh:
-				best, bestHigh = id, high // prefer a passed or lower mark
-			}
-		}
-		next := int64(0) // the lowest id not yet seen
+		// The records of this datacenter, in worker order; an id without
+		// one was never used.
+		var slots []coord.Slot
 		cur := b.Cursor()
 		prefix := dcKey(req.Datacenter)
 		for k, v := cur.Seek(prefix); k != nil && string(k[:8]) == string(prefix); k, v = cur.Next() {
@@ -386,24 +339,15 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 			if id >= req.Workers {
 				break
 			}
-			if next < id {
-				consider(next, 0) // never used: its mark is zero
-			}
-			next = id + 1
 			var r record
 			if err := json.Unmarshal(v, &r); err != nil {
 				return fmt.Errorf("worker %d/%d: corrupt record: %w", req.Datacenter, id, err)
 			}
-			if r.Holder != "" && r.ExpiresMs > nowMs && !holderGone(r.Holder) {
-				held++
-				continue
-			}
-			consider(id, r.HighMs)
+			busy := r.Holder != "" && r.ExpiresMs > nowMs && !holderGone(r.Holder)
+			slots = append(slots, coord.Slot{ID: id, Held: busy, HighMs: r.HighMs})
 		}
-		if next < req.Workers {
-			consider(next, 0)
-		}
-		if best < 0 {
+		best, held, free := coord.Pick(slots, nil, req.Workers, nowMs)
+		if !free {
 			return fmt.Errorf("%w: all %d worker ids of datacenter %d are held", worker.ErrExhausted, held, req.Datacenter)
 		}
 		r, _, err := get(b, req.Datacenter, best)
@@ -417,7 +361,7 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 		if err := put(b, req.Datacenter, best, r); err != nil {
 			return err
 		}
-		c = &claim{w: w, dc: req.Datacenter, id: best, owner: req.Owner, prev: msTime(max(prev, ns.FloorMs)),
+		c = &claim{w: w, dc: req.Datacenter, id: best, owner: req.Owner, prev: coord.MsTime(max(prev, ns.FloorMs)),
 			incarnation: ns.Incarnation, initMs: ns.InitialisedMs, contract: ns.Contract, quarantine: req.Quarantine,
 			storedMs: r.HighMs, clock: now, leaseMs: r.ExpiresMs}
 		return nil
@@ -426,13 +370,6 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 		return nil, err
 	}
 	return c, nil
-}
-
-func msTime(ms int64) time.Time {
-	if ms == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(ms).UTC()
 }
 
 // List implements worker.Coordinator.
@@ -450,9 +387,9 @@ func (w *Workers) List(ctx context.Context, datacenter int64) ([]worker.Info, er
 			if err := json.Unmarshal(v, &r); err != nil {
 				return fmt.Errorf("corrupt record %x: %w", k, err)
 			}
-			in := worker.Info{Datacenter: datacenter, Worker: int64(binary.BigEndian.Uint64(k[8:])), HighWater: msTime(r.HighMs)}
+			in := worker.Info{Datacenter: datacenter, Worker: int64(binary.BigEndian.Uint64(k[8:])), HighWater: coord.MsTime(r.HighMs)}
 			if r.Holder != "" {
-				in.Holder, in.Expires = r.Holder, msTime(r.ExpiresMs)
+				in.Holder, in.Expires = r.Holder, coord.MsTime(r.ExpiresMs)
 			}
 			infos = append(infos, in)
 		}
@@ -463,7 +400,7 @@ func (w *Workers) List(ctx context.Context, datacenter int64) ([]worker.Info, er
 
 // Namespace implements worker.Coordinator.
 func (w *Workers) Namespace(ctx context.Context, datacenter int64) (worker.Namespace, bool, error) {
-	var ns nsRecord
+	var ns coord.Record
 	var ok bool
 	err := w.view(ctx, func(tx *bbolt.Tx) error {
 		var err error
@@ -473,7 +410,7 @@ func (w *Workers) Namespace(ctx context.Context, datacenter int64) (worker.Names
 	if err != nil || !ok {
 		return worker.Namespace{}, false, err
 	}
-	return ns.namespace(), true, nil
+	return ns.Namespace(), true, nil
 }
 
 // RaiseFloor makes floor the lowest high-water mark of every worker id of
@@ -481,10 +418,7 @@ func (w *Workers) Namespace(ctx context.Context, datacenter int64) (worker.Names
 // it, and one initialised later never starts below it. `flakeid recover`
 // calls it on the file it re-creates.
 func (w *Workers) RaiseFloor(ctx context.Context, floor time.Time) error {
-	floorMs := floor.UnixMilli()
-	if floor.After(time.UnixMilli(floorMs)) {
-		floorMs++
-	}
+	floorMs := coord.CeilMs(floor)
 	return w.update(ctx, func(tx *bbolt.Tx) error {
 		rb, err := tx.CreateBucketIfNotExists([]byte(recoveryBucket))
 		if err != nil {
@@ -505,11 +439,11 @@ func (w *Workers) RaiseFloor(ctx context.Context, floor time.Time) error {
 		}
 		type raised struct {
 			k []byte
-			r nsRecord
+			r coord.Record
 		}
 		var todo []raised
 		err = nsb.ForEach(func(k, v []byte) error {
-			var r nsRecord
+			var r coord.Record
 			if err := json.Unmarshal(v, &r); err != nil {
 				return fmt.Errorf("%s: corrupt namespace record %x: %w", w.path, k, err)
 			}
@@ -564,7 +498,7 @@ func (c *claim) Clock() (time.Time, time.Duration) { return c.clock, 0 }
 // slot, applies fn to it. A lost or rolled-back namespace is re-initialised
 // (in the same transaction, committed) and reported with worker.ErrReset.
 func (c *claim) change(ctx context.Context, renew bool, fn func(r *record, nowMs int64)) error {
-	incarnation := newIncarnation()
+	incarnation := coord.NewIncarnation()
 	var reset error
 	var stored, expires int64
 	var clock time.Time
@@ -590,12 +524,12 @@ func (c *claim) change(ctx context.Context, renew bool, fn func(r *record, nowMs
 			lost = fmt.Sprintf("the namespace record of %s is gone", where)
 		case ns.InitialisedMs < c.initMs:
 			lost = fmt.Sprintf("the namespace record of %s was initialised at %s, before the %s this holder acquired under: the file went back to an older copy",
-				where, stampMs(ns.InitialisedMs), stampMs(c.initMs))
+				where, coord.FormatMs(ns.InitialisedMs), coord.FormatMs(c.initMs))
 		case ns.Incarnation == c.incarnation && !slotOK:
 			lost = fmt.Sprintf("worker %d's slot in %s is gone", c.id, where)
 		case ns.Incarnation == c.incarnation && r.HighMs < c.storedMs:
 			lost = fmt.Sprintf("worker %d's high-water mark in %s is %s, below the %s this holder stored: the file went back to an older copy",
-				c.id, where, stampMs(r.HighMs), stampMs(c.storedMs))
+				c.id, where, coord.FormatMs(r.HighMs), coord.FormatMs(c.storedMs))
 		case ns.Incarnation == c.incarnation && nowMs < c.leaseMs && (r.Holder != c.owner || r.ExpiresMs <= nowMs) &&
 			!holderGone(c.owner):
 			// The file granted this claim the slot until leaseMs by this
@@ -610,20 +544,20 @@ func (c *claim) change(ctx context.Context, renew bool, fn func(r *record, nowMs
 			case r.Holder == "":
 				found = fmt.Sprintf("worker %d in %s is free", c.id, where)
 			case r.Holder != c.owner:
-				found = fmt.Sprintf("worker %d in %s is held by %q until %s", c.id, where, r.Holder, stampMs(r.ExpiresMs))
+				found = fmt.Sprintf("worker %d in %s is held by %q until %s", c.id, where, r.Holder, coord.FormatMs(r.ExpiresMs))
 			default:
-				found = fmt.Sprintf("worker %d's lease in %s ended at %s", c.id, where, stampMs(r.ExpiresMs))
+				found = fmt.Sprintf("worker %d's lease in %s ended at %s", c.id, where, coord.FormatMs(r.ExpiresMs))
 			}
 			lost = fmt.Sprintf("%s while this holder's lease runs until %s by the coordinator's clock (this machine's, now %s): the file went back to an older copy",
-				found, stampMs(c.leaseMs), stampMs(nowMs))
+				found, coord.FormatMs(c.leaseMs), coord.FormatMs(nowMs))
 		case ns.Incarnation != c.incarnation:
 			reset = fmt.Errorf("%w: the namespace record of %s was re-initialised at %s (incarnation %s), after the %s this holder acquired under (incarnation %s): the file lost its state or went back to an older copy",
-				worker.ErrReset, where, stampMs(ns.InitialisedMs), ns.Incarnation, stampMs(c.initMs), c.incarnation)
+				worker.ErrReset, where, coord.FormatMs(ns.InitialisedMs), ns.Incarnation, coord.FormatMs(c.initMs), c.incarnation)
 			return nil
 		}
 		if lost != "" {
-			fresh := nsRecord{Incarnation: incarnation, Contract: c.contract, InitialisedMs: nowMs,
-				FloorMs: max(nowMs+ceilMs(c.quarantine), recoveryFloor(tx))}
+			fresh := coord.Record{Incarnation: incarnation, Contract: c.contract, InitialisedMs: nowMs,
+				FloorMs: max(nowMs+coord.CeilDurMs(c.quarantine), recoveryFloor(tx))}
 			if ok {
 				fresh.Contract, fresh.FloorMs = ns.Contract, max(fresh.FloorMs, ns.FloorMs)
 			}
@@ -631,12 +565,12 @@ func (c *claim) change(ctx context.Context, renew bool, fn func(r *record, nowMs
 				return err
 			}
 			reset = fmt.Errorf("%w: %s; the namespace is re-initialised (incarnation %s): no worker id issues before %s",
-				worker.ErrReset, lost, fresh.Incarnation, stampMs(fresh.FloorMs))
+				worker.ErrReset, lost, fresh.Incarnation, coord.FormatMs(fresh.FloorMs))
 			return nil
 		}
 		if !slotOK || r.Holder != c.owner || r.ExpiresMs <= nowMs {
 			return fmt.Errorf("%w: worker %d of datacenter %d is held by %q until %s", worker.ErrNotHeld,
-				c.id, c.dc, r.Holder, msTime(r.ExpiresMs).Format(time.RFC3339Nano))
+				c.id, c.dc, r.Holder, coord.MsTime(r.ExpiresMs).Format(time.RFC3339Nano))
 		}
 		fn(&r, nowMs)
 		stored, expires, clock = r.HighMs, r.ExpiresMs, now

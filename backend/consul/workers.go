@@ -203,11 +203,10 @@ package consul
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -219,6 +218,7 @@ import (
 
 	consulapi "github.com/hashicorp/consul/api"
 
+	"github.com/flakeid/flakeid/backend/internal/coord"
 	"github.com/flakeid/flakeid/worker"
 )
 
@@ -468,11 +468,7 @@ func wo(ctx context.Context) *consulapi.WriteOptions {
 // unavailable wraps a Consul or network failure in worker.ErrUnavailable,
 // keeping err and the context's error visible to errors.Is.
 func unavailable(ctx context.Context, err error, format string, args ...any) error {
-	msg := fmt.Sprintf(format, args...)
-	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-		return fmt.Errorf("%w: %s: %w (%w)", worker.ErrUnavailable, msg, err, cerr)
-	}
-	return fmt.Errorf("%w: %s: %w", worker.ErrUnavailable, msg, err)
+	return coord.Unavailable(ctx, err, format, args...)
 }
 
 // txnb builds a transaction and knows where each operation's result lands:
@@ -591,7 +587,7 @@ func (w *Workers) slots(dc int64, kvs []*consulapi.KVPair) (map[int64]*slot, err
 		if !ok || (kind != "holder" && kind != "high") {
 			continue
 		}
-		id, ok := parseID(idStr)
+		id, ok := coord.ParseID(idStr)
 		if !ok {
 			continue
 		}
@@ -611,15 +607,6 @@ func (w *Workers) slots(dc int64, kvs []*consulapi.KVPair) (map[int64]*slot, err
 		s.high, s.highMs = kv, ms
 	}
 	return out, nil
-}
-
-// parseID parses a worker id written in canonical decimal.
-func parseID(s string) (int64, bool) {
-	id, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || id < 0 || strconv.FormatInt(id, 10) != s {
-		return 0, false
-	}
-	return id, true
 }
 
 // parseMs parses a high-water mark or clock key.
@@ -644,7 +631,7 @@ func (w *Workers) newestPeer(dc, self int64, kvs []*consulapi.KVPair) int64 {
 		if !ok {
 			continue
 		}
-		if id, ok := parseID(rest); !ok || id == self {
+		if id, ok := coord.ParseID(rest); !ok || id == self {
 			continue
 		}
 		if ms, err := parseMs(kv); err == nil {
@@ -664,61 +651,14 @@ func find(kvs []*consulapi.KVPair, key string) *consulapi.KVPair {
 	return nil
 }
 
-func sortedIDs(slots map[int64]*slot) []int64 {
-	ids := make([]int64, 0, len(slots))
-	for id := range slots {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
+// parseRecord parses the namespace record kv (see coord.Record).
+func parseRecord(kv *consulapi.KVPair) (coord.Record, error) {
+	return coord.ParseRecord(kv.Key, kv.Value)
 }
 
-// record is the namespace record of a datacenter, as stored.
-type record struct {
-	Incarnation   string `json:"incarnation"`
-	Contract      string `json:"contract"`
-	FloorMs       int64  `json:"floor_ms"`
-	InitialisedMs int64  `json:"initialised_ms"`
-}
-
-func (r record) namespace() worker.Namespace {
-	return worker.Namespace{Incarnation: r.Incarnation, Contract: r.Contract, Floor: msTime(r.FloorMs), Initialised: msTime(r.InitialisedMs)}
-}
-
-func (r record) encode() []byte {
-	b, _ := json.Marshal(r) // cannot fail: strings and integers
-	return b
-}
-
-// parseRecord parses the namespace record kv.
-func parseRecord(kv *consulapi.KVPair) (record, error) {
-	var r record
-	if err := json.Unmarshal(kv.Value, &r); err != nil || r.Incarnation == "" {
-		return record{}, fmt.Errorf("%w: corrupt namespace record %s = %q", worker.ErrUnavailable, kv.Key, kv.Value)
-	}
-	return r, nil
-}
-
-// newRecord is a fresh namespace record initialised at nowMs with a floor
-// quarantine later.
-func newRecord(contract string, nowMs int64, quarantine time.Duration) record {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return record{
-		Incarnation: hex.EncodeToString(b[:]), Contract: contract,
-		InitialisedMs: nowMs, FloorMs: nowMs + int64((quarantine+time.Millisecond-1)/time.Millisecond),
-	}
-}
-
-// registration is an entry of the datacenter registry.
-type registration struct {
-	Namespace string `json:"namespace"`
-	Contract  string `json:"contract"`
-}
-
+// registration is the registry entry of this namespace, with contract.
 func (w *Workers) registration(contract string) []byte {
-	b, _ := json.Marshal(registration{Namespace: w.prefix, Contract: contract})
-	return b
+	return coord.Registration{Namespace: w.prefix, Contract: contract}.Encode()
 }
 
 // checkRegistry fails with worker.ErrContract when the registry entry kv of
@@ -727,76 +667,18 @@ func (w *Workers) checkRegistry(dc int64, kv *consulapi.KVPair) error {
 	if kv == nil {
 		return nil
 	}
-	var r registration
-	if err := json.Unmarshal(kv.Value, &r); err != nil || r.Namespace == "" {
-		return fmt.Errorf("%w: corrupt datacenter registry entry %s = %q", worker.ErrUnavailable, kv.Key, kv.Value)
-	}
-	if r.Namespace != w.prefix {
-		return fmt.Errorf("%w: datacenter %d is claimed on this coordinator by the namespace %q (registry key %s, contract %q); "+
-			"this namespace is %q: give each cluster its own datacenter id", worker.ErrContract, dc, r.Namespace, kv.Key, r.Contract, w.prefix)
-	}
-	return nil
+	return coord.Registry{On: "this coordinator", Entry: "registry key"}.Check(dc, w.prefix, kv.Key, kv.Value)
 }
 
-// pick chooses a free id in [0, workers): the lowest one whose mark has
-// passed (a never-used id's mark is 0), else the one with the smallest mark.
-// Ids in delayed (waiting out a lock-delay) count as held. It reports false,
-// and how many ids are held, when none is free.
+// pick chooses a free id in [0, workers) as coord.Pick does: a slot whose
+// holder key a session locks is held, and so are the ids in delayed
+// (waiting out a lock-delay).
 func pick(slots map[int64]*slot, delayed map[int64]bool, workers, nowMs int64) (id, held int64, ok bool) {
-	best, bestHigh := int64(-1), int64(0)
-	next := int64(0) // the lowest id not seen yet
-	for _, id := range sortedIDs(slots) {
-		if id >= workers {
-			break
-		}
-		for ; next < id; next++ {
-			if !delayed[next] {
-				return next, 0, true // never used, and lower than any passed one to come
-			}
-			held++
-		}
-		next = id + 1
-		s := slots[id]
-		switch {
-		case s.held() || delayed[id]:
-			held++
-		case s.highMs <= nowMs:
-			return id, 0, true
-		case best < 0 || s.highMs < bestHigh:
-			best, bestHigh = id, s.highMs
-		}
-	}
-	for ; next < workers; next++ {
-		if !delayed[next] {
-			return next, 0, true
-		}
-		held++
-	}
-	if best >= 0 {
-		return best, 0, true
-	}
-	return 0, held, false
+	return coord.Pick(coord.Slots(slots, func(s *slot) (bool, int64) { return s.held(), s.highMs }), delayed, workers, nowMs)
 }
 
-// ceilMs is t in Unix milliseconds, rounded up: a mark stored lower than a
-// reservation could let the next holder start in a tick this one used.
-func ceilMs(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	ms := t.UnixMilli()
-	if time.UnixMilli(ms).Before(t) {
-		ms++
-	}
-	return ms
-}
-
-func msTime(ms int64) time.Time {
-	if ms == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(ms).UTC()
-}
+// ceilMs is coord.CeilMs, for this package's tests.
+func ceilMs(t time.Time) int64 { return coord.CeilMs(t) }
 
 // wholeSeconds is d rounded up to whole seconds, at least 1s.
 func wholeSeconds(d time.Duration) time.Duration {
@@ -887,8 +769,8 @@ func (w *Workers) read(ctx context.Context, dc int64) (reg *consulapi.KVPair, kv
 
 // Acquire implements worker.Coordinator.
 func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim, error) {
-	if req.Workers < 1 || req.Datacenter < 0 || req.Owner == "" || req.TTL <= 0 || req.Quarantine < 0 {
-		return nil, fmt.Errorf("%w: bad request %+v", worker.ErrInvalidConfig, req)
+	if err := req.Validate(); err != nil {
+		return nil, err
 	}
 	dc := req.Datacenter
 	nk, rk := w.nsKey(dc), w.regKey(dc)
@@ -899,14 +781,8 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 	if w.afterRead != nil {
 		w.afterRead(regKV, kvs)
 	}
-	reserveMs := ceilMs(req.Reserve)
-	nodeMs := req.Now.UnixMilli()
-	var ahead time.Duration = -1 // Reserve − Now, unknown
-	if req.Now.IsZero() {
-		nodeMs = w.now().UnixMilli()
-	} else {
-		ahead = req.Reserve.Sub(req.Now)
-	}
+	reserveMs := coord.CeilMs(req.Reserve)
+	nodeMs, ahead := coord.NodeClock(req, w.now)
 	var session string // created once an id is picked; destroyed unless a claim keeps it
 	var sessTTL time.Duration
 	abandon := func(err error) error {
@@ -919,7 +795,7 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 			return nil, abandon(err)
 		}
 		recKV := find(kvs, nk)
-		var rec record
+		var rec coord.Record
 		if recKV != nil {
 			if rec, err = parseRecord(recKV); err != nil {
 				return nil, abandon(err)
@@ -961,8 +837,8 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 			// A new datacenter, or one whose record is gone while its
 			// slots are not (a partial loss): initialise it; the slots and
 			// their marks stay.
-			rec = newRecord(req.Contract, w.now().UnixMilli(), req.Quarantine)
-			recRaw = rec.encode()
+			rec = coord.NewRecord(req.Contract, w.now().UnixMilli(), req.Quarantine)
+			recRaw = rec.Encode()
 			b.add(consulapi.KVCheckNotExists, nk, nil, 0, "")
 			b.add(consulapi.KVSet, nk, recRaw, 0, "")
 		} else {
@@ -1026,7 +902,7 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 				(before.high != nil && string(before.high.Value) != string(s.high.Value))
 			if !changed {
 				c := &claim{
-					w: w, dc: dc, id: id, owner: req.Owner, prev: msTime(max(s.highMs, rec.FloorMs)),
+					w: w, dc: dc, id: id, owner: req.Owner, prev: coord.MsTime(max(s.highMs, rec.FloorMs)),
 					contract: req.Contract, quarantine: req.Quarantine, ahead: ahead,
 					session: session, sessTTL: sessTTL, lease: req.TTL, highMs: high, highIdx: highKV.ModifyIndex, maxMs: high,
 					rec: rec, recRaw: string(recRaw), recIdx: 0,
@@ -1036,8 +912,7 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 				} else if c.recIdx, err = w.indexOf(resp, nk); err != nil {
 					return nil, abandon(err)
 				}
-				c.peerMs = w.newestPeer(dc, id, kvsOf(resp, treeAt))
-				c.peerSent, c.peerRecv = sent, recv
+				c.peers.Read(w.newestPeer(dc, id, kvsOf(resp, treeAt)), sent, recv)
 				c.updateClock(sent, recv, true)
 				return c, nil
 			}
@@ -1140,9 +1015,9 @@ func (w *Workers) List(ctx context.Context, datacenter int64) ([]worker.Info, er
 	}
 	now := w.now()
 	infos := make([]worker.Info, 0, len(slots))
-	for _, id := range sortedIDs(slots) {
+	for _, id := range slices.Sorted(maps.Keys(slots)) {
 		s := slots[id]
-		in := worker.Info{Datacenter: datacenter, Worker: id, HighWater: msTime(s.highMs)}
+		in := worker.Info{Datacenter: datacenter, Worker: id, HighWater: coord.MsTime(s.highMs)}
 		if s.holder != nil {
 			h, err := parseHolder(s.holder)
 			if err != nil {
@@ -1171,7 +1046,7 @@ func (w *Workers) Namespace(ctx context.Context, datacenter int64) (worker.Names
 	if err != nil {
 		return worker.Namespace{}, false, err
 	}
-	return rec.namespace(), true, nil
+	return rec.Namespace(), true, nil
 }
 
 type claim struct {
@@ -1190,15 +1065,12 @@ type claim struct {
 	highMs   int64         // the high-water mark as last written or read
 	highIdx  uint64        // its ModifyIndex
 	maxMs    int64         // the highest mark this claim stored
-	rec      record        // the namespace record acquired under
+	rec      coord.Record  // the namespace record acquired under
 	recRaw   string        // its value as stored
 	recIdx   uint64        // its ModifyIndex as last written or read
 	renewals int           // successful renewals, to re-read the peers' clocks now and then
 
-	peerMs             int64     // the newest clock of another live holder; 0 when none
-	peerSent, peerRecv time.Time // when the read it came from was sent and answered
-	clockAt            time.Time // Clock's answer
-	clockStale         time.Duration
+	peers coord.PeerClock // the other live holders' clock: Clock's answer
 }
 
 func (c *claim) WorkerID() int64     { return c.id }
@@ -1209,7 +1081,7 @@ func (c *claim) Previous() time.Time { return c.prev }
 func (c *claim) Clock() (time.Time, time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.clockAt, c.clockStale
+	return c.peers.Clock()
 }
 
 // peerStale is how old a live peer's clock key may be: see Clock in the
@@ -1217,33 +1089,15 @@ func (c *claim) Clock() (time.Time, time.Duration) {
 func (c *claim) peerStale() time.Duration { return 2*c.sessTTL + c.lease }
 
 // updateClock sets Clock's answer for an operation sent and answered at
-// sent and recv; fresh says that it read the peers' clocks itself.
+// sent and recv; fresh says that it read the peers' clocks itself. A live
+// peer's key may be peerStale old.
 func (c *claim) updateClock(sent, recv time.Time, fresh bool) {
-	if c.peerMs == 0 {
-		c.clockAt, c.clockStale = time.Time{}, 0
-		return
-	}
-	if fresh {
-		c.clockAt, c.clockStale = msTime(c.peerMs), c.peerStale()
-		return
-	}
-	// Between the read being served and this operation being served, at
-	// least sent − peerRecv and at most recv − peerSent passed.
-	c.clockAt = msTime(c.peerMs).Add(sent.Sub(c.peerRecv))
-	c.clockStale = c.peerStale() + recv.Sub(c.peerSent) - sent.Sub(c.peerRecv)
+	c.peers.Update(sent, recv, fresh, c.peerStale())
 }
 
 // where names the claim's slot in errors.
 func (c *claim) where() string {
 	return fmt.Sprintf("worker %d of datacenter %d in %s", c.id, c.dc, c.w.prefix)
-}
-
-// nodeMs is this node's clock at a renewal reserving up to reserve.
-func (c *claim) nodeMs(reserve time.Time) int64 {
-	if c.ahead < 0 || reserve.IsZero() {
-		return c.w.now().UnixMilli()
-	}
-	return reserve.Add(-c.ahead).UnixMilli()
 }
 
 // Renew implements worker.Claim. A ttl longer than the session's TTL moves
@@ -1328,7 +1182,7 @@ func (c *claim) guarded(ctx context.Context, what string, reserve time.Time, clo
 		var b txnb
 		b.add(consulapi.KVCheckSession, hk, nil, 0, c.session)
 		b.add(consulapi.KVCheckIndex, nk, nil, c.recIdx, "")
-		high := max(c.highMs, ceilMs(reserve))
+		high := max(c.highMs, coord.CeilMs(reserve))
 		highAt := -1
 		if high != c.highMs {
 			highAt = b.add(consulapi.KVCAS, wk, []byte(strconv.FormatInt(high, 10)), c.highIdx, "")
@@ -1340,7 +1194,7 @@ func (c *claim) guarded(ctx context.Context, what string, reserve time.Time, clo
 		}
 		readPeers := false
 		if renewing {
-			b.add(consulapi.KVLock, ck, []byte(strconv.FormatInt(c.nodeMs(reserve), 10)), 0, clockSession)
+			b.add(consulapi.KVLock, ck, []byte(strconv.FormatInt(coord.NodeMs(c.ahead, reserve, c.w.now), 10)), 0, clockSession)
 		}
 		recAt := b.add(consulapi.KVGet, nk, nil, 0, "")
 		treeAt := -1
@@ -1374,8 +1228,7 @@ func (c *claim) guarded(ctx context.Context, what string, reserve time.Time, clo
 				if renewing {
 					c.renewals++
 					if readPeers {
-						c.peerMs = c.w.newestPeer(c.dc, c.id, kvsOf(resp, treeAt))
-						c.peerSent, c.peerRecv = sent, recv
+						c.peers.Read(c.w.newestPeer(c.dc, c.id, kvsOf(resp, treeAt)), sent, recv)
 					}
 					c.updateClock(sent, recv, readPeers)
 				}
@@ -1459,7 +1312,7 @@ func (c *claim) lost(ctx context.Context, what, why string) error {
 func (c *claim) check(ctx context.Context, ns, holder, hw, reg *consulapi.KVPair) error {
 	dcName := fmt.Sprintf("datacenter %d in %s", c.dc, c.w.prefix)
 	var found string
-	var old *record
+	var old *coord.Record
 	switch {
 	case ns == nil:
 		found = fmt.Sprintf("the namespace record of %s is gone (the prefix deleted, or the Consul cluster lost its data)", dcName)
@@ -1472,13 +1325,13 @@ func (c *claim) check(ctx context.Context, ns, holder, hw, reg *consulapi.KVPair
 		switch {
 		case rec.InitialisedMs < c.rec.InitialisedMs:
 			found = fmt.Sprintf("the namespace record of %s was initialised at %s (incarnation %s), before the %s of the incarnation %s this holder acquired under: Consul went back to an older copy",
-				dcName, msTime(rec.InitialisedMs).Format(stamp), rec.Incarnation, msTime(c.rec.InitialisedMs).Format(stamp), c.rec.Incarnation)
+				dcName, coord.MsTime(rec.InitialisedMs).Format(stamp), rec.Incarnation, coord.MsTime(c.rec.InitialisedMs).Format(stamp), c.rec.Incarnation)
 		case rec.Incarnation != c.rec.Incarnation:
 			return fmt.Errorf("%w: the namespace record of %s was re-initialised at %s (incarnation %s, floor %s) after this holder acquired under incarnation %s of %s: its state was lost, and another node found it first",
-				worker.ErrReset, dcName, msTime(rec.InitialisedMs).Format(stamp), rec.Incarnation, msTime(rec.FloorMs).Format(stamp),
-				c.rec.Incarnation, msTime(c.rec.InitialisedMs).Format(stamp))
+				worker.ErrReset, dcName, coord.MsTime(rec.InitialisedMs).Format(stamp), rec.Incarnation, coord.MsTime(rec.FloorMs).Format(stamp),
+				c.rec.Incarnation, coord.MsTime(c.rec.InitialisedMs).Format(stamp))
 		case hw == nil:
-			found = fmt.Sprintf("worker %d's high-water mark in %s is gone; this holder stored %s", c.id, dcName, msTime(c.maxMs).Format(stamp))
+			found = fmt.Sprintf("worker %d's high-water mark in %s is gone; this holder stored %s", c.id, dcName, coord.MsTime(c.maxMs).Format(stamp))
 		default:
 			ms, err := parseMs(hw)
 			if err != nil {
@@ -1486,7 +1339,7 @@ func (c *claim) check(ctx context.Context, ns, holder, hw, reg *consulapi.KVPair
 			}
 			if ms < c.maxMs {
 				found = fmt.Sprintf("worker %d's high-water mark in %s is %s, below the %s this holder stored: Consul went back to an older copy",
-					c.id, dcName, msTime(ms).Format(stamp), msTime(c.maxMs).Format(stamp))
+					c.id, dcName, coord.MsTime(ms).Format(stamp), coord.MsTime(c.maxMs).Format(stamp))
 			}
 		}
 	}
@@ -1511,26 +1364,19 @@ func (c *claim) check(ctx context.Context, ns, holder, hw, reg *consulapi.KVPair
 // guarded by the record still being what was found (oldKV, nil when
 // missing) — and the registry entry when it is missing (reg nil), without
 // touching any slot, and returns the ErrReset that says what was found.
-func (c *claim) reinit(ctx context.Context, oldKV *consulapi.KVPair, old *record, reg *consulapi.KVPair, found string) error {
+func (c *claim) reinit(ctx context.Context, oldKV *consulapi.KVPair, old *coord.Record, reg *consulapi.KVPair, found string) error {
 	nk, rk := c.w.nsKey(c.dc), c.w.regKey(c.dc)
-	contract := c.contract
-	if old != nil {
-		contract = old.Contract
-	}
-	rec := newRecord(contract, c.w.now().UnixMilli(), c.quarantine)
-	if old != nil {
-		rec.FloorMs = max(rec.FloorMs, old.FloorMs)
-	}
+	rec := coord.Reinit(old, c.contract, c.w.now().UnixMilli(), c.quarantine)
 	var b txnb
 	if oldKV == nil {
 		b.add(consulapi.KVCheckNotExists, nk, nil, 0, "")
 	} else {
 		b.add(consulapi.KVCheckIndex, nk, nil, oldKV.ModifyIndex, "")
 	}
-	b.add(consulapi.KVSet, nk, rec.encode(), 0, "")
+	b.add(consulapi.KVSet, nk, rec.Encode(), 0, "")
 	if reg == nil {
 		b.add(consulapi.KVCheckNotExists, rk, nil, 0, "")
-		b.add(consulapi.KVSet, rk, c.w.registration(contract), 0, "")
+		b.add(consulapi.KVSet, rk, c.w.registration(rec.Contract), 0, "")
 	}
 	ok, resp, err := c.w.run(ctx, &b)
 	switch {
@@ -1541,5 +1387,5 @@ func (c *claim) reinit(ctx context.Context, oldKV *consulapi.KVPair, old *record
 		return fmt.Errorf("%w: %s; another node re-initialised the record first (%s)", worker.ErrReset, found, txnErrors(resp))
 	}
 	return fmt.Errorf("%w: %s; re-initialised the record as incarnation %s, floor %s (quarantine %v)",
-		worker.ErrReset, found, rec.Incarnation, msTime(rec.FloorMs).Format(stamp), c.quarantine)
+		worker.ErrReset, found, rec.Incarnation, coord.MsTime(rec.FloorMs).Format(stamp), c.quarantine)
 }

@@ -154,11 +154,9 @@ package etcd
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -169,6 +167,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/flakeid/flakeid/backend/internal/coord"
 	"github.com/flakeid/flakeid/worker"
 )
 
@@ -298,11 +297,7 @@ func (w *Workers) regKey(dc int64) string { return w.registry + "/" + strconv.Fo
 // keeping err (and so the context's error, which clientv3 returns as is)
 // visible to errors.Is.
 func unavailable(ctx context.Context, err error, format string, args ...any) error {
-	msg := fmt.Sprintf(format, args...)
-	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-		return fmt.Errorf("%w: %s: %w (%w)", worker.ErrUnavailable, msg, err, cerr)
-	}
-	return fmt.Errorf("%w: %s: %w", worker.ErrUnavailable, msg, err)
+	return coord.Unavailable(ctx, err, format, args...)
 }
 
 // slot is what the keys of one (datacenter, worker id) say.
@@ -326,7 +321,7 @@ func (w *Workers) slots(dc int64, kvs []*mvccpb.KeyValue) (map[int64]*slot, erro
 		if !ok || (kind != "holder" && kind != "high") {
 			continue
 		}
-		id, ok := parseID(idStr)
+		id, ok := coord.ParseID(idStr)
 		if !ok {
 			continue
 		}
@@ -348,15 +343,6 @@ func (w *Workers) slots(dc int64, kvs []*mvccpb.KeyValue) (map[int64]*slot, erro
 	return out, nil
 }
 
-// parseID parses a worker id written in canonical decimal.
-func parseID(s string) (int64, bool) {
-	id, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || id < 0 || strconv.FormatInt(id, 10) != s {
-		return 0, false
-	}
-	return id, true
-}
-
 // newestPeer is the newest clock among the clock keys in kvs of datacenter
 // dc, leaving out worker id self's; 0 when there is none.
 func (w *Workers) newestPeer(dc, self int64, kvs []*mvccpb.KeyValue) int64 {
@@ -367,7 +353,7 @@ func (w *Workers) newestPeer(dc, self int64, kvs []*mvccpb.KeyValue) int64 {
 		if !ok {
 			continue
 		}
-		if id, ok := parseID(rest); !ok || id == self {
+		if id, ok := coord.ParseID(rest); !ok || id == self {
 			continue
 		}
 		if ms, err := parseMs(kv.Value); err == nil {
@@ -395,61 +381,14 @@ func parseMs(v []byte) (int64, error) {
 	return ms, nil
 }
 
-func sortedIDs(slots map[int64]*slot) []int64 {
-	ids := make([]int64, 0, len(slots))
-	for id := range slots {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
+// parseRecord parses the namespace record kv (see coord.Record).
+func parseRecord(kv *mvccpb.KeyValue) (coord.Record, error) {
+	return coord.ParseRecord(string(kv.Key), kv.Value)
 }
 
-// record is the namespace record of a datacenter, as stored.
-type record struct {
-	Incarnation   string `json:"incarnation"`
-	Contract      string `json:"contract"`
-	FloorMs       int64  `json:"floor_ms"`
-	InitialisedMs int64  `json:"initialised_ms"`
-}
-
-func (r record) namespace() worker.Namespace {
-	return worker.Namespace{Incarnation: r.Incarnation, Contract: r.Contract, Floor: msTime(r.FloorMs), Initialised: msTime(r.InitialisedMs)}
-}
-
-func (r record) encode() string {
-	b, _ := json.Marshal(r) // cannot fail: strings and integers
-	return string(b)
-}
-
-// parseRecord parses the namespace record kv.
-func parseRecord(kv *mvccpb.KeyValue) (record, error) {
-	var r record
-	if err := json.Unmarshal(kv.Value, &r); err != nil || r.Incarnation == "" {
-		return record{}, fmt.Errorf("%w: corrupt namespace record %s = %q", worker.ErrUnavailable, kv.Key, kv.Value)
-	}
-	return r, nil
-}
-
-// newRecord is a fresh namespace record initialised at nowMs with a floor
-// quarantine later.
-func newRecord(contract string, nowMs int64, quarantine time.Duration) record {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return record{
-		Incarnation: hex.EncodeToString(b[:]), Contract: contract,
-		InitialisedMs: nowMs, FloorMs: nowMs + int64((quarantine+time.Millisecond-1)/time.Millisecond),
-	}
-}
-
-// registration is an entry of the datacenter registry.
-type registration struct {
-	Namespace string `json:"namespace"`
-	Contract  string `json:"contract"`
-}
-
+// registration is the registry entry of this namespace, with contract.
 func (w *Workers) registration(contract string) string {
-	b, _ := json.Marshal(registration{Namespace: w.prefix, Contract: contract})
-	return string(b)
+	return string(coord.Registration{Namespace: w.prefix, Contract: contract}.Encode())
 }
 
 // checkRegistry fails with worker.ErrContract when the registry entry kv of
@@ -458,69 +397,17 @@ func (w *Workers) checkRegistry(dc int64, kv *mvccpb.KeyValue) error {
 	if kv == nil {
 		return nil
 	}
-	var r registration
-	if err := json.Unmarshal(kv.Value, &r); err != nil || r.Namespace == "" {
-		return fmt.Errorf("%w: corrupt datacenter registry entry %s = %q", worker.ErrUnavailable, kv.Key, kv.Value)
-	}
-	if r.Namespace != w.prefix {
-		return fmt.Errorf("%w: datacenter %d is claimed on this coordinator by the namespace %q (registry key %s, contract %q); "+
-			"this namespace is %q: give each cluster its own datacenter id", worker.ErrContract, dc, r.Namespace, kv.Key, r.Contract, w.prefix)
-	}
-	return nil
+	return coord.Registry{On: "this coordinator", Entry: "registry key"}.Check(dc, w.prefix, string(kv.Key), kv.Value)
 }
 
-// pick chooses a free id in [0, workers): the lowest one whose mark has
-// passed (a never-used id's mark is 0), else the one with the smallest mark.
-// It reports false, and how many ids are held, when none is free.
+// pick chooses a free id in [0, workers) as coord.Pick does; a slot with a
+// holder key is held.
 func pick(slots map[int64]*slot, workers, nowMs int64) (id, held int64, ok bool) {
-	best, bestHigh := int64(-1), int64(0)
-	next := int64(0) // the lowest id not seen yet
-	for _, id := range sortedIDs(slots) {
-		if id >= workers {
-			break
-		}
-		if next < id {
-			return next, 0, true // never used, and lower than any passed one to come
-		}
-		next = id + 1
-		s := slots[id]
-		switch {
-		case s.holder != nil:
-			held++
-		case s.highMs <= nowMs:
-			return id, 0, true
-		case best < 0 || s.highMs < bestHigh:
-			best, bestHigh = id, s.highMs
-		}
-	}
-	if next < workers {
-		return next, 0, true
-	}
-	if best >= 0 {
-		return best, 0, true
-	}
-	return 0, held, false
+	return coord.Pick(coord.Slots(slots, func(s *slot) (bool, int64) { return s.holder != nil, s.highMs }), nil, workers, nowMs)
 }
 
-// ceilMs is t in Unix milliseconds, rounded up: a mark stored lower than a
-// reservation could let the next holder start in a tick this one used.
-func ceilMs(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	ms := t.UnixMilli()
-	if time.UnixMilli(ms).Before(t) {
-		ms++
-	}
-	return ms
-}
-
-func msTime(ms int64) time.Time {
-	if ms == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(ms).UTC()
-}
+// ceilMs is coord.CeilMs, for this package's tests.
+func ceilMs(t time.Time) int64 { return coord.CeilMs(t) }
 
 // ttlSeconds is d rounded up to whole seconds, etcd's lease granularity.
 func ttlSeconds(d time.Duration) int64 {
@@ -546,8 +433,8 @@ func (w *Workers) revoke(ctx context.Context, id clientv3.LeaseID) {
 
 // Acquire implements worker.Coordinator.
 func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim, error) {
-	if req.Workers < 1 || req.Datacenter < 0 || req.Owner == "" || req.TTL <= 0 || req.Quarantine < 0 {
-		return nil, fmt.Errorf("%w: bad request %+v", worker.ErrInvalidConfig, req)
+	if err := req.Validate(); err != nil {
+		return nil, err
 	}
 	dc := req.Datacenter
 	nk, rk := w.nsKey(dc), w.regKey(dc)
@@ -561,14 +448,8 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 	}
 	readRecv := time.Now()
 	kvs, reg := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
-	reserveMs := ceilMs(req.Reserve)
-	nodeMs := req.Now.UnixMilli()
-	var ahead time.Duration = -1 // Reserve − Now, unknown
-	if req.Now.IsZero() {
-		nodeMs = w.now().UnixMilli()
-	} else {
-		ahead = req.Reserve.Sub(req.Now)
-	}
+	reserveMs := coord.CeilMs(req.Reserve)
+	nodeMs, ahead := coord.NodeClock(req, w.now)
 	var lease *clientv3.LeaseGrantResponse
 	for attempt := 1; ; attempt++ {
 		regKV := find(reg, rk)
@@ -576,7 +457,7 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 			return nil, w.abandon(ctx, lease, err)
 		}
 		recKV := find(kvs, nk)
-		var rec record
+		var rec coord.Record
 		if recKV != nil {
 			if rec, err = parseRecord(recKV); err != nil {
 				return nil, w.abandon(ctx, lease, err)
@@ -622,8 +503,8 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 			// A new datacenter, or one whose record is gone while its
 			// slots are not (a partial loss, keys of an older flakeid):
 			// initialise it; the slots and their marks stay.
-			rec = newRecord(req.Contract, w.now().UnixMilli(), req.Quarantine)
-			recRaw = rec.encode()
+			rec = coord.NewRecord(req.Contract, w.now().UnixMilli(), req.Quarantine)
+			recRaw = string(rec.Encode())
 			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(nk), "=", 0))
 			then = append(then, clientv3.OpPut(nk, recRaw))
 		} else {
@@ -647,12 +528,12 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 		recv := time.Now()
 		if tr.Succeeded {
 			c := &claim{
-				w: w, dc: dc, id: id, owner: req.Owner, prev: msTime(max(s.highMs, rec.FloorMs)),
+				w: w, dc: dc, id: id, owner: req.Owner, prev: coord.MsTime(max(s.highMs, rec.FloorMs)),
 				contract: req.Contract, quarantine: req.Quarantine, ahead: ahead,
 				lease: lease.ID, ttl: lease.TTL, highMs: high, highRaw: strconv.FormatInt(high, 10), maxMs: high,
 				rec: rec, recRaw: recRaw,
-				peerMs: w.newestPeer(dc, id, kvs), peerSent: readSent, peerRecv: readRecv,
 			}
+			c.peers.Read(w.newestPeer(dc, id, kvs), readSent, readRecv)
 			c.updateClock(sent, recv, false)
 			return c, nil
 		}
@@ -691,9 +572,9 @@ func (w *Workers) List(ctx context.Context, datacenter int64) ([]worker.Info, er
 		return nil, err
 	}
 	infos := make([]worker.Info, 0, len(slots))
-	for _, id := range sortedIDs(slots) {
+	for _, id := range slices.Sorted(maps.Keys(slots)) {
 		s := slots[id]
-		in := worker.Info{Datacenter: datacenter, Worker: id, HighWater: msTime(s.highMs)}
+		in := worker.Info{Datacenter: datacenter, Worker: id, HighWater: coord.MsTime(s.highMs)}
 		if s.holder != nil {
 			in.Holder = string(s.holder.Value)
 			if in.Expires, err = w.expires(ctx, clientv3.LeaseID(s.holder.Lease)); err != nil {
@@ -718,7 +599,7 @@ func (w *Workers) Namespace(ctx context.Context, datacenter int64) (worker.Names
 	if err != nil {
 		return worker.Namespace{}, false, err
 	}
-	return rec.namespace(), true, nil
+	return rec.Namespace(), true, nil
 }
 
 // expires asks etcd when a holder's lease lapses. A lease that is gone (its
@@ -753,18 +634,15 @@ type claim struct {
 
 	mu       sync.Mutex // claims are used by one goroutine at a time; this makes sure
 	lease    clientv3.LeaseID
-	ttl      int64  // the lease's granted TTL, seconds
-	highMs   int64  // the high-water mark as last written or read
-	highRaw  string // its value as stored
-	maxMs    int64  // the highest mark this claim stored
-	rec      record // the namespace record acquired under
-	recRaw   string // its value as stored
-	renewals int    // successful renewals, to re-read the peers' clocks now and then
+	ttl      int64        // the lease's granted TTL, seconds
+	highMs   int64        // the high-water mark as last written or read
+	highRaw  string       // its value as stored
+	maxMs    int64        // the highest mark this claim stored
+	rec      coord.Record // the namespace record acquired under
+	recRaw   string       // its value as stored
+	renewals int          // successful renewals, to re-read the peers' clocks now and then
 
-	peerMs             int64     // the newest clock of another live holder; 0 when none
-	peerSent, peerRecv time.Time // when the read it came from was sent and answered
-	clockAt            time.Time // Clock's answer
-	clockStale         time.Duration
+	peers coord.PeerClock // Clock's answer
 }
 
 func (c *claim) WorkerID() int64     { return c.id }
@@ -775,41 +653,19 @@ func (c *claim) Previous() time.Time { return c.prev }
 func (c *claim) Clock() (time.Time, time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.clockAt, c.clockStale
+	return c.peers.Clock()
 }
 
 // updateClock sets Clock's answer for an operation sent and answered at
-// sent and recv; fresh says that it read the peers' clocks itself.
+// sent and recv; fresh says that it read the peers' clocks itself. A live
+// peer wrote its key less than a TTL (its lease's) before.
 func (c *claim) updateClock(sent, recv time.Time, fresh bool) {
-	if c.peerMs == 0 {
-		c.clockAt, c.clockStale = time.Time{}, 0
-		return
-	}
-	ttl := time.Duration(c.ttl) * time.Second
-	if fresh {
-		// The peer's key was live when this operation was served, so the
-		// peer wrote it less than a TTL before: its clock then was in
-		// [value, value+TTL].
-		c.clockAt, c.clockStale = msTime(c.peerMs), ttl
-		return
-	}
-	// Between the read being served and this operation being served, at
-	// least sent − peerRecv and at most recv − peerSent passed.
-	c.clockAt = msTime(c.peerMs).Add(sent.Sub(c.peerRecv))
-	c.clockStale = ttl + recv.Sub(c.peerSent) - sent.Sub(c.peerRecv)
+	c.peers.Update(sent, recv, fresh, time.Duration(c.ttl)*time.Second)
 }
 
 // where names the claim's slot in errors.
 func (c *claim) where() string {
 	return fmt.Sprintf("worker %d of datacenter %d in %s", c.id, c.dc, c.w.prefix)
-}
-
-// nodeMs is this node's clock at a renewal reserving up to reserve.
-func (c *claim) nodeMs(reserve time.Time) int64 {
-	if c.ahead < 0 || reserve.IsZero() {
-		return c.w.now().UnixMilli()
-	}
-	return reserve.Add(-c.ahead).UnixMilli()
 }
 
 // Renew implements worker.Claim. A ttl longer than the lease's moves the
@@ -878,14 +734,14 @@ func (c *claim) guarded(ctx context.Context, what string, reserve time.Time, clo
 			clientv3.Compare(clientv3.LeaseValue(hk), "=", c.lease),
 		}
 		var then []clientv3.Op
-		high := max(c.highMs, ceilMs(reserve))
+		high := max(c.highMs, coord.CeilMs(reserve))
 		if high != c.highMs {
 			then = append(then, clientv3.OpPut(wk, strconv.FormatInt(high, 10)))
 		}
 		then = append(then, ops...)
 		readPeers := false
 		if renewing {
-			then = append(then, clientv3.OpPut(c.w.clockKey(c.dc, c.id), strconv.FormatInt(c.nodeMs(reserve), 10), clientv3.WithLease(clockLease)))
+			then = append(then, clientv3.OpPut(c.w.clockKey(c.dc, c.id), strconv.FormatInt(coord.NodeMs(c.ahead, reserve, c.w.now), 10), clientv3.WithLease(clockLease)))
 			if readPeers = c.renewals%peerReadEvery == peerReadEvery-1; readPeers {
 				then = append(then, clientv3.OpGet(c.w.clockPrefix(c.dc), clientv3.WithPrefix()))
 			}
@@ -902,8 +758,7 @@ func (c *claim) guarded(ctx context.Context, what string, reserve time.Time, clo
 			if renewing {
 				c.renewals++
 				if readPeers {
-					c.peerMs = c.w.newestPeer(c.dc, c.id, tr.Responses[len(tr.Responses)-1].GetResponseRange().Kvs)
-					c.peerSent, c.peerRecv = sent, recv
+					c.peers.Read(c.w.newestPeer(c.dc, c.id, tr.Responses[len(tr.Responses)-1].GetResponseRange().Kvs), sent, recv)
 				}
 				c.updateClock(sent, recv, readPeers)
 			}
@@ -961,7 +816,7 @@ func (c *claim) lost(ctx context.Context, what, why string) error {
 func (c *claim) check(ctx context.Context, ns, holder, hw *mvccpb.KeyValue) error {
 	dcName := fmt.Sprintf("datacenter %d in %s", c.dc, c.w.prefix)
 	var found string
-	var old *record
+	var old *coord.Record
 	switch {
 	case ns == nil:
 		found = fmt.Sprintf("the namespace record of %s is gone (the prefix deleted, or a new etcd cluster)", dcName)
@@ -974,13 +829,13 @@ func (c *claim) check(ctx context.Context, ns, holder, hw *mvccpb.KeyValue) erro
 		switch {
 		case rec.InitialisedMs < c.rec.InitialisedMs:
 			found = fmt.Sprintf("the namespace record of %s was initialised at %s (incarnation %s), before the %s of the incarnation %s this holder acquired under: etcd went back to an older copy",
-				dcName, msTime(rec.InitialisedMs).Format(stamp), rec.Incarnation, msTime(c.rec.InitialisedMs).Format(stamp), c.rec.Incarnation)
+				dcName, coord.MsTime(rec.InitialisedMs).Format(stamp), rec.Incarnation, coord.MsTime(c.rec.InitialisedMs).Format(stamp), c.rec.Incarnation)
 		case rec.Incarnation != c.rec.Incarnation:
 			return fmt.Errorf("%w: the namespace record of %s was re-initialised at %s (incarnation %s, floor %s) after this holder acquired under incarnation %s of %s: its state was lost, and another node found it first",
-				worker.ErrReset, dcName, msTime(rec.InitialisedMs).Format(stamp), rec.Incarnation, msTime(rec.FloorMs).Format(stamp),
-				c.rec.Incarnation, msTime(c.rec.InitialisedMs).Format(stamp))
+				worker.ErrReset, dcName, coord.MsTime(rec.InitialisedMs).Format(stamp), rec.Incarnation, coord.MsTime(rec.FloorMs).Format(stamp),
+				c.rec.Incarnation, coord.MsTime(c.rec.InitialisedMs).Format(stamp))
 		case hw == nil:
-			found = fmt.Sprintf("worker %d's high-water mark in %s is gone; this holder stored %s", c.id, dcName, msTime(c.maxMs).Format(stamp))
+			found = fmt.Sprintf("worker %d's high-water mark in %s is gone; this holder stored %s", c.id, dcName, coord.MsTime(c.maxMs).Format(stamp))
 		default:
 			ms, err := parseMs(hw.Value)
 			if err != nil {
@@ -988,7 +843,7 @@ func (c *claim) check(ctx context.Context, ns, holder, hw *mvccpb.KeyValue) erro
 			}
 			if ms < c.maxMs {
 				found = fmt.Sprintf("worker %d's high-water mark in %s is %s, below the %s this holder stored: etcd went back to an older copy",
-					c.id, dcName, msTime(ms).Format(stamp), msTime(c.maxMs).Format(stamp))
+					c.id, dcName, coord.MsTime(ms).Format(stamp), coord.MsTime(c.maxMs).Format(stamp))
 			}
 		}
 	}
@@ -1009,25 +864,18 @@ func (c *claim) check(ctx context.Context, ns, holder, hw *mvccpb.KeyValue) erro
 // guarded by the record still being what was found (oldKV, nil when
 // missing) — without touching any slot, and returns the ErrReset that says
 // what was found.
-func (c *claim) reinit(ctx context.Context, oldKV *mvccpb.KeyValue, old *record, found string) error {
+func (c *claim) reinit(ctx context.Context, oldKV *mvccpb.KeyValue, old *coord.Record, found string) error {
 	nk, rk := c.w.nsKey(c.dc), c.w.regKey(c.dc)
-	contract := c.contract
-	if old != nil {
-		contract = old.Contract
-	}
-	rec := newRecord(contract, c.w.now().UnixMilli(), c.quarantine)
-	if old != nil {
-		rec.FloorMs = max(rec.FloorMs, old.FloorMs)
-	}
+	rec := coord.Reinit(old, c.contract, c.w.now().UnixMilli(), c.quarantine)
 	cmp := clientv3.Compare(clientv3.CreateRevision(nk), "=", 0)
 	if oldKV != nil {
 		cmp = clientv3.Compare(clientv3.Value(nk), "=", string(oldKV.Value))
 	}
 	tr, err := c.w.client.Txn(ctx).If(cmp).Then(
-		clientv3.OpPut(nk, rec.encode()),
+		clientv3.OpPut(nk, string(rec.Encode())),
 		clientv3.OpTxn(
 			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(rk), "=", 0)},
-			[]clientv3.Op{clientv3.OpPut(rk, c.w.registration(contract))}, nil),
+			[]clientv3.Op{clientv3.OpPut(rk, c.w.registration(rec.Contract))}, nil),
 	).Commit()
 	switch {
 	case err != nil:
@@ -1037,5 +885,5 @@ func (c *claim) reinit(ctx context.Context, oldKV *mvccpb.KeyValue, old *record,
 		return fmt.Errorf("%w: %s; another node re-initialised the record first", worker.ErrReset, found)
 	}
 	return fmt.Errorf("%w: %s; re-initialised the record as incarnation %s, floor %s (quarantine %v)",
-		worker.ErrReset, found, rec.Incarnation, msTime(rec.FloorMs).Format(stamp), c.quarantine)
+		worker.ErrReset, found, rec.Incarnation, coord.MsTime(rec.FloorMs).Format(stamp), c.quarantine)
 }

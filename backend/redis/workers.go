@@ -155,8 +155,6 @@ package redis
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -166,6 +164,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/flakeid/flakeid/backend/internal/coord"
 	"github.com/flakeid/flakeid/worker"
 )
 
@@ -454,58 +453,30 @@ func (w *Workers) Key(datacenter int64) string {
 	return w.prefix + ":" + strconv.FormatInt(datacenter, 10)
 }
 
-// ceilMs is t in whole milliseconds, rounded up: a mark stored lower than
-// asked could let the next holder reuse a tick.
-func ceilMs(t time.Time) int64 {
-	ms := t.UnixMilli()
-	if t.Sub(time.UnixMilli(ms)) > 0 {
-		ms++
-	}
-	return ms
-}
-
-// durationMs is d in whole milliseconds, rounded up.
-func durationMs(d time.Duration) int64 {
-	return int64((d + time.Millisecond - 1) / time.Millisecond)
-}
-
-func msTime(ms int64) time.Time {
-	if ms == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(ms).UTC()
-}
-
-// stamp formats a millisecond time for an error message.
-func stamp(ms int64) string {
-	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00")
-}
+// ceilMs, durationMs and msTime are coord.CeilMs, coord.CeilDurMs and
+// coord.MsTime, for this package's tests.
+func ceilMs(t time.Time) int64         { return coord.CeilMs(t) }
+func durationMs(d time.Duration) int64 { return coord.CeilDurMs(d) }
+func msTime(ms int64) time.Time        { return coord.MsTime(ms) }
 
 func checkReserve(reserve time.Time) (int64, error) {
-	ms := ceilMs(reserve)
+	ms := coord.CeilMs(reserve)
 	if ms > maxMs {
 		return 0, fmt.Errorf("%w: reservation %v is beyond what the Redis coordinator stores (%v)",
-			worker.ErrInvalidConfig, reserve, msTime(maxMs))
+			worker.ErrInvalidConfig, reserve, coord.MsTime(maxMs))
 	}
 	return max(ms, 0), nil
 }
 
-// newIncarnation is a fresh random incarnation token: 16 hex digits.
-func newIncarnation() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:]) // never fails (crypto/rand panics instead)
-	return hex.EncodeToString(b[:])
-}
-
 // Acquire implements worker.Coordinator.
 func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
 	switch {
-	case req.Datacenter < 0 || req.Workers < 1 || req.Owner == "":
-		return nil, fmt.Errorf("%w: bad request: datacenter %d, workers %d, owner %q", worker.ErrInvalidConfig,
-			req.Datacenter, req.Workers, req.Owner)
-	case req.TTL <= 0 || durationMs(req.TTL) > maxMs/2:
+	case coord.CeilDurMs(req.TTL) > maxMs/2:
 		return nil, fmt.Errorf("%w: bad request: TTL %v", worker.ErrInvalidConfig, req.TTL)
-	case req.Quarantine < 0 || durationMs(req.Quarantine) > maxMs/2:
+	case coord.CeilDurMs(req.Quarantine) > maxMs/2:
 		return nil, fmt.Errorf("%w: bad request: quarantine %v", worker.ErrInvalidConfig, req.Quarantine)
 	}
 	reserve, err := checkReserve(req.Reserve)
@@ -523,9 +494,9 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 	if err := w.claimDatacenter(ctx, req.Datacenter); err != nil {
 		return nil, err
 	}
-	inc, quarantine := newIncarnation(), durationMs(req.Quarantine)
+	inc, quarantine := coord.NewIncarnation(), coord.CeilDurMs(req.Quarantine)
 	res, err := w.acquire.Run(ctx, w.client, []string{key},
-		req.Workers, req.Owner, durationMs(req.TTL), reserve, req.Contract, quarantine, inc).Result()
+		req.Workers, req.Owner, coord.CeilDurMs(req.TTL), reserve, req.Contract, quarantine, inc).Result()
 	if err != nil {
 		if rest, ok := replyCode(err, codeExhausted); ok {
 			return nil, fmt.Errorf("%w: all %s worker ids of datacenter %d are held (%s)", worker.ErrExhausted,
@@ -555,7 +526,7 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 		return nil, unexpected("acquire", key, res)
 	}
 	return &claim{
-		w: w, key: key, dc: req.Datacenter, id: id, owner: req.Owner, prev: msTime(prev),
+		w: w, key: key, dc: req.Datacenter, id: id, owner: req.Owner, prev: coord.MsTime(prev),
 		incarnation: incarnation, initialised: init, stored: stored, end: end,
 		contract: req.Contract, quarantine: quarantine, clock: time.UnixMicro(nowUs).UTC(),
 	}, nil
@@ -607,8 +578,7 @@ func (w *Workers) Namespace(ctx context.Context, datacenter int64) (worker.Names
 	if err != nil {
 		return worker.Namespace{}, false, fmt.Errorf("%w: redis: %s: %w", worker.ErrUnavailable, key, err)
 	}
-	return worker.Namespace{Incarnation: r.incarnation, Contract: r.contract, Floor: msTime(r.floor),
-		Initialised: msTime(r.initialised)}, true, nil
+	return coord.Record{Incarnation: r.incarnation, Contract: r.contract, FloorMs: r.floor, InitialisedMs: r.initialised}.Namespace(), true, nil
 }
 
 // List implements worker.Coordinator.
@@ -633,9 +603,9 @@ func (w *Workers) List(ctx context.Context, datacenter int64) ([]worker.Info, er
 		if err != nil {
 			return nil, fmt.Errorf("%w: redis: %s: %w", worker.ErrUnavailable, key, err)
 		}
-		in := worker.Info{Datacenter: datacenter, Worker: id, HighWater: msTime(s.high)}
+		in := worker.Info{Datacenter: datacenter, Worker: id, HighWater: coord.MsTime(s.high)}
 		if s.holder != "" {
-			in.Holder, in.Expires = s.holder, msTime(s.expires)
+			in.Holder, in.Expires = s.holder, coord.MsTime(s.expires)
 		}
 		infos = append(infos, in)
 	}
@@ -774,10 +744,10 @@ func (c *claim) Clock() (time.Time, time.Duration) { return c.clock, 0 }
 
 // Renew implements worker.Claim.
 func (c *claim) Renew(ctx context.Context, ttl time.Duration, reserve time.Time) error {
-	if ttl <= 0 || durationMs(ttl) > maxMs/2 {
+	if ttl <= 0 || coord.CeilDurMs(ttl) > maxMs/2 {
 		return fmt.Errorf("%w: TTL %v", worker.ErrInvalidConfig, ttl)
 	}
-	vals, err := c.change(ctx, "renewing", c.w.renew, durationMs(ttl), reserve)
+	vals, err := c.change(ctx, "renewing", c.w.renew, coord.CeilDurMs(ttl), reserve)
 	if err != nil {
 		return err
 	}
@@ -823,7 +793,7 @@ func (c *claim) change(ctx context.Context, verb string, s *goredis.Script, ttlM
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%w: redis: %s: %w", worker.ErrUnavailable, what, err)
 	}
-	fresh := newIncarnation()
+	fresh := coord.NewIncarnation()
 	res, err := s.Run(ctx, c.w.client, []string{c.key}, strconv.FormatInt(c.id, 10), c.owner, ttlMs, r,
 		c.incarnation, c.initialised, c.stored, c.contract, c.quarantine, fresh, c.end).Result()
 	if err != nil {
@@ -854,7 +824,7 @@ func (c *claim) reset(rest, fresh string) error {
 	floor, _ := strconv.ParseInt(parts[1], 10, 64)
 	n, _ := strconv.ParseInt(parts[2], 10, 64)
 	where := fmt.Sprintf("datacenter %d in %s (%s)", c.dc, c.w.prefix, c.key)
-	mine := fmt.Sprintf("incarnation %s initialised at %s", c.incarnation, stamp(c.initialised))
+	mine := fmt.Sprintf("incarnation %s initialised at %s", c.incarnation, coord.FormatMs(c.initialised))
 	var found string
 	switch kind {
 	case "gone":
@@ -862,13 +832,13 @@ func (c *claim) reset(rest, fresh string) error {
 			"or the key was deleted or evicted); this holder acquired worker %d under %s", where, c.id, mine)
 	case "older":
 		found = fmt.Sprintf("the namespace record of %s is incarnation %s initialised at %s, before this holder's %s: "+
-			"Redis went back to an older copy (a lagging replica or an older backup)", where, inc, stamp(n), mine)
+			"Redis went back to an older copy (a lagging replica or an older backup)", where, inc, coord.FormatMs(n), mine)
 	case "slot":
 		found = fmt.Sprintf("worker %d of %s is gone, though this holder's %s is still recorded: "+
 			"Redis went back to an older copy or lost the field", c.id, where, mine)
 	case "below":
 		found = fmt.Sprintf("worker %d's high-water mark is %s, below the %s this holder stored (%s): "+
-			"Redis went back to an older copy (a lagging replica or an older backup)", c.id, stamp(n), stamp(c.stored), where)
+			"Redis went back to an older copy (a lagging replica or an older backup)", c.id, coord.FormatMs(n), coord.FormatMs(c.stored), where)
 	case "taken":
 		nowMs, holder, _ := strings.Cut(inc, " ")
 		at, _ := strconv.ParseInt(nowMs, 10, 64)
@@ -877,22 +847,22 @@ func (c *claim) reset(rest, fresh string) error {
 		case holder == "":
 			slot = "free"
 		case holder == c.owner || n <= at:
-			slot = fmt.Sprintf("held by %q with a lease that lapsed at %s", holder, stamp(n))
+			slot = fmt.Sprintf("held by %q with a lease that lapsed at %s", holder, coord.FormatMs(n))
 		default:
 			slot = fmt.Sprintf("held by %q", holder)
 		}
 		found = fmt.Sprintf("worker %d of %s is %s at %s while this holder's lease runs until %s by the coordinator's clock: "+
-			"Redis went back to an older copy (a lagging replica or an older backup)", c.id, where, slot, stamp(at), stamp(c.end))
+			"Redis went back to an older copy (a lagging replica or an older backup)", c.id, where, slot, coord.FormatMs(at), coord.FormatMs(c.end))
 	case "since":
 		return fmt.Errorf("%w: the namespace record of %s is incarnation %s initialised at %s, not this holder's %s: "+
 			"the state was lost and the namespace re-initialised since; worker %d is no longer this holder's",
-			worker.ErrReset, where, inc, stamp(n), mine, c.id)
+			worker.ErrReset, where, inc, coord.FormatMs(n), mine, c.id)
 	default:
 		return fmt.Errorf("%w: %s of worker %d: the coordinator's state was lost or rolled back (%s)",
 			worker.ErrReset, where, c.id, rest)
 	}
 	return fmt.Errorf("%w: %s; re-initialised the namespace as incarnation %s with floor %s", worker.ErrReset,
-		found, fresh, stamp(floor))
+		found, fresh, coord.FormatMs(floor))
 }
 
 // notHeld turns the reply "<expires_ms> <holder>" into ErrNotHeld.
@@ -904,9 +874,9 @@ func (c *claim) notHeld(rest string) error {
 		return fmt.Errorf("%w: worker %d of datacenter %d is held by nobody (%s)", worker.ErrNotHeld, c.id, c.dc, c.key)
 	case holder == c.owner:
 		return fmt.Errorf("%w: the lease of %q on worker %d of datacenter %d expired at %s (%s)", worker.ErrNotHeld,
-			holder, c.id, c.dc, msTime(expMs).Format(time.RFC3339Nano), c.key)
+			holder, c.id, c.dc, coord.MsTime(expMs).Format(time.RFC3339Nano), c.key)
 	default:
 		return fmt.Errorf("%w: worker %d of datacenter %d is held by %q, its lease running until %s (%s)", worker.ErrNotHeld,
-			c.id, c.dc, holder, msTime(expMs).Format(time.RFC3339Nano), c.key)
+			c.id, c.dc, holder, coord.MsTime(expMs).Format(time.RFC3339Nano), c.key)
 	}
 }

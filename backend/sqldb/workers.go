@@ -109,10 +109,8 @@ package sqldb
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
 	"database/sql/driver"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -123,6 +121,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/flakeid/flakeid/backend/internal/coord"
 	"github.com/flakeid/flakeid/internal/backoff"
 	"github.com/flakeid/flakeid/worker"
 )
@@ -368,16 +367,7 @@ func (w *Workers) parseRecord(dc int64, holder string, initMs, floorMs int64) (r
 }
 
 func (r record) namespace() worker.Namespace {
-	return worker.Namespace{Incarnation: r.incarnation, Contract: r.contract, Floor: msTime(r.floorMs), Initialised: msTime(r.initMs)}
-}
-
-// newIncarnation is a fresh random incarnation token.
-func newIncarnation() (string, error) {
-	var b [incarnationLen / 2]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("sqldb: reading random bytes for an incarnation: %w", err)
-	}
-	return hex.EncodeToString(b[:]), nil
+	return coord.Record{Incarnation: r.incarnation, Contract: r.contract, FloorMs: r.floorMs, InitialisedMs: r.initMs}.Namespace()
 }
 
 // queryer runs a query: a *sql.DB or a *sql.Tx.
@@ -456,7 +446,7 @@ func (w *Workers) claimDatacenter(ctx context.Context, tx *sql.Tx, dc int64, con
 	if ns != w.table {
 		return fmt.Errorf("%w: %s: datacenter %d is claimed on this coordinator by the namespace %q (registry table %s, since %s, contract %q); "+
 			"this namespace is %q: give each cluster its own datacenter id", worker.ErrContract, w.where("acquiring"),
-			dc, ns, w.registry, fmtMs(atMs), theirs, w.table)
+			dc, ns, w.registry, coord.FormatMs(atMs), theirs, w.table)
 	}
 	return nil
 }
@@ -485,43 +475,13 @@ func validContract(contract string) error {
 	return nil
 }
 
-// ceilMs is t in Unix milliseconds rounded up (a high-water mark must never
-// be stored lower than asked), and 0 for instants before 1970.
-func ceilMs(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	ms := t.UnixMilli()
-	if time.UnixMilli(ms).Before(t) {
-		ms++
-	}
-	return max(ms, 0)
-}
+// ceilMs is t in Unix milliseconds rounded up (coord.CeilMs: a high-water
+// mark must never be stored lower than asked), and 0 for instants before
+// 1970.
+func ceilMs(t time.Time) int64 { return max(coord.CeilMs(t), 0) }
 
-// msTime is the instant of a stored Unix-ms value; 0 is the zero time.
-func msTime(ms int64) time.Time {
-	if ms == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(ms).UTC()
-}
-
-// durMs is d in milliseconds, rounded up.
-func durMs(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
-
-// fmtMs formats a stored Unix-ms value for messages.
-func fmtMs(ms int64) string { return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00") }
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+// sleepCtx is coord.SleepCtx, for the retry loops of this package.
+func sleepCtx(ctx context.Context, d time.Duration) error { return coord.SleepCtx(ctx, d) }
 
 // errLostRace is an Acquire attempt that found its pick taken between the
 // read and the write; the transaction runs again.
@@ -533,8 +493,11 @@ func (e errLostRace) Error() string {
 
 // Acquire implements worker.Coordinator.
 func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim, error) {
-	if req.Workers < 1 || req.Datacenter < 0 || req.TTL < time.Millisecond || req.Quarantine < 0 {
-		return nil, fmt.Errorf("%w: sqldb: bad request %+v", worker.ErrInvalidConfig, req)
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	if req.TTL < time.Millisecond {
+		return nil, fmt.Errorf("%w: sqldb: bad request: TTL %v, want ≥ 1ms (leases are stored in whole milliseconds)", worker.ErrInvalidConfig, req.TTL)
 	}
 	if err := validOwner(req.Owner); err != nil {
 		return nil, fmt.Errorf("%w: sqldb: %w", worker.ErrInvalidConfig, err)
@@ -650,16 +613,12 @@ func (w *Workers) acquireLocked(ctx context.Context, tx *sql.Tx, req worker.Requ
 	}
 	if found && rec.contract != req.Contract {
 		return nil, fmt.Errorf("%w: %s: datacenter %d of %s is recorded with the contract %q (since %s); this node's is %q",
-			worker.ErrContract, w.where("acquiring"), dc, w.table, rec.contract, fmtMs(rec.initMs), req.Contract)
+			worker.ErrContract, w.where("acquiring"), dc, w.table, rec.contract, coord.FormatMs(rec.initMs), req.Contract)
 	}
 	if !found {
 		// Never used, lost, or written by a flakeid without records: the
 		// slots, if any, are kept, and every id starts after the floor.
-		inc, err := newIncarnation()
-		if err != nil {
-			return nil, err
-		}
-		rec = newRecord(inc, req.Contract, nowMs, nowMs+durMs(req.Quarantine))
+		rec = newRecord(coord.NewIncarnation(), req.Contract, nowMs, nowMs+coord.CeilDurMs(req.Quarantine))
 		if _, err := tx.ExecContext(ctx, w.q.recordInsert, dc, rec.holder, rec.initMs, rec.floorMs); err != nil {
 			return nil, err
 		}
@@ -669,19 +628,9 @@ func (w *Workers) acquireLocked(ctx context.Context, tx *sql.Tx, req worker.Requ
 		return nil, err
 	}
 	var (
-		best      row
-		found1    bool
-		held      int64
-		next      int64 // the lowest id not seen yet
-		bestFresh bool  // best is a never-used id
+		slots []coord.Slot
+		byID  = map[int64]row{}
 	)
-	consider := func(r row, fresh bool) {
-		// The first free id in id order whose mark has passed wins;
-		// failing that, the smallest mark.
-		if !found1 || (best.highMs > nowMs && r.highMs < best.highMs) {
-			best, found1, bestFresh = r, true, fresh
-		}
-	}
 	for rows.Next() {
 		var r row
 		if err := rows.Scan(&r.id, &r.holder, &r.expiresMs, &r.highMs, &nowMs); err != nil {
@@ -692,15 +641,8 @@ func (w *Workers) acquireLocked(ctx context.Context, tx *sql.Tx, req worker.Requ
 			rows.Close()
 			return nil, err
 		}
-		if next < r.id {
-			consider(row{id: next}, true) // never used: its mark is zero
-		}
-		next = r.id + 1
-		if r.holder != "" && r.expiresMs > nowMs {
-			held++
-			continue
-		}
-		consider(r, false)
+		byID[r.id] = r
+		slots = append(slots, coord.Slot{ID: r.id, Held: r.holder != "" && r.expiresMs > nowMs, HighMs: r.highMs})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -708,15 +650,15 @@ func (w *Workers) acquireLocked(ctx context.Context, tx *sql.Tx, req worker.Requ
 	if err := rows.Close(); err != nil {
 		return nil, err
 	}
-	if next < req.Workers {
-		consider(row{id: next}, true)
-	}
-	if !found1 {
+	id, held, ok := coord.Pick(slots, nil, req.Workers, nowMs)
+	if !ok {
 		return nil, fmt.Errorf("%w: %s: %d of %d worker ids of datacenter %d are held", worker.ErrExhausted,
 			w.where("acquiring"), held, req.Workers, dc)
 	}
+	best, used := byID[id] // a never-used id has no row: its mark is zero
+	best.id = id
 	ttl, reserve := req.TTL.Milliseconds(), ceilMs(req.Reserve)
-	if bestFresh {
+	if !used {
 		if _, err := tx.ExecContext(ctx, w.q.insert, dc, best.id, req.Owner, ttl, reserve); err != nil {
 			return nil, err
 		}
@@ -735,10 +677,10 @@ func (w *Workers) acquireLocked(ctx context.Context, tx *sql.Tx, req worker.Requ
 	}
 	return &claim{
 		w: w, dc: dc, id: best.id, owner: req.Owner,
-		prev:         msTime(max(best.highMs, rec.floorMs)),
+		prev:         coord.MsTime(max(best.highMs, rec.floorMs)),
 		rec:          rec,
 		contract:     req.Contract,
-		quarantineMs: durMs(req.Quarantine),
+		quarantineMs: coord.CeilDurMs(req.Quarantine),
 		highMs:       max(best.highMs, reserve),
 		clockMs:      nowMs,
 		// The statement computed the expiry from a clock reading at or
@@ -764,10 +706,7 @@ func (w *Workers) reinit(ctx context.Context, dc int64, observed *record, contra
 			rec, already = cur, true
 			return nil
 		}
-		inc, err := newIncarnation()
-		if err != nil {
-			return err
-		}
+		inc := coord.NewIncarnation()
 		floor := nowMs + quarantineMs
 		if found {
 			contract, floor = cur.contract, max(floor, cur.floorMs)
@@ -808,9 +747,9 @@ func (w *Workers) List(ctx context.Context, datacenter int64) ([]worker.Info, er
 		if err := w.check(datacenter, r); err != nil {
 			return nil, err
 		}
-		in := worker.Info{Datacenter: datacenter, Worker: r.id, HighWater: msTime(r.highMs)}
+		in := worker.Info{Datacenter: datacenter, Worker: r.id, HighWater: coord.MsTime(r.highMs)}
 		if r.holder != "" {
-			in.Holder, in.Expires = r.holder, msTime(r.expiresMs)
+			in.Holder, in.Expires = r.holder, coord.MsTime(r.expiresMs)
 		}
 		infos = append(infos, in)
 	}
@@ -843,7 +782,7 @@ func (c *claim) Previous() time.Time { return c.prev }
 
 // Clock implements worker.Claim: the database's clock as the last Acquire
 // or Renew read it.
-func (c *claim) Clock() (time.Time, time.Duration) { return msTime(c.clockMs), 0 }
+func (c *claim) Clock() (time.Time, time.Duration) { return coord.MsTime(c.clockMs), 0 }
 
 // Renew implements worker.Claim: one UPDATE, guarded by the holder, the
 // expiry, the namespace record and the claim's high-water mark.
@@ -953,10 +892,10 @@ func (c *claim) failed(ctx context.Context, op string, renewedTo int64) error {
 			return fmt.Errorf("%w (%s, %s)", err, what, reason)
 		case already:
 			return fmt.Errorf("%w: %s: %s; another client has re-initialised the namespace record since (incarnation %s, floor %s)",
-				worker.ErrReset, c.w.where(op), reason, fresh.incarnation, fmtMs(fresh.floorMs))
+				worker.ErrReset, c.w.where(op), reason, fresh.incarnation, coord.FormatMs(fresh.floorMs))
 		}
 		return fmt.Errorf("%w: %s: %s; the namespace record is re-initialised (incarnation %s): no worker id of datacenter %d issues before %s",
-			worker.ErrReset, c.w.where(op), reason, fresh.incarnation, c.dc, fmtMs(fresh.floorMs))
+			worker.ErrReset, c.w.where(op), reason, fresh.incarnation, c.dc, coord.FormatMs(fresh.floorMs))
 	}
 	if slot == nil { // not reached: resetReason reports a missing slot
 		return fmt.Errorf("%w: %s: worker %d of datacenter %d has no row", worker.ErrNotHeld, c.w.where(op), c.id, c.dc)
@@ -974,13 +913,13 @@ func (c *claim) failed(ctx context.Context, op string, renewedTo int64) error {
 		return fmt.Errorf("%w: %s: worker %d of datacenter %d is free", worker.ErrNotHeld, c.w.where(op), c.id, c.dc)
 	case r.holder == c.owner && r.expiresMs > nowMs:
 		return fmt.Errorf("%w: %s: worker %d of datacenter %d: the update matched no row, yet the slot shows this owner until %s",
-			worker.ErrNotHeld, c.w.where(op), c.id, c.dc, msTime(r.expiresMs).Format(time.RFC3339Nano))
+			worker.ErrNotHeld, c.w.where(op), c.id, c.dc, coord.MsTime(r.expiresMs).Format(time.RFC3339Nano))
 	case r.holder == c.owner:
 		return fmt.Errorf("%w: %s: the lease of worker %d of datacenter %d expired at %s (database time %s)", worker.ErrNotHeld,
-			c.w.where(op), c.id, c.dc, msTime(r.expiresMs).Format(time.RFC3339Nano), msTime(nowMs).Format(time.RFC3339Nano))
+			c.w.where(op), c.id, c.dc, coord.MsTime(r.expiresMs).Format(time.RFC3339Nano), coord.MsTime(nowMs).Format(time.RFC3339Nano))
 	default:
 		return fmt.Errorf("%w: %s: worker %d of datacenter %d is held by %q until %s", worker.ErrNotHeld,
-			c.w.where(op), c.id, c.dc, r.holder, msTime(r.expiresMs).Format(time.RFC3339Nano))
+			c.w.where(op), c.id, c.dc, r.holder, coord.MsTime(r.expiresMs).Format(time.RFC3339Nano))
 	}
 }
 
@@ -1004,30 +943,30 @@ func (c *claim) resetReason(slot *row, rec *record, nowMs int64) (reason string,
 	case rec.initMs < c.rec.initMs:
 		return fmt.Sprintf("the namespace record of %s was initialised at %s (incarnation %s), before the one this holder acquired under (%s, incarnation %s): "+
 			"the database went back to an older copy (a restore, a point-in-time recovery, a failover to a lagging replica)",
-			ns, fmtMs(rec.initMs), rec.incarnation, fmtMs(c.rec.initMs), c.rec.incarnation), true
+			ns, coord.FormatMs(rec.initMs), rec.incarnation, coord.FormatMs(c.rec.initMs), c.rec.incarnation), true
 	case rec.incarnation != c.rec.incarnation:
 		return fmt.Sprintf("the namespace record of %s was re-initialised at %s (incarnation %s), after the one this holder acquired under (%s, incarnation %s): "+
-			"the state was lost, and another client found it first", ns, fmtMs(rec.initMs), rec.incarnation, fmtMs(c.rec.initMs), c.rec.incarnation), false
+			"the state was lost, and another client found it first", ns, coord.FormatMs(rec.initMs), rec.incarnation, coord.FormatMs(c.rec.initMs), c.rec.incarnation), false
 	case slot == nil:
 		return fmt.Sprintf("worker %d's row of %s is gone, while the namespace record is the one this holder acquired under: "+
 			"rows were deleted, or the database went back to a copy from before this holder took the worker id", c.id, ns), true
 	case slot.highMs < c.highMs:
 		return fmt.Sprintf("worker %d's high-water mark in %s is %s, below the %s this holder stored: "+
 			"the database went back to an older copy (a restore, a point-in-time recovery, a failover to a lagging replica)",
-			c.id, ns, fmtMs(slot.highMs), fmtMs(c.highMs)), true
+			c.id, ns, coord.FormatMs(slot.highMs), coord.FormatMs(c.highMs)), true
 	case nowMs < c.leaseEndMs && (slot.holder != c.owner || slot.expiresMs <= nowMs):
 		var found string
 		switch {
 		case slot.holder == "":
 			found = fmt.Sprintf("worker %d of %s is free", c.id, ns)
 		case slot.holder != c.owner:
-			found = fmt.Sprintf("worker %d of %s is held by %q until %s", c.id, ns, slot.holder, fmtMs(slot.expiresMs))
+			found = fmt.Sprintf("worker %d of %s is held by %q until %s", c.id, ns, slot.holder, coord.FormatMs(slot.expiresMs))
 		default:
-			found = fmt.Sprintf("worker %d's lease in %s expired at %s", c.id, ns, fmtMs(slot.expiresMs))
+			found = fmt.Sprintf("worker %d's lease in %s expired at %s", c.id, ns, coord.FormatMs(slot.expiresMs))
 		}
 		return fmt.Sprintf("%s while this holder's lease runs until %s by the database's clock (now %s): "+
 			"the database went back to an older copy (a restore, a point-in-time recovery, a failover to a lagging replica)",
-			found, fmtMs(c.leaseEndMs), fmtMs(nowMs)), true
+			found, coord.FormatMs(c.leaseEndMs), coord.FormatMs(nowMs)), true
 	}
 	return "", false
 }

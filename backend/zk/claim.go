@@ -10,6 +10,7 @@ import (
 
 	gozk "github.com/go-zookeeper/zk"
 
+	"github.com/flakeid/flakeid/backend/internal/coord"
 	"github.com/flakeid/flakeid/worker"
 )
 
@@ -153,7 +154,7 @@ func (c *claim) guarded(ctx context.Context, what string, reserve time.Time) (ti
 		if why := c.sess.err(); why != nil {
 			return time.Time{}, c.lost(ctx, what, why.Error())
 		}
-		high := max(c.highMs, ceilMs(reserve))
+		high := max(c.highMs, coord.CeilMs(reserve))
 		ops := []any{
 			&gozk.CheckVersionRequest{Path: nk, Version: c.recVersion},
 			&gozk.CheckVersionRequest{Path: hk, Version: c.holderVersion},
@@ -184,7 +185,7 @@ func (c *claim) guarded(ctx context.Context, what string, reserve time.Time) (ti
 			if ws != nil && ws.Czxid == c.highCzxid && same {
 				c.highVersion = ws.Version
 				c.highMs, c.maxMs = high, max(c.maxMs, high)
-				c.clockAt, c.clockStale = msTime(ws.Mtime), recv.Sub(sent)
+				c.clockAt, c.clockStale = coord.MsTime(ws.Mtime), recv.Sub(sent)
 				return sent, nil
 			}
 			// The versions coincided on nodes re-created since: the
@@ -274,7 +275,7 @@ func (c *claim) check(ctx context.Context, what, note string) error {
 	ns, holder, hw := nodes[0], nodes[1], nodes[2]
 	dcName := fmt.Sprintf("datacenter %d in %s", c.dc, w.prefix)
 	var found string
-	var old *record
+	var old *coord.Record
 	var hwMs int64
 	switch {
 	case ns == nil:
@@ -284,24 +285,24 @@ func (c *claim) check(ctx context.Context, what, note string) error {
 		if err != nil {
 			return err
 		}
-		old = &rec
+		old = &rec.Record
 		switch {
 		case rec.InitialisedMs < c.rec.InitialisedMs:
 			found = fmt.Sprintf("the namespace record of %s was initialised at %s (incarnation %s), before the %s of the incarnation %s this holder acquired under: ZooKeeper went back to an older copy",
-				dcName, msTime(rec.InitialisedMs).Format(stamp), rec.Incarnation, msTime(c.rec.InitialisedMs).Format(stamp), c.rec.Incarnation)
+				dcName, coord.MsTime(rec.InitialisedMs).Format(stamp), rec.Incarnation, coord.MsTime(c.rec.InitialisedMs).Format(stamp), c.rec.Incarnation)
 		case rec.Incarnation != c.rec.Incarnation:
 			return fmt.Errorf("%w: %s %s%s: the namespace record of %s was re-initialised at %s (incarnation %s, floor %s) after this holder acquired under incarnation %s of %s: its state was lost, and another node found it first",
-				worker.ErrReset, what, c.where(), note, dcName, msTime(rec.InitialisedMs).Format(stamp), rec.Incarnation, msTime(rec.FloorMs).Format(stamp),
-				c.rec.Incarnation, msTime(c.rec.InitialisedMs).Format(stamp))
+				worker.ErrReset, what, c.where(), note, dcName, coord.MsTime(rec.InitialisedMs).Format(stamp), rec.Incarnation, coord.MsTime(rec.FloorMs).Format(stamp),
+				c.rec.Incarnation, coord.MsTime(c.rec.InitialisedMs).Format(stamp))
 		case hw == nil:
-			found = fmt.Sprintf("worker %d's high-water mark %s in %s is gone; this holder stored %s", c.id, w.highPath(c.dc, c.id), dcName, msTime(c.maxMs).Format(stamp))
+			found = fmt.Sprintf("worker %d's high-water mark %s in %s is gone; this holder stored %s", c.id, w.highPath(c.dc, c.id), dcName, coord.MsTime(c.maxMs).Format(stamp))
 		default:
 			if hwMs, err = parseMs(hw); err != nil {
 				return err
 			}
 			if hwMs < c.maxMs {
 				found = fmt.Sprintf("worker %d's high-water mark in %s is %s, below the %s this holder stored: ZooKeeper went back to an older copy",
-					c.id, dcName, msTime(hwMs).Format(stamp), msTime(c.maxMs).Format(stamp))
+					c.id, dcName, coord.MsTime(hwMs).Format(stamp), coord.MsTime(c.maxMs).Format(stamp))
 			}
 		}
 	}
@@ -333,7 +334,7 @@ func (c *claim) check(ctx context.Context, what, note string) error {
 			continue // deleted: nothing left to restart from it
 		case n.stat.Version != l.version:
 			return fmt.Errorf("%w: %s %s%s: the Leaf node %s (Leaf server %s) was written again at %s (%q): a Leaf server with this worker id is running",
-				worker.ErrNotHeld, what, c.where(), note, l.path, l.addr, msTime(n.stat.Mtime).Format(stamp), n.data)
+				worker.ErrNotHeld, what, c.where(), note, l.path, l.addr, coord.MsTime(n.stat.Mtime).Format(stamp), n.data)
 		}
 		leaf = append(leaf, l)
 	}
@@ -351,13 +352,9 @@ func (c *claim) check(ctx context.Context, what, note string) error {
 // guarded by the record's version (or its absence) as found (oldNode) —
 // without touching any slot, and returns the ErrReset that says what was
 // found.
-func (c *claim) reinit(ctx context.Context, oldNode *node, old *record, found string) error {
+func (c *claim) reinit(ctx context.Context, oldNode *node, old *coord.Record, found string) error {
 	w := c.w
 	nk, rk := w.nsPath(c.dc), w.regPath(c.dc)
-	contract := c.contract
-	if old != nil {
-		contract = old.Contract
-	}
 	failed := func(err error) error {
 		return fmt.Errorf("%w: %s; re-initialising the record failed: %w", worker.ErrReset, found, err)
 	}
@@ -365,10 +362,7 @@ func (c *claim) reinit(ctx context.Context, oldNode *node, old *record, found st
 	if err != nil {
 		return failed(err)
 	}
-	rec := newRecord(contract, zkEstimate(clockMs, clockSent), c.quarantine)
-	if old != nil {
-		rec.FloorMs = max(rec.FloorMs, old.FloorMs)
-	}
+	rec := record{coord.Reinit(old, c.contract, zkEstimate(clockMs, clockSent), c.quarantine)}
 	conn := w.shared()
 	var ops []any
 	if oldNode == nil {
@@ -391,18 +385,18 @@ func (c *claim) reinit(ctx context.Context, oldNode *node, old *record, found st
 		// ZooKeeper wrote it later than estimated: move the floor with it.
 		fixed := rec
 		fixed.InitialisedMs = st.Mtime
-		fixed.FloorMs = max(rec.FloorMs, st.Mtime+ceilDurMs(c.quarantine))
+		fixed.FloorMs = max(rec.FloorMs, st.Mtime+coord.CeilDurMs(c.quarantine))
 		if _, err := await(ctx, func() (*gozk.Stat, error) { return conn.Set(nk, fixed.encode(), st.Version) }); err == nil {
 			rec = fixed
 		}
 	}
 	if err := ensurePath(ctx, conn, w.registry); err == nil {
 		_, _ = await(ctx, func() (string, error) {
-			return conn.Create(rk, w.registration(contract), gozk.FlagPersistent, acl())
+			return conn.Create(rk, w.registration(rec.Contract), gozk.FlagPersistent, acl())
 		})
 	}
 	return fmt.Errorf("%w: %s; re-initialised the record as incarnation %s, floor %s (quarantine %v)",
-		worker.ErrReset, found, rec.Incarnation, msTime(rec.FloorMs).Format(stamp), c.quarantine)
+		worker.ErrReset, found, rec.Incarnation, coord.MsTime(rec.FloorMs).Format(stamp), c.quarantine)
 }
 
 // fixInit moves a record this claim's Acquire created, if ZooKeeper's clock
@@ -415,7 +409,7 @@ func (c *claim) fixInit(ctx context.Context, mtime int64) error {
 	}
 	fixed := c.rec
 	fixed.InitialisedMs = mtime
-	fixed.FloorMs = max(c.rec.FloorMs, mtime+ceilDurMs(c.quarantine))
+	fixed.FloorMs = max(c.rec.FloorMs, mtime+coord.CeilDurMs(c.quarantine))
 	nk := c.w.nsPath(c.dc)
 	st, err := await(ctx, func() (*gozk.Stat, error) { return c.sess.conn.Set(nk, fixed.encode(), c.recVersion) })
 	if err != nil {

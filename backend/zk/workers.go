@@ -2,8 +2,6 @@ package zk
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +14,7 @@ import (
 
 	gozk "github.com/go-zookeeper/zk"
 
+	"github.com/flakeid/flakeid/backend/internal/coord"
 	"github.com/flakeid/flakeid/worker"
 )
 
@@ -301,11 +300,7 @@ func (w *Workers) clockPath() string { return w.prefix + "/clock" }
 // keeping err and the context's error visible to errors.Is.
 func (w *Workers) unavailable(ctx context.Context, err error, format string, args ...any) error {
 	w.noServer(err)
-	msg := fmt.Sprintf(format, args...)
-	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
-		return fmt.Errorf("%w: %s: %w (%w)", worker.ErrUnavailable, msg, err, cerr)
-	}
-	return fmt.Errorf("%w: %s: %w", worker.ErrUnavailable, msg, err)
+	return coord.Unavailable(ctx, err, format, args...)
 }
 
 // guardFailed reports whether err from a Multi means that one of its checks
@@ -415,7 +410,7 @@ func (w *Workers) zkNow(ctx context.Context) (int64, time.Time, error) {
 // zkEstimate is an upper bound of ZooKeeper's clock now, from a reading ms
 // (a Mtime, which ZooKeeper truncates to whole milliseconds) of a write sent
 // at sent: the reading plus a millisecond plus the time since.
-func zkEstimate(ms int64, sent time.Time) int64 { return ms + 1 + ceilDurMs(time.Since(sent)) }
+func zkEstimate(ms int64, sent time.Time) int64 { return ms + 1 + coord.CeilDurMs(time.Since(sent)) }
 
 // slot is what the nodes of one (datacenter, worker id) say.
 type slot struct {
@@ -442,7 +437,7 @@ func (w *Workers) readDC(ctx context.Context, dc, limit int64) (*dcState, error)
 	paths := []string{w.nsPath(dc), w.regPath(dc)}
 	var ids []int64
 	for _, k := range kids {
-		if id, ok := parseID(k); ok && (limit < 0 || id < limit) {
+		if id, ok := coord.ParseID(k); ok && (limit < 0 || id < limit) {
 			ids = append(ids, id)
 			paths = append(paths, w.holderPath(dc, id), w.highPath(dc, id))
 		}
@@ -467,15 +462,6 @@ func (w *Workers) readDC(ctx context.Context, dc, limit int64) (*dcState, error)
 	return st, nil
 }
 
-// parseID parses a worker id written in canonical decimal.
-func parseID(s string) (int64, bool) {
-	id, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || id < 0 || strconv.FormatInt(id, 10) != s {
-		return 0, false
-	}
-	return id, true
-}
-
 func parseMs(n *node) (int64, error) {
 	ms, err := strconv.ParseInt(string(n.data), 10, 64)
 	if err != nil || ms < 0 {
@@ -498,53 +484,25 @@ func parseHolder(n *node) (holderData, error) {
 	return h, nil
 }
 
-// record is the namespace record of a datacenter, as stored.
-type record struct {
-	Incarnation   string `json:"incarnation"`
-	Contract      string `json:"contract"`
-	FloorMs       int64  `json:"floor_ms"`
-	InitialisedMs int64  `json:"initialised_ms"`
+// record is the namespace record of a datacenter (see coord.Record), the
+// data of its namespace node.
+type record struct{ coord.Record }
+
+// newRecord is a fresh namespace record (coord.NewRecord).
+func newRecord(contract string, nowMs int64, quarantine time.Duration) record {
+	return record{coord.NewRecord(contract, nowMs, quarantine)}
 }
 
-func (r record) namespace() worker.Namespace {
-	return worker.Namespace{Incarnation: r.Incarnation, Contract: r.Contract, Floor: msTime(r.FloorMs), Initialised: msTime(r.InitialisedMs)}
-}
-
-func (r record) encode() []byte {
-	b, _ := json.Marshal(r) // cannot fail: strings and integers
-	return b
-}
+func (r record) encode() []byte { return r.Encode() }
 
 func parseRecord(n *node) (record, error) {
-	var r record
-	if err := json.Unmarshal(n.data, &r); err != nil || r.Incarnation == "" {
-		return record{}, fmt.Errorf("%w: corrupt namespace record %s = %q", worker.ErrUnavailable, n.path, n.data)
-	}
-	return r, nil
+	r, err := coord.ParseRecord(n.path, n.data)
+	return record{r}, err
 }
 
-// newRecord is a fresh namespace record initialised at nowMs with a floor
-// quarantine later.
-func newRecord(contract string, nowMs int64, quarantine time.Duration) record {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return record{
-		Incarnation: hex.EncodeToString(b[:]), Contract: contract,
-		InitialisedMs: nowMs, FloorMs: nowMs + ceilDurMs(quarantine),
-	}
-}
-
-func ceilDurMs(d time.Duration) int64 { return int64((d + time.Millisecond - 1) / time.Millisecond) }
-
-// registration is an entry of the datacenter registry.
-type registration struct {
-	Namespace string `json:"namespace"`
-	Contract  string `json:"contract"`
-}
-
+// registration is the registry entry of this namespace, with contract.
 func (w *Workers) registration(contract string) []byte {
-	b, _ := json.Marshal(registration{Namespace: w.prefix, Contract: contract})
-	return b
+	return coord.Registration{Namespace: w.prefix, Contract: contract}.Encode()
 }
 
 // checkRegistry fails with worker.ErrContract when the registry entry n of
@@ -553,15 +511,7 @@ func (w *Workers) checkRegistry(dc int64, n *node) error {
 	if n == nil {
 		return nil
 	}
-	var r registration
-	if err := json.Unmarshal(n.data, &r); err != nil || r.Namespace == "" {
-		return fmt.Errorf("%w: corrupt datacenter registry entry %s = %q", worker.ErrUnavailable, n.path, n.data)
-	}
-	if r.Namespace != w.prefix {
-		return fmt.Errorf("%w: datacenter %d is claimed on this ZooKeeper by the namespace %q (registry node %s, contract %q); "+
-			"this namespace is %q: give each cluster its own datacenter id", worker.ErrContract, dc, r.Namespace, n.path, r.Contract, w.prefix)
-	}
-	return nil
+	return coord.Registry{On: "this ZooKeeper", Entry: "registry node"}.Check(dc, w.prefix, n.path, n.data)
 }
 
 // candidate is a worker id as pick sees it.
@@ -570,77 +520,30 @@ type candidate struct {
 	highMs int64
 }
 
-// pick chooses a free id in [0, workers): the lowest one whose mark has
-// passed (a never-used id's mark is 0), else the one with the smallest mark.
-// It reports false, and how many ids are held, when none is free.
+// pick chooses a free id in [0, workers) as coord.Pick does.
 func pick(c map[int64]candidate, workers, nowMs int64) (id, held int64, ok bool) {
-	ids := make([]int64, 0, len(c))
-	for id := range c {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	best, bestHigh := int64(-1), int64(0)
-	next := int64(0) // the lowest id not seen yet
-	for _, id := range ids {
-		if id >= workers {
-			break
-		}
-		if next < id {
-			return next, 0, true // never used, and lower than any passed one to come
-		}
-		next = id + 1
-		s := c[id]
-		switch {
-		case s.held:
-			held++
-		case s.highMs <= nowMs:
-			return id, 0, true
-		case best < 0 || s.highMs < bestHigh:
-			best, bestHigh = id, s.highMs
-		}
-	}
-	if next < workers {
-		return next, 0, true
-	}
-	if best >= 0 {
-		return best, 0, true
-	}
-	return 0, held, false
+	return coord.Pick(coord.Slots(c, func(c candidate) (bool, int64) { return c.held, c.highMs }), nil, workers, nowMs)
 }
 
-// ceilMs is t in Unix milliseconds, rounded up.
-func ceilMs(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	ms := t.UnixMilli()
-	if time.UnixMilli(ms).Before(t) {
-		ms++
-	}
-	return ms
-}
-
-func msTime(ms int64) time.Time {
-	if ms == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(ms).UTC()
-}
+// ceilMs and msTime are coord.CeilMs and coord.MsTime, under the names
+// leaf.go and the tests use.
+func ceilMs(t time.Time) int64  { return coord.CeilMs(t) }
+func msTime(ms int64) time.Time { return coord.MsTime(ms) }
 
 // acl is the ACL of every node flakeid creates: open to all, as Leaf's.
 func acl() []gozk.ACL { return gozk.WorldACL(gozk.PermAll) }
 
 // Acquire implements worker.Coordinator.
 func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim, error) {
-	if req.Workers < 1 || req.Datacenter < 0 || req.Owner == "" || req.TTL <= 0 || req.Quarantine < 0 {
-		return nil, fmt.Errorf("%w: bad request %+v", worker.ErrInvalidConfig, req)
+	if err := req.Validate(); err != nil {
+		return nil, err
 	}
 	if err := w.checkLeafRequest(req); err != nil {
 		return nil, err
 	}
 	dc := req.Datacenter
 	nk, rk := w.nsPath(dc), w.regPath(dc)
-	reserveMs := ceilMs(req.Reserve)
+	reserveMs := coord.CeilMs(req.Reserve)
 	var sess *session
 	fail := func(err error) (worker.Claim, error) {
 		if sess != nil {
@@ -800,11 +703,11 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 					worker.ErrUnavailable, id, dc, w.prefix, ownerOf(hs), sid))
 			}
 			c := &claim{
-				w: w, dc: dc, id: id, owner: req.Owner, prev: msTime(max(s.highMs, rec.FloorMs, l.high())),
+				w: w, dc: dc, id: id, owner: req.Owner, prev: coord.MsTime(max(s.highMs, rec.FloorMs, l.high())),
 				contract: req.Contract, quarantine: req.Quarantine, sess: sess, taken: sent,
 				holderVersion: hs.Version, holderCzxid: hs.Czxid,
 				highMs: high, highVersion: ws.Version, highCzxid: ws.Czxid, maxMs: high,
-				rec: rec, clockAt: msTime(ws.Mtime), clockStale: recv.Sub(sent),
+				rec: rec, clockAt: coord.MsTime(ws.Mtime), clockStale: recv.Sub(sent),
 			}
 			if createdRec {
 				c.recVersion, c.recCzxid = res[recIdx].Stat.Version, res[recIdx].Stat.Czxid
@@ -827,7 +730,7 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 				if err := c.fixInit(ctx, res[recIdx].Stat.Mtime); err != nil {
 					return fail(err)
 				}
-				c.prev = msTime(max(s.highMs, c.rec.FloorMs, l.high()))
+				c.prev = coord.MsTime(max(s.highMs, c.rec.FloorMs, l.high()))
 			}
 			for i, n := range l.nodes() {
 				v := n.stat.Version
@@ -882,7 +785,7 @@ func (w *Workers) List(ctx context.Context, datacenter int64) ([]worker.Info, er
 	for _, id := range ids {
 		in := worker.Info{Datacenter: datacenter, Worker: id}
 		if s := st.slots[id]; s != nil {
-			in.HighWater = msTime(s.highMs)
+			in.HighWater = coord.MsTime(s.highMs)
 			if s.holder != nil {
 				h, err := parseHolder(s.holder)
 				if err != nil {
@@ -895,11 +798,11 @@ func (w *Workers) List(ctx context.Context, datacenter int64) ([]worker.Info, er
 					last = max(last, s.high.stat.Mtime)
 				}
 				in.Holder = h.Owner
-				in.Expires = msTime(last + h.TTLMs)
+				in.Expires = coord.MsTime(last + h.TTLMs)
 			}
 		}
 		if l := leaf[id]; l != nil {
-			in.HighWater = maxTime(in.HighWater, msTime(l.highMs))
+			in.HighWater = maxTime(in.HighWater, coord.MsTime(l.highMs))
 			if in.Holder == "" || !in.Expires.After(time.Now()) {
 				if h, exp, ok := l.holder(); ok {
 					in.Holder, in.Expires = h, exp
@@ -931,7 +834,7 @@ func (w *Workers) Namespace(ctx context.Context, datacenter int64) (worker.Names
 	if err != nil {
 		return worker.Namespace{}, false, err
 	}
-	return rec.namespace(), true, nil
+	return rec.Namespace(), true, nil
 }
 
 func isNoNode(err error) bool { return errors.Is(err, gozk.ErrNoNode) }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -11,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/flakeid/flakeid/snowflake"
+	"github.com/flakeid/flakeid/node"
 	"github.com/flakeid/flakeid/worker"
 )
 
@@ -140,19 +139,15 @@ func (f *coordFlags) url(data *dataFlags) (string, error) {
 	return "file://" + filepath.Join(dir, "workers.db"), nil
 }
 
-// leaseConfig is the worker.Config for the flags and a layout: its worker
-// widths, and its description as the ID-space contract the coordinator
-// records.
-func (f *coordFlags) leaseConfig(l snowflake.Layout, log *slog.Logger, wait bool) worker.Config {
-	return worker.Config{
-		Datacenter:   f.Datacenter,
-		Workers:      int64(1) << l.WorkerBits,
-		Contract:     l.String(),
+// leaseConfig is the node's lease settings from the flags: the lease's TTL,
+// clock-skew bound and quarantine, and whether to wait while every worker id
+// is held. The node derives the rest — the datacenter, the worker ids and
+// the ID-space contract — from the layout and the datacenter id it is given.
+func (f *coordFlags) leaseConfig(wait bool) node.LeaseConfig {
+	return node.LeaseConfig{
+		TTL:          f.LeaseTTL,
 		MaxClockSkew: f.MaxClockSkew,
 		Quarantine:   f.Quarantine,
-		TTL:          f.LeaseTTL,
 		WaitForFree:  wait,
-		Logger:       log,
-		Now:          f.clock(),
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/flakeid/flakeid/segment"
 	"github.com/flakeid/flakeid/server"
 	"github.com/flakeid/flakeid/snowflake"
-	"github.com/flakeid/flakeid/worker"
 )
 
 // serveCmd runs the ID service. With no flags it is a complete single node:
@@ -147,15 +146,15 @@ func (c *serveCmd) Run(ctx context.Context, out *streams) error {
 		return err
 	}
 	defer closeCoord()
-	leaser, err := worker.NewLeaser(coord, c.Coord.leaseConfig(l, log, true))
-	if err != nil {
-		return err
-	}
-	settings := snowflake.Settings{Layout: l, Now: c.Coord.clock()}
+	settings := snowflake.Settings{Layout: l, DatacenterID: c.Coord.Datacenter, Now: c.Coord.clock()}
 	if c.Policy == "borrow" {
 		settings.Policy = snowflake.Borrow
 	}
-	n, err := node.Start(ctx, node.Config{Leaser: leaser, Settings: settings, Logger: log})
+	ncfg := node.Config{Coordinator: coord, Lease: c.Coord.leaseConfig(true), Settings: settings, Logger: log}
+	if err := ncfg.Validate(); err != nil {
+		return err // before a worker id is leased and the contract recorded
+	}
+	n, err := node.Start(ctx, ncfg)
 	if err != nil {
 		return fmt.Errorf("acquiring a worker id: %w", err)
 	}

@@ -9,14 +9,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flakeid/flakeid/internal/verify"
+	"github.com/flakeid/flakeid/cmd/flakeid/internal/verify"
 )
 
 // verifyCmd is the fault-injection verifier: it starts a cluster of `flakeid
 // serve` processes (this binary) in groups on a private etcd, ZooKeeper or
 // Consul agent (--coordinator), a private Redis, a PostgreSQL table and
 // files of their own, loads it through every API while a nemesis injects
-// faults, and checks every acknowledged ID. The engine is internal/verify;
+// faults, and checks every acknowledged ID. The engine is cmd/flakeid/internal/verify;
 // docs/GUARANTEES.md shows a run's tables.
 type verifyCmd struct {
 	Duration        time.Duration `default:"3m" placeholder:"DURATION" env:"FLAKEID_VERIFY_DURATION" help:"How long the clients run (3m: the CI profile; 30m: a soak)."`

@@ -1,0 +1,104 @@
+// Package coord holds what the worker-id coordinators of backend/ (bolt,
+// consul, etcd, redis, sqldb, zk) share, so that each is written once:
+// millisecond conversions of the marks and clocks they store, the JSON
+// namespace record and datacenter registry entry of the key-value
+// coordinators, the choice of a free worker id, and the wrapping of a
+// store's failures in worker.ErrUnavailable.
+//
+// It is a leaf below package worker: it imports worker for its types and
+// sentinels, and nothing of backend/. Errors keep each backend's words: a
+// helper that fails is told the key, node or path to name.
+package coord
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/flakeid/flakeid/worker"
+)
+
+// CeilMs is t in Unix milliseconds, rounded up, and 0 for the zero time: a
+// high-water mark stored lower than a reservation could let the next holder
+// start in a tick this one used.
+func CeilMs(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	ms := t.UnixMilli()
+	if time.UnixMilli(ms).Before(t) {
+		ms++
+	}
+	return ms
+}
+
+// MsTime is the instant of a stored Unix-millisecond value, in UTC; 0 is the
+// zero time (a mark never stored, no expiry).
+func MsTime(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+// CeilDurMs is d in whole milliseconds, rounded up (towards +∞): a TTL or a
+// quarantine is never stored shorter than asked.
+func CeilDurMs(d time.Duration) int64 {
+	ms := d.Milliseconds()
+	if time.Duration(ms)*time.Millisecond < d {
+		ms++
+	}
+	return ms
+}
+
+// SleepCtx waits for d, or until ctx ends, and then returns ctx's error.
+func SleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// NewIncarnation is a fresh random incarnation token for a namespace record:
+// 16 hex digits.
+func NewIncarnation() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails: crypto/rand crashes the program instead
+	return hex.EncodeToString(b[:])
+}
+
+// ParseID parses a worker id (or a datacenter id) written in canonical
+// decimal: no sign, no leading zeros.
+func ParseID(s string) (int64, bool) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id < 0 || strconv.FormatInt(id, 10) != s {
+		return 0, false
+	}
+	return id, true
+}
+
+// Unavailable wraps a failure of a store or of the network in
+// worker.ErrUnavailable, with what was being done (format and args), keeping
+// err — and the context's error, when ctx has ended and err does not say so
+// — visible to errors.Is.
+func Unavailable(ctx context.Context, err error, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%w: %s: %w (%w)", worker.ErrUnavailable, msg, err, cerr)
+	}
+	return fmt.Errorf("%w: %s: %w", worker.ErrUnavailable, msg, err)
+}
+
+// FormatMs formats a stored Unix-millisecond value for an error message, in
+// UTC to the millisecond: 2006-01-02T15:04:05.000Z.
+func FormatMs(ms int64) string {
+	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00")
+}

@@ -1,0 +1,294 @@
+package coord
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flakeid/flakeid/worker"
+)
+
+func TestMilliseconds(t *testing.T) {
+	base := time.UnixMilli(1_700_000_000_123)
+	for in, want := range map[time.Time]int64{
+		base:                                     1_700_000_000_123,
+		base.Add(time.Nanosecond):                1_700_000_000_124,
+		base.Add(999 * time.Microsecond):         1_700_000_000_124,
+		base.Add(-time.Nanosecond):               1_700_000_000_123,
+		time.UnixMilli(-5).Add(-time.Nanosecond): -5,
+		{}:                                       0, // not the zero time's Unix milliseconds
+	} {
+		if got := CeilMs(in); got != want {
+			t.Errorf("CeilMs(%v) = %d, want %d", in, got, want)
+		}
+	}
+	if got := MsTime(0); !got.IsZero() {
+		t.Errorf("MsTime(0) = %v, want the zero time", got)
+	}
+	if got := MsTime(1_700_000_000_123); !got.Equal(base) || got.Location() != time.UTC {
+		t.Errorf("MsTime = %v, want %v in UTC", got, base)
+	}
+	for d, want := range map[time.Duration]int64{
+		0: 0, time.Nanosecond: 1, time.Millisecond: 1, 1500 * time.Microsecond: 2, time.Second: 1000,
+		-time.Nanosecond: 0, -1500 * time.Microsecond: -1, 1<<63 - 1: 9_223_372_036_855,
+	} {
+		if got := CeilDurMs(d); got != want {
+			t.Errorf("CeilDurMs(%v) = %d, want %d", d, got, want)
+		}
+	}
+	if got := FormatMs(1_700_000_000_123); got != "2023-11-14T22:13:20.123Z" {
+		t.Errorf("FormatMs = %s", got)
+	}
+}
+
+func TestSleepCtx(t *testing.T) {
+	if err := SleepCtx(t.Context(), time.Millisecond); err != nil {
+		t.Fatalf("SleepCtx = %v", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	start := time.Now()
+	if err := SleepCtx(ctx, time.Hour); !errors.Is(err, context.Canceled) || time.Since(start) > time.Minute {
+		t.Fatalf("SleepCtx on an ended context = %v after %v, want context.Canceled at once", err, time.Since(start))
+	}
+}
+
+func TestParseID(t *testing.T) {
+	for s, want := range map[string]int64{"0": 0, "7": 7, "9223372036854775807": 1<<63 - 1} {
+		if got, ok := ParseID(s); !ok || got != want {
+			t.Errorf("ParseID(%q) = %d, %v; want %d", s, got, ok, want)
+		}
+	}
+	for _, s := range []string{"", "-1", "+1", "01", " 1", "1x", "namespace", "9223372036854775808"} {
+		if got, ok := ParseID(s); ok {
+			t.Errorf("ParseID(%q) = %d, want refused", s, got)
+		}
+	}
+}
+
+func TestUnavailable(t *testing.T) {
+	cause := errors.New("connection refused")
+	err := Unavailable(t.Context(), cause, "reading %s", "k")
+	if !errors.Is(err, worker.ErrUnavailable) || !errors.Is(err, cause) || err.Error() != "worker: coordinator unavailable: reading k: connection refused" {
+		t.Errorf("Unavailable = %q", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := Unavailable(ctx, cause, "reading"); !errors.Is(err, context.Canceled) || !errors.Is(err, cause) {
+		t.Errorf("Unavailable after the context ended = %v, want it to wrap context.Canceled and the cause", err)
+	}
+	if err := Unavailable(ctx, ctx.Err(), "reading"); strings.Count(err.Error(), "context canceled") != 1 {
+		t.Errorf("Unavailable of the context's own error = %q, want it said once", err)
+	}
+}
+
+func TestRecord(t *testing.T) {
+	r := NewRecord("41/5 × 1ms", 1_700_000_000_000, 1500*time.Microsecond)
+	if !regexp.MustCompile(`^[0-9a-f]{16}$`).MatchString(r.Incarnation) {
+		t.Errorf("incarnation %q, want 16 hex digits", r.Incarnation)
+	}
+	if r.InitialisedMs != 1_700_000_000_000 || r.FloorMs != 1_700_000_000_002 || r.Contract != "41/5 × 1ms" {
+		t.Errorf("NewRecord = %+v, want initialised 1700000000000, floor 2ms later (quarantine rounded up)", r)
+	}
+	if other := NewRecord("c", 1, 0); other.Incarnation == r.Incarnation {
+		t.Errorf("two records share the incarnation %s", r.Incarnation)
+	}
+	want := `{"incarnation":"` + r.Incarnation + `","contract":"41/5 × 1ms","floor_ms":1700000000002,"initialised_ms":1700000000000}`
+	if got := string(r.Encode()); got != want {
+		t.Errorf("Encode = %s, want %s", got, want)
+	}
+	back, err := ParseRecord("k", r.Encode())
+	if err != nil || back != r {
+		t.Errorf("ParseRecord(Encode()) = %+v, %v; want %+v", back, err, r)
+	}
+	ns := r.Namespace()
+	if ns.Incarnation != r.Incarnation || ns.Contract != r.Contract || !ns.Floor.Equal(time.UnixMilli(r.FloorMs)) ||
+		!ns.Initialised.Equal(time.UnixMilli(r.InitialisedMs)) {
+		t.Errorf("Namespace = %+v, want the record's %+v", ns, r)
+	}
+	for _, v := range []string{"", "{", `{"contract":"c"}`, `{"incarnation":""}`, `[]`} {
+		_, err := ParseRecord("/p/3/namespace", []byte(v))
+		if !errors.Is(err, worker.ErrUnavailable) || !strings.Contains(err.Error(), "corrupt namespace record /p/3/namespace") {
+			t.Errorf("ParseRecord(%q) = %v, want a corrupt record error naming the key", v, err)
+		}
+	}
+}
+
+func TestRegistry(t *testing.T) {
+	g := Registry{On: "this coordinator", Entry: "registry key"}
+	ours := Registration{Namespace: "/a", Contract: "c"}.Encode()
+	if string(ours) != `{"namespace":"/a","contract":"c"}` {
+		t.Errorf("Encode = %s", ours)
+	}
+	if err := g.Check(3, "/a", "/reg/3", ours); err != nil {
+		t.Errorf("Check of our own entry = %v", err)
+	}
+	err := g.Check(3, "/b", "/reg/3", ours)
+	if !errors.Is(err, worker.ErrContract) {
+		t.Fatalf("Check of another namespace's entry = %v, want ErrContract", err)
+	}
+	for _, w := range []string{"datacenter 3 is claimed on this coordinator", `namespace "/a"`, "registry key /reg/3", `contract "c"`, `this namespace is "/b"`} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("Check = %q, want it to say %q", err, w)
+		}
+	}
+	for _, v := range []string{"", "x", `{"contract":"c"}`} {
+		if err := g.Check(3, "/a", "/reg/3", []byte(v)); !errors.Is(err, worker.ErrUnavailable) ||
+			!strings.Contains(err.Error(), "corrupt datacenter registry entry /reg/3") {
+			t.Errorf("Check(%q) = %v, want a corrupt entry error naming the key", v, err)
+		}
+	}
+}
+
+func TestPick(t *testing.T) {
+	const now = 1000
+	held := func(id, high int64) Slot { return Slot{ID: id, Held: true, HighMs: high} }
+	free := func(id, high int64) Slot { return Slot{ID: id, HighMs: high} }
+	for _, tc := range []struct {
+		name    string
+		slots   []Slot
+		delayed map[int64]bool
+		workers int64
+		id      int64
+		ok      bool
+		held    int64
+	}{
+		{"empty", nil, nil, 4, 0, true, 0},
+		{"gap before held", []Slot{held(1, 0)}, nil, 4, 0, true, 0},
+		{"after held", []Slot{held(0, 0)}, nil, 4, 1, true, 0},
+		{"lowest passed", []Slot{free(0, 2000), free(1, 900), free(2, 500)}, nil, 3, 1, true, 0},
+		{"unsorted", []Slot{free(2, 500), free(0, 2000), free(1, 900)}, nil, 3, 1, true, 0},
+		{"never used beats future", []Slot{free(0, 2000), free(1, 3000)}, nil, 3, 2, true, 0},
+		{"gap beats future", []Slot{free(0, 2000), free(2, 3000)}, nil, 3, 1, true, 0},
+		{"smallest future", []Slot{free(0, 3000), held(1, 1), free(2, 2000)}, nil, 3, 2, true, 0},
+		{"lowest of equal futures", []Slot{free(0, 3000), free(1, 2000), free(2, 2000)}, nil, 3, 1, true, 0},
+		{"passed equals now", []Slot{free(0, 3000), free(1, now)}, nil, 2, 1, true, 0},
+		{"exhausted", []Slot{held(0, 0), held(1, 0), free(5, 0)}, nil, 2, 0, false, 2},
+		{"ids beyond workers ignored", []Slot{held(0, 0), free(1, 0)}, nil, 1, 0, false, 1},
+		{"delayed never-used skipped", nil, map[int64]bool{0: true}, 2, 1, true, 0},
+		{"delayed passed skipped", []Slot{free(0, 1), free(1, 2)}, map[int64]bool{0: true}, 2, 1, true, 0},
+		{"delayed in a gap", []Slot{held(2, 0)}, map[int64]bool{0: true, 1: true}, 3, 0, false, 3},
+		{"all delayed", []Slot{free(0, 1)}, map[int64]bool{0: true, 1: true}, 2, 0, false, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id, n, ok := Pick(tc.slots, tc.delayed, tc.workers, now)
+			if ok != tc.ok || (ok && id != tc.id) || (!ok && n != tc.held) {
+				t.Fatalf("Pick = %d, %d held, %v; want %d, %d held, %v", id, n, ok, tc.id, tc.held, tc.ok)
+			}
+		})
+	}
+}
+
+// TestPickMatchesWalk checks Pick against the rule it implements, on random
+// slots: the lowest free id whose mark has passed, else the lowest of the
+// free ids with the smallest mark.
+func TestPickMatchesWalk(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		workers := r.Int64N(6) + 1
+		byID := map[int64]Slot{}
+		for range r.IntN(8) {
+			id := r.Int64N(8)
+			byID[id] = Slot{ID: id, Held: r.IntN(3) == 0, HighMs: r.Int64N(4) * 500}
+		}
+		delayed := map[int64]bool{}
+		for range r.IntN(3) {
+			delayed[r.Int64N(8)] = true
+		}
+		want, wantHeld, wantOK := int64(-1), int64(0), false
+		var bestHigh int64
+		for id := range workers {
+			s := byID[id] // never used: mark 0
+			if s.Held || delayed[id] {
+				wantHeld++
+				continue
+			}
+			if s.HighMs <= 1000 {
+				want, wantOK = id, true
+				break
+			}
+			if !wantOK || s.HighMs < bestHigh {
+				want, bestHigh, wantOK = id, s.HighMs, true
+			}
+		}
+		slots := Slots(byID, func(s Slot) (bool, int64) { return s.Held, s.HighMs })
+		id, held, ok := Pick(slots, delayed, workers, 1000)
+		if ok != wantOK || ok && id != want || !ok && held != wantHeld {
+			t.Fatalf("Pick(%v, delayed %v, %d workers) = %d, %d held, %v; want %d, %d held, %v",
+				byID, delayed, workers, id, held, ok, want, wantHeld, wantOK)
+		}
+	}
+}
+
+func TestReinit(t *testing.T) {
+	old := Record{Incarnation: "0123456789abcdef", Contract: "old", FloorMs: 5000, InitialisedMs: 1000}
+	r := Reinit(&old, "mine", 2000, time.Second)
+	if r.Incarnation == old.Incarnation || r.Contract != "old" || r.InitialisedMs != 2000 || r.FloorMs != 5000 {
+		t.Errorf("Reinit over a later floor = %+v, want a new incarnation, contract old, initialised 2000, floor 5000", r)
+	}
+	if r := Reinit(&old, "mine", 4500, time.Second); r.FloorMs != 5500 {
+		t.Errorf("Reinit = %+v, want floor now + quarantine 5500", r)
+	}
+	if r := Reinit(nil, "mine", 2000, time.Second); r.Contract != "mine" || r.FloorMs != 3000 || r.Incarnation == "" {
+		t.Errorf("Reinit without a record = %+v, want contract mine, floor 3000", r)
+	}
+}
+
+func TestNodeClock(t *testing.T) {
+	wall := time.UnixMilli(1_700_000_000_000)
+	now := func() time.Time { return wall }
+	req := worker.Request{Now: wall.Add(-time.Second), Reserve: wall.Add(2 * time.Second)}
+	ms, ahead := NodeClock(req, now)
+	if ms != wall.Add(-time.Second).UnixMilli() || ahead != 3*time.Second {
+		t.Errorf("NodeClock = %d, %v; want the request's Now and 3s ahead", ms, ahead)
+	}
+	if got := NodeMs(ahead, wall.Add(time.Minute), now); got != wall.Add(time.Minute-3*time.Second).UnixMilli() {
+		t.Errorf("NodeMs = %d, want the reservation less 3s", got)
+	}
+	if got := NodeMs(ahead, time.Time{}, now); got != wall.UnixMilli() {
+		t.Errorf("NodeMs of no reservation = %d, want now", got)
+	}
+	ms, ahead = NodeClock(worker.Request{Reserve: wall.Add(time.Hour)}, now)
+	if ms != wall.UnixMilli() || ahead >= 0 {
+		t.Errorf("NodeClock without Now = %d, %v; want now and ahead < 0", ms, ahead)
+	}
+	if got := NodeMs(ahead, wall.Add(time.Hour), now); got != wall.UnixMilli() {
+		t.Errorf("NodeMs without ahead = %d, want now", got)
+	}
+}
+
+func TestPeerClock(t *testing.T) {
+	var p PeerClock
+	if at, stale := p.Clock(); !at.IsZero() || stale != 0 {
+		t.Fatalf("zero PeerClock = %v, %v", at, stale)
+	}
+	t0 := time.Now()
+	p.Update(t0, t0.Add(time.Millisecond), false, time.Second)
+	if at, _ := p.Clock(); !at.IsZero() {
+		t.Fatalf("no peer read: Clock = %v, want zero", at)
+	}
+	// A read sent at t0 and answered 10ms later found a peer at 1_700_000_000_000.
+	p.Read(1_700_000_000_000, t0, t0.Add(10*time.Millisecond))
+	p.Update(t0, t0.Add(10*time.Millisecond), true, time.Second)
+	if at, stale := p.Clock(); at.UnixMilli() != 1_700_000_000_000 || stale != time.Second {
+		t.Errorf("fresh Clock = %v, %v; want the peer's value, stale the key age", at, stale)
+	}
+	// An operation sent 1s after the read was answered, and answered 20ms
+	// after it was sent: at least 1s passed since the read was served, at
+	// most 1s + 10ms + 20ms.
+	sent := t0.Add(10*time.Millisecond + time.Second)
+	p.Update(sent, sent.Add(20*time.Millisecond), false, time.Second)
+	at, stale := p.Clock()
+	if at.UnixMilli() != 1_700_000_001_000 || stale != time.Second+30*time.Millisecond {
+		t.Errorf("advanced Clock = %v (%d), %v; want 1s later, stale key age + 30ms", at, at.UnixMilli(), stale)
+	}
+	p.Read(0, sent, sent)
+	p.Update(sent, sent, true, time.Second)
+	if at, stale := p.Clock(); !at.IsZero() || stale != 0 {
+		t.Errorf("no live peer any more: Clock = %v, %v; want zero", at, stale)
+	}
+}

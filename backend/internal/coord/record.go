@@ -1,0 +1,109 @@
+package coord
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/flakeid/flakeid/worker"
+)
+
+// Record is a datacenter's namespace record (see worker.Namespace) with its
+// times in Unix milliseconds. The etcd, Consul, ZooKeeper and bolt
+// coordinators store it as the JSON object
+//
+//	{"incarnation": …, "contract": …, "floor_ms": …, "initialised_ms": …}
+//
+// (Encode, ParseRecord); Redis and SQL keep the same four values in fields
+// and columns of their own, and use a Record only to report a Namespace.
+type Record struct {
+	Incarnation   string `json:"incarnation"`
+	Contract      string `json:"contract"`
+	FloorMs       int64  `json:"floor_ms"`
+	InitialisedMs int64  `json:"initialised_ms"`
+}
+
+// NewRecord is a fresh namespace record of the given contract, with a new
+// random incarnation, initialised at nowMs and with a floor quarantine
+// (rounded up to whole milliseconds) later.
+func NewRecord(contract string, nowMs int64, quarantine time.Duration) Record {
+	return Record{
+		Incarnation: NewIncarnation(), Contract: contract,
+		InitialisedMs: nowMs, FloorMs: nowMs + CeilDurMs(quarantine),
+	}
+}
+
+// Namespace is the record as worker.Coordinator.Namespace reports it.
+func (r Record) Namespace() worker.Namespace {
+	return worker.Namespace{Incarnation: r.Incarnation, Contract: r.Contract, Floor: MsTime(r.FloorMs), Initialised: MsTime(r.InitialisedMs)}
+}
+
+// Encode is the record's JSON.
+func (r Record) Encode() []byte {
+	b, _ := json.Marshal(r) // cannot fail: strings and integers
+	return b
+}
+
+// ParseRecord parses the JSON namespace record value stored under key (the
+// key, node or path that errors name). A value that is not such a record, or
+// has no incarnation, is an error wrapping worker.ErrUnavailable.
+func ParseRecord(key string, value []byte) (Record, error) {
+	var r Record
+	if err := json.Unmarshal(value, &r); err != nil || r.Incarnation == "" {
+		return Record{}, fmt.Errorf("%w: corrupt namespace record %s = %q", worker.ErrUnavailable, key, value)
+	}
+	return r, nil
+}
+
+// Registration is an entry of a coordinator's datacenter registry, stored as
+// JSON under the datacenter's id: the namespace (key prefix or path) that
+// claimed the datacenter first, and its contract then.
+type Registration struct {
+	Namespace string `json:"namespace"`
+	Contract  string `json:"contract"`
+}
+
+// Encode is the entry's JSON.
+func (r Registration) Encode() []byte {
+	b, _ := json.Marshal(r) // cannot fail: strings
+	return b
+}
+
+// Registry names a datacenter registry in the errors of Check.
+type Registry struct {
+	// On is the store, after "claimed on": "this coordinator".
+	On string
+	// Entry is what an entry is stored in, before its key: "registry key".
+	Entry string
+}
+
+// Check checks the registry entry of datacenter dc — value,
+// stored under key — against the namespace ours: an entry that names
+// another namespace is an error wrapping worker.ErrContract, which shows
+// both; one that cannot be parsed wraps worker.ErrUnavailable.
+func (g Registry) Check(dc int64, ours, key string, value []byte) error {
+	var r Registration
+	if err := json.Unmarshal(value, &r); err != nil || r.Namespace == "" {
+		return fmt.Errorf("%w: corrupt datacenter registry entry %s = %q", worker.ErrUnavailable, key, value)
+	}
+	if r.Namespace != ours {
+		return fmt.Errorf("%w: datacenter %d is claimed on %s by the namespace %q (%s %s, contract %q); "+
+			"this namespace is %q: give each cluster its own datacenter id", worker.ErrContract, dc, g.On, r.Namespace, g.Entry, key, r.Contract, ours)
+	}
+	return nil
+}
+
+// Reinit is the record that re-initialises a namespace whose state was lost
+// or rolled back, at nowMs by the coordinator's clock: a new incarnation,
+// the contract of old, the record found (contract when none was), and a
+// floor of max(old's floor, nowMs + quarantine).
+func Reinit(old *Record, contract string, nowMs int64, quarantine time.Duration) Record {
+	if old != nil {
+		contract = old.Contract
+	}
+	r := NewRecord(contract, nowMs, quarantine)
+	if old != nil {
+		r.FloorMs = max(r.FloorMs, old.FloorMs)
+	}
+	return r
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/flakeid/flakeid/node"
+	"github.com/flakeid/flakeid/snowflake"
+)
+
+// local prints c.Count Snowflake IDs generated in this process, by a node
+// that leases its worker id from the coordinator (or, with --worker, uses
+// that one on trust).
+func (c *nextCmd) local(ctx context.Context, out *streams) error {
+	l, err := c.Layout.layout()
+	if err != nil {
+		return err
+	}
+	// A layout that cannot issue now (epoch in the future, time field run
+	// out) is refused before a worker id is leased and its contract recorded.
+	if err := l.ValidateAt(c.Coord.now()); err != nil {
+		return err
+	}
+	s := snowflake.Settings{Layout: l, DatacenterID: c.Coord.Datacenter, MaxWait: c.MaxWait, Now: c.Coord.clock()}
+	if c.MaxWait == 0 {
+		s.MaxWait = -1 // never wait
+	}
+	if c.Policy == "borrow" {
+		s.Policy = snowflake.Borrow
+	}
+	log := slog.New(slog.NewTextHandler(out.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg := node.Config{Settings: s, Logger: log, StaticWorkerID: c.Worker}
+	if c.Worker == nil {
+		cfg.Lease = c.Coord.leaseConfig(c.WaitLease)
+		coord, closeCoord, err := c.Coord.open(ctx, &c.Data)
+		if err != nil {
+			return err
+		}
+		defer closeCoord()
+		cfg.Coordinator = coord
+	}
+	n, err := node.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	return c.print(ctx, n, out)
+}
+
+// print writes the IDs.
+func (c *nextCmd) print(ctx context.Context, g *node.Node, out *streams) error {
+	w := bufio.NewWriterSize(out.stdout, 64<<10)
+	var buf []byte
+	first := true
+	if c.Format == "json" {
+		w.WriteString("[")
+	}
+	var tick *time.Ticker
+	if c.Every > 0 {
+		tick = time.NewTicker(c.Every)
+		defer tick.Stop()
+	}
+	for left := c.Count; left > 0; {
+		if err := ctx.Err(); err != nil {
+			w.Flush()
+			return err
+		}
+		want := left
+		if tick != nil {
+			want = 1
+			select {
+			case <-ctx.Done():
+				w.Flush()
+				return ctx.Err()
+			case <-tick.C:
+			}
+		}
+		b, err := g.NextN(want)
+		if err != nil && c.WaitLease && errors.Is(err, node.ErrNoLease) {
+			// The lease was lost; the node is taking another. Wait for it.
+			w.Flush()
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+			continue
+		}
+		if err != nil {
+			w.Flush()
+			return err
+		}
+		left -= b.Count
+		for id := range b.All() {
+			buf = buf[:0]
+			switch c.Format {
+			case "base32":
+				buf = append(buf, id.Base32()...)
+			case "base58":
+				buf = append(buf, id.Base58()...)
+			case "json":
+				if !first {
+					buf = append(buf, ',')
+				}
+				buf = append(buf, "\n  \""...)
+				buf = strconv.AppendInt(buf, id.Int64(), 10)
+				buf = append(buf, '"')
+			default:
+				buf = strconv.AppendInt(buf, id.Int64(), 10)
+			}
+			if c.Format != "json" {
+				buf = append(buf, '\n')
+			}
+			first = false
+			if _, err := w.Write(buf); err != nil {
+				return err
+			}
+		}
+		if tick != nil {
+			if err := w.Flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if c.Format == "json" {
+		w.WriteString("\n]\n")
+	}
+	return w.Flush()
+}

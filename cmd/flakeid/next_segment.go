@@ -1,0 +1,82 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/flakeid/flakeid/segment"
+	"github.com/flakeid/flakeid/snowflake"
+)
+
+// segments prints c.Count IDs of c.Tag from the segment store.
+func (c *nextCmd) segments(ctx context.Context, out *streams) error {
+	if c.Format == "json" {
+		return fmt.Errorf("--format json is for Snowflake IDs; segment IDs print as decimal, base32 or base58")
+	}
+	store, closeStore, err := c.Store.open(ctx, &c.Data)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	log := slog.New(slog.NewTextHandler(out.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	a, err := segment.New(segment.Config{Store: store, AutoCreate: c.CreateTag, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	h, err := a.Tag(ctx, c.Tag)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(out.stdout, 64<<10)
+	defer w.Flush()
+	var tick *time.Ticker
+	if c.Every > 0 {
+		tick = time.NewTicker(c.Every)
+		defer tick.Stop()
+	}
+	var spans []segment.Span
+	var buf []byte
+	for left := c.Count; left > 0; {
+		want := min(left, 100_000)
+		if tick != nil {
+			want = 1
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-tick.C:
+			}
+		}
+		if spans, err = h.Next(ctx, want, spans[:0]); err != nil {
+			return err
+		}
+		for _, sp := range spans {
+			for id := range sp.All() {
+				buf = buf[:0]
+				switch c.Format {
+				case "base32":
+					buf = append(buf, snowflake.ID(id).Base32()...)
+				case "base58":
+					buf = append(buf, snowflake.ID(id).Base58()...)
+				default:
+					buf = strconv.AppendInt(buf, id, 10)
+				}
+				buf = append(buf, '\n')
+				if _, err := w.Write(buf); err != nil {
+					return err
+				}
+			}
+		}
+		left -= want
+		if tick != nil {
+			if err := w.Flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

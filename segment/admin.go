@@ -1,0 +1,144 @@
+package segment
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+)
+
+// Create adds a tag to every source.
+func (a *Allocator) Create(ctx context.Context, t Tag) error {
+	if t.Step == 0 {
+		t.Step = a.cfg.DefaultStep
+	}
+	if err := ValidateTag(t); err != nil {
+		return err
+	}
+	for _, src := range a.cfg.Sources {
+		if err := src.Store.Create(ctx, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Tags lists the tags of the first source that answers.
+func (a *Allocator) Tags(ctx context.Context) ([]Tag, error) {
+	var lastErr error
+	for _, src := range a.cfg.Sources {
+		ts, err := src.Store.List(ctx)
+		if err == nil {
+			return ts, nil
+		}
+		lastErr = err
+	}
+	return nil, lastErr
+}
+
+// Update changes a tag's step or description in every source; a loaded
+// tag's step applies from its next fetch.
+func (a *Allocator) Update(ctx context.Context, tag string, step *int64, description *string) error {
+	if step != nil && (*step < 1 || *step > MaxStep) {
+		return fmt.Errorf("%w: step %d, want 1–%d", ErrInvalidTag, *step, MaxStep)
+	}
+	if description != nil && len(*description) > 256 {
+		return fmt.Errorf("%w: description of %d bytes, want at most 256", ErrInvalidTag, len(*description))
+	}
+	for _, src := range a.cfg.Sources {
+		if err := src.Store.Update(ctx, tag, step, description); err != nil {
+			return err
+		}
+	}
+	if b, ok := (*a.tags.Load())[tag]; ok && step != nil {
+		b.mu.Lock()
+		b.minStep, b.step = *step, *step
+		b.mu.Unlock()
+	}
+	return nil
+}
+
+// Resume serves again a tag refused because a store went backwards (see
+// ErrRegressed), once every source's max_id for it is at or above what this
+// allocator fetched. It is the operator's step after fixing the store:
+//
+//   - floor 0 only checks: for an operator who raised max_id in the
+//     database (UPDATE leaf_alloc SET max_id = … WHERE biz_tag = …) above
+//     every ID the tag may have issued.
+//   - floor > 0 first raises the tag's max_id in every source to at least
+//     floor, by fetching the difference and discarding it, then checks. A
+//     floor below what this allocator fetched is refused (ErrInvalidTag):
+//     the floor must be above every ID any node issued, which this node
+//     cannot know; the largest ID the tag's data holds, plus a margin, is.
+//
+// With several nodes, each remembers its own fetches: resume the tag on each
+// (the store raised once, the same floor is a no-op on the others). A store
+// still behind fails with an error wrapping ErrRegressed and leaves the tag
+// refused. Resume of a tag that is not refused (or not loaded) raises and
+// checks the same way. Restarting the node also clears the refusal, and the
+// memory that caught it: only do it after fixing the store.
+func (a *Allocator) Resume(ctx context.Context, tag string, floor int64) error {
+	if err := ValidName(tag); err != nil {
+		return err
+	}
+	b := (*a.tags.Load())[tag]
+	high := make([]int64, len(a.cfg.Sources))
+	var refused error // the refusal checked here; one found meanwhile stays
+	if b != nil {
+		b.mu.Lock()
+		copy(high, b.high)
+		refused = b.refused
+		b.mu.Unlock()
+	}
+	if top := slices.Max(high); floor < 0 || floor > 0 && floor < top {
+		return fmt.Errorf("%w: tag %q: floor %d, want 0 (only check the store) or at least %d (what this node fetched up to)",
+			ErrInvalidTag, tag, floor, top)
+	}
+	for si, src := range a.cfg.Sources {
+		t, err := src.Store.Get(ctx, tag)
+		if err != nil {
+			return err
+		}
+		if floor > t.MaxID {
+			if _, err := src.Store.Fetch(ctx, tag, floor-t.MaxID); err != nil {
+				return err
+			}
+			if t, err = src.Store.Get(ctx, tag); err != nil {
+				return err
+			}
+		}
+		if t.MaxID < high[si] || t.MaxID < floor {
+			return fmt.Errorf("%w: tag %q%s: not resumed: the store is at %d, below %d, what this node fetched up to; "+
+				"raise max_id above every ID the tag issued (in SQL: UPDATE <table> SET max_id = … WHERE biz_tag = '%s'), or resume with a floor",
+				ErrRegressed, tag, sourceOf(len(a.cfg.Sources), si), t.MaxID, max(high[si], floor), tag)
+		}
+	}
+	if refused == nil {
+		return nil
+	}
+	b.mu.Lock()
+	if b.refused == refused { // no fetch ran while refused, so high is as checked
+		b.refused, b.fetchErr = nil, nil
+		b.epoch++
+	}
+	b.mu.Unlock()
+	a.cfg.Logger.Warn("segment: tag resumed by the operator", "tag", tag, "floor", floor, "fetched_to", slices.Max(high))
+	return nil
+}
+
+// Refused returns the errors of the tags this allocator refuses to serve,
+// one per tag, ordered by tag; each wraps ErrRegressed and names the tag.
+// It is empty while every loaded tag is served.
+func (a *Allocator) Refused() []error {
+	tags := *a.tags.Load()
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(tags)) {
+		b := tags[name]
+		b.mu.Lock()
+		if b.refused != nil {
+			errs = append(errs, b.refused)
+		}
+		b.mu.Unlock()
+	}
+	return errs
+}

@@ -1,0 +1,436 @@
+package segment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/flakeid/flakeid/internal/backoff"
+)
+
+// segment is a fetched range being handed out: the IDs first + i·delta for
+// i in [0, count).
+type segment struct {
+	_     [64]byte
+	pos   atomic.Int64 // the next i to hand out; may run past count
+	_     [56]byte
+	first int64
+	delta int64
+	count int64
+	// prefetchAt is the i whose taker starts the next fetch.
+	prefetchAt int64
+	r          Range // the store's range
+	source     int
+	fetched    time.Time
+	step       int64
+	current    time.Time // when it became the current segment
+	dropped    bool      // given up when its tag was refused; guarded by the buffer's mu
+}
+
+func newSegment(r Range, src Source, source int, prefetch float64, fetched time.Time, step int64) *segment {
+	first := r.Start + ((src.Remainder-r.Start%src.Delta)%src.Delta+src.Delta)%src.Delta
+	s := &segment{first: first, delta: src.Delta, r: r, source: source, fetched: fetched, step: step}
+	if first < r.End {
+		s.count = (r.End - first + src.Delta - 1) / src.Delta
+	}
+	s.prefetchAt = min(int64(float64(s.count)*prefetch), s.count-1)
+	return s
+}
+
+// buffer is the double buffer of one tag.
+type buffer struct {
+	a    *Allocator
+	name string
+	cur  atomic.Pointer[segment]
+
+	mu        sync.Mutex
+	next      *segment
+	fetching  bool
+	fetchDone chan struct{} // closed when the fetch in flight ends
+	fetchErr  error
+	step      int64     // the dynamic step
+	minStep   int64     // the tag's configured step
+	rate      float64   // IDs per second over the last segment used up; 0 before one is
+	stepRead  time.Time // when minStep was last read from the store
+	// high[i] is the end of the newest segment fetched from source i: the
+	// source's max_id must never be seen below it again.
+	high []int64
+	// refused is why the tag is refused (it wraps ErrRegressed), nil while
+	// it is served. Once set, no fetch starts and no ID is handed out
+	// until Resume clears it.
+	refused error
+	// epoch counts refusals and resumptions: a fetch that started in an
+	// earlier epoch answered from a store state the operator has dealt
+	// with since, and is discarded rather than judged.
+	epoch uint64
+	// regressions counts the times a source was seen going backwards.
+	regressions atomic.Int64
+
+	fetches, waits, failures atomic.Int64
+	fetchNanos               atomic.Int64 // total latency of successful fetches
+	lastLatency              atomic.Int64
+	issued                   atomic.Int64
+}
+
+// nextID is the hot path: one atomic add on the current segment.
+func (b *buffer) nextID(ctx context.Context) (int64, error) {
+	for {
+		s := b.cur.Load()
+		i := s.pos.Add(1) - 1
+		if i < s.count {
+			if i == s.prefetchAt {
+				b.prefetch()
+			}
+			return s.first + i*s.delta, nil
+		}
+		if err := b.advance(ctx, s); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// buffer returns the tag's buffer, creating it and fetching its first
+// segment on first use.
+func (a *Allocator) buffer(ctx context.Context, name string) (*buffer, error) {
+	if b, ok := (*a.tags.Load())[name]; ok {
+		return b, nil
+	}
+	if err := ValidName(name); err != nil {
+		return nil, err
+	}
+	if a.ctx.Err() != nil {
+		return nil, ErrClosed
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if b, ok := (*a.tags.Load())[name]; ok {
+		return b, nil
+	}
+	b := &buffer{a: a, name: name, high: make([]int64, len(a.cfg.Sources))}
+	t, err := a.tagRow(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	b.minStep, b.step, b.stepRead = t.Step, t.Step, time.Now()
+	seg, err := b.fetch(ctx)
+	if err != nil {
+		return nil, err
+	}
+	seg.current = a.cfg.Now()
+	b.cur.Store(seg)
+	old := *a.tags.Load()
+	next := make(map[string]*buffer, len(old)+1)
+	for k, v := range old {
+		next[k] = v
+	}
+	next[name] = b
+	a.tags.Store(&next)
+	return b, nil
+}
+
+// nextStep applies the dynamic-step rule; b.mu is held. The rate is
+// measured over the last segment used up, from when it became current to
+// when it ran out, so a step just changed does not skew it (Leaf measures
+// the time between fetches instead, which mixes segments of different sizes
+// and makes the step oscillate).
+func (b *buffer) nextStep() int64 {
+	d := b.a.cfg.SegmentDuration
+	if d < 0 || b.rate == 0 {
+		return b.step
+	}
+	lasts := time.Duration(float64(b.step) / b.rate * float64(time.Second)) // how long a step lasts now
+	switch {
+	case lasts < d && b.step*2 <= b.a.cfg.MaxStep:
+		b.step *= 2
+	case lasts >= 2*d:
+		b.step = max(b.step/2, b.minStep)
+	}
+	return b.step
+}
+
+// refreshStep rereads the tag's configured step at most once a minute, so a
+// step changed on another node (or in the database) reaches this one within
+// a minute of its next fetch.
+func (b *buffer) refreshStep(ctx context.Context) {
+	b.mu.Lock()
+	due := time.Since(b.stepRead) >= time.Minute
+	if due {
+		b.stepRead = time.Now()
+	}
+	b.mu.Unlock()
+	if !due {
+		return
+	}
+	for _, src := range b.a.cfg.Sources {
+		t, err := src.Store.Get(ctx, b.name)
+		if err != nil {
+			continue
+		}
+		b.mu.Lock()
+		if t.Step != b.minStep {
+			b.minStep = t.Step
+			b.step = max(min(b.step, max(b.a.cfg.MaxStep, t.Step)), t.Step)
+		}
+		b.mu.Unlock()
+		return
+	}
+}
+
+// usedUp records the lifetime of segment s, which ran out at now; b.mu is
+// held. A segment given up when its tag was refused did not run out and
+// tells nothing about the rate.
+func (b *buffer) usedUp(s *segment, now time.Time) {
+	if s.dropped {
+		return
+	}
+	if life := now.Sub(s.current); life > 0 {
+		b.rate = float64(s.count) / life.Seconds()
+	} else {
+		b.rate = math.Inf(1)
+	}
+}
+
+// fetch takes the next segment from the sources, trying each in turn
+// (starting at the round-robin position).
+func (b *buffer) fetch(ctx context.Context) (*segment, error) {
+	a := b.a
+	b.refreshStep(ctx)
+	b.mu.Lock()
+	now := a.cfg.Now()
+	step := b.nextStep()
+	epoch := b.epoch
+	b.mu.Unlock()
+	size := max((step+1)/2, 1) // half a step: two buffers hold at most one
+	var errs []error
+	start := int(a.rr.Add(1))
+	for k := range a.cfg.Sources {
+		si := (start + k) % len(a.cfg.Sources)
+		src := a.cfg.Sources[si]
+		fctx, cancel := context.WithTimeout(ctx, a.cfg.FetchTimeout)
+		t0 := time.Now()
+		r, err := src.Store.Fetch(fctx, b.name, size)
+		cancel()
+		if err != nil {
+			errs = append(errs, err)
+			if errors.Is(err, ErrUnknownTag) || errors.Is(err, ErrExhausted) || ctx.Err() != nil {
+				break
+			}
+			continue
+		}
+		lat := time.Since(t0)
+		b.fetches.Add(1)
+		b.fetchNanos.Add(int64(lat))
+		b.lastLatency.Store(int64(lat))
+		if r.Start < 0 || r.Start > math.MaxInt64-size || r.End != r.Start+size {
+			errs = append(errs, fmt.Errorf("%w: tag %q%s: the store answered the range [%d, %d) to a fetch of %d IDs; nothing is issued from it",
+				ErrUnavailable, b.name, b.source(si), r.Start, r.End, size))
+			continue
+		}
+		if err := b.advanceHigh(si, r, epoch); err != nil {
+			return nil, err
+		}
+		seg := newSegment(r, src, si, a.cfg.Prefetch, now, step)
+		if seg.count == 0 {
+			errs = append(errs, fmt.Errorf("range %v of tag %q holds no ID ≡ %d (mod %d)", r, b.name, src.Remainder, src.Delta))
+			continue
+		}
+		return seg, nil
+	}
+	b.failures.Add(1)
+	err := errors.Join(errs...)
+	if errors.Is(err, ErrUnknownTag) || errors.Is(err, ErrExhausted) || errors.Is(err, ErrUnavailable) {
+		return nil, err
+	}
+	return nil, fmt.Errorf("%w: fetching a segment of tag %q: %w", ErrUnavailable, b.name, err)
+}
+
+// source names source si in messages when there are several.
+func (b *buffer) source(si int) string { return sourceOf(len(b.a.cfg.Sources), si) }
+
+// sourceOf names source si of n in messages: nothing when n is 1.
+func sourceOf(n, si int) string {
+	if n == 1 {
+		return ""
+	}
+	return fmt.Sprintf(" (source %d)", si)
+}
+
+// advanceHigh checks a range r just fetched from source si against the
+// newest segment fetched from it before, and records r as the newest. A
+// range that starts below it means the store went backwards: the tag is
+// refused, its buffered segments are given up (waste, never a duplicate),
+// and the error, wrapping ErrRegressed, is logged once and returned.
+func (b *buffer) advanceHigh(si int, r Range, epoch uint64) error {
+	b.mu.Lock()
+	high := b.high[si]
+	if r.Start >= high {
+		b.high[si] = r.End
+		b.mu.Unlock()
+		return nil
+	}
+	if b.epoch != epoch || b.refused != nil {
+		b.mu.Unlock()
+		return fmt.Errorf("%w: tag %q%s: a fetch that started before the tag was refused or resumed answered [%d, %d); discarded",
+			ErrUnavailable, b.name, b.source(si), r.Start, r.End)
+	}
+	b.epoch++
+	err := fmt.Errorf("%w: tag %q%s: fetched up to %d, store now at %d: "+
+		"restored from an old backup? no ID is issued from this tag until an operator resumes it",
+		ErrRegressed, b.name, b.source(si), high, r.Start)
+	b.refused = err
+	if s := b.cur.Load(); s != nil {
+		s.dropped = true
+		s.pos.Store(s.count) // takers after this see it used up and stop in advance
+	}
+	b.next = nil
+	b.regressions.Add(1)
+	b.mu.Unlock()
+	b.a.cfg.Logger.Error("segment: a store went backwards; refusing the tag until an operator resumes it",
+		"tag", b.name, "source", si, "fetched_to", high, "store_at", r.Start, "err", err)
+	return err
+}
+
+// prefetch starts a background fetch of the next segment unless one is in
+// flight or done.
+func (b *buffer) prefetch() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.startFetchLocked()
+}
+
+// startFetchLocked starts the background fetch; b.mu is held.
+func (b *buffer) startFetchLocked() {
+	if b.fetching || b.next != nil || b.refused != nil || b.a.ctx.Err() != nil {
+		return
+	}
+	b.fetching = true
+	b.fetchDone = make(chan struct{})
+	b.a.wg.Add(1)
+	go b.fetchLoop(b.fetchDone)
+}
+
+// fetchLoop fetches until it succeeds or the allocator closes, publishing
+// every failure to waiters.
+func (b *buffer) fetchLoop(done chan struct{}) {
+	defer b.a.wg.Done()
+	bo := backoff.Backoff{Min: 20 * time.Millisecond, Max: 2 * time.Second}
+	for attempt := 0; ; attempt++ {
+		seg, err := b.fetch(b.a.ctx)
+		b.mu.Lock()
+		if err == nil {
+			b.next, b.fetching, b.fetchErr = seg, false, nil
+			close(done)
+			b.mu.Unlock()
+			return
+		}
+		if errors.Is(err, ErrRegressed) && b.refused == nil {
+			// Resumed between the refusal and here: the refusal is dealt
+			// with; a later fetch starts afresh.
+			b.fetching = false
+			close(done)
+			b.mu.Unlock()
+			return
+		}
+		b.fetchErr = err
+		if b.a.ctx.Err() != nil || errors.Is(err, ErrUnknownTag) || errors.Is(err, ErrExhausted) || errors.Is(err, ErrRegressed) {
+			b.fetching = false
+			close(done)
+			b.mu.Unlock()
+			return
+		}
+		if b.refused != nil {
+			// Refused meanwhile: no fetch runs until Resume.
+			b.fetching = false
+			close(done)
+			b.mu.Unlock()
+			return
+		}
+		// Wake the waiters with the error, keep trying for later ones.
+		close(done)
+		done = make(chan struct{})
+		b.fetchDone = done
+		b.mu.Unlock()
+		b.a.cfg.Logger.Warn("segment: fetching a segment failed; retrying", "tag", b.name, "attempt", attempt+1, "err", err)
+		t := time.NewTimer(bo.Next(attempt))
+		select {
+		case <-b.a.ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+	}
+}
+
+// advance makes the next segment current once s is used up, waiting for a
+// fetch when none is ready. A refused tag fails at once.
+func (b *buffer) advance(ctx context.Context, s *segment) error {
+	for {
+		b.mu.Lock()
+		if err := b.refused; err != nil {
+			b.mu.Unlock()
+			return err
+		}
+		if b.cur.Load() != s {
+			b.mu.Unlock()
+			return nil // another caller switched
+		}
+		if b.next != nil {
+			now := b.a.cfg.Now()
+			b.usedUp(s, now)
+			b.next.current = now
+			b.cur.Store(b.next)
+			b.next = nil
+			b.mu.Unlock()
+			return nil
+		}
+		b.startFetchLocked()
+		done, lastErr := b.fetchDone, b.fetchErr
+		b.mu.Unlock()
+		if b.a.ctx.Err() != nil {
+			return ErrClosed
+		}
+		b.waits.Add(1)
+		select {
+		case <-ctx.Done():
+			if lastErr != nil {
+				return fmt.Errorf("%w: tag %q: both segments used up and the next fetch failed: %w (waiting: %w)", ErrUnavailable, b.name, lastErr, ctx.Err())
+			}
+			return fmt.Errorf("%w: tag %q: both segments used up, waiting for the next: %w", ErrUnavailable, b.name, ctx.Err())
+		case <-done:
+		}
+		b.mu.Lock()
+		err := b.fetchErr
+		ready := b.next != nil
+		fetching := b.fetching
+		b.mu.Unlock()
+		if !ready && !fetching && err != nil {
+			return err // unknown tag, exhausted, refused, or closed
+		}
+	}
+}
+
+func (b *buffer) stats() TagStats {
+	s := b.cur.Load()
+	st := TagStats{Tag: b.name, Current: s.r, Used: min(s.pos.Load(), s.count), Size: s.count,
+		Fetches: b.fetches.Load(), Failures: b.failures.Load(), Waits: b.waits.Load(),
+		LastFetch: time.Duration(b.lastLatency.Load()), Issued: b.issued.Load()}
+	if st.Fetches > 0 {
+		st.MeanFetch = time.Duration(b.fetchNanos.Load() / st.Fetches)
+	}
+	b.mu.Lock()
+	if b.next != nil {
+		st.Next = b.next.r
+	}
+	st.Step, st.MinStep = b.step, b.minStep
+	st.HighMark = slices.Max(b.high)
+	if b.refused != nil {
+		st.Refused = b.refused.Error()
+	}
+	b.mu.Unlock()
+	st.Regressions = b.regressions.Load()
+	return st
+}

@@ -1,0 +1,64 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/flakeid/flakeid/segment"
+	"github.com/flakeid/flakeid/snowflake"
+)
+
+// Leaf's snowflake path answers one decimal ID as text; the key is ignored
+// (Leaf ignores it too).
+func (s *Server) handleLeafSnowflake(w http.ResponseWriter, r *http.Request) error {
+	if err := s.authorize(r.Header, "", true, false); err != nil {
+		return err
+	}
+	var arr [1]snowflake.Batch
+	b, err := s.nextSnowflake(1, arr[:0])
+	if err != nil {
+		return err
+	}
+	return s.writeOne(w, int64(b[0].First), s.mask.forSnowflake())
+}
+
+// Leaf's segment path answers the next ID of tag key as text.
+func (s *Server) handleLeafSegment(w http.ResponseWriter, r *http.Request) error {
+	tag := pathName(r, leafSegmentPrefix, "")
+	if err := segment.ValidName(tag); err != nil {
+		return err
+	}
+	if err := s.authorize(r.Header, tag, false, false); err != nil {
+		return err
+	}
+	var arr [1]segment.Span
+	spans, err := s.nextSegment(r.Context(), tag, 1, arr[:0])
+	if err != nil {
+		return err
+	}
+	return s.writeOne(w, spans[0].First, s.mask.forTag(tag))
+}
+
+// Leaf's decode answers {"timestamp","workerId","sequenceId"} as Leaf's
+// LeafMonitorController does (timestamp in ms, as a string), plus the
+// datacenter and an RFC 3339 time.
+func (s *Server) handleLeafDecode(w http.ResponseWriter, r *http.Request) error {
+	text := query(r, "snowflakeId")
+	if text == "" {
+		return apiErrorf(http.StatusBadRequest, codeInvalid, "snowflakeId is required: /decodeSnowflakeId?snowflakeId=<id>")
+	}
+	in, p, err := s.decode(text, query(r, "as"), s.unmaskCheck(r.Header))
+	if err != nil {
+		return err
+	}
+	id := in.id
+	writeJSON(w, http.StatusOK, map[string]any{
+		"snowflakeId":  id.String(),
+		"timestamp":    strconv.FormatInt(p.Time.UnixMilli(), 10),
+		"workerId":     strconv.FormatInt(p.Worker, 10),
+		"datacenterId": strconv.FormatInt(p.Datacenter, 10),
+		"sequenceId":   strconv.FormatInt(p.Sequence, 10),
+		"time":         p.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00"),
+	})
+	return nil
+}

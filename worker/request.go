@@ -1,0 +1,58 @@
+package worker
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Request asks a Coordinator for a worker id.
+type Request struct {
+	Datacenter int64         // the datacenter id, ≥ 0
+	Workers    int64         // ids 0 … Workers−1 may be handed out, ≥ 1
+	Owner      string        // a token unique to this claim
+	TTL        time.Duration // the lease lasts this long without renewal
+	Reserve    time.Time     // raise the high-water mark to at least this (whole ms)
+	// Now is the requesting node's clock when it made the request; Reserve
+	// − Now is how far ahead it reserves, which it keeps for its renewals
+	// (a coordinator without a clock of its own, etcd, publishes the
+	// renewing node's clock, reserve − (Reserve − Now), for its peers).
+	Now time.Time
+	// Contract is the ID-space contract: recorded in the namespace when it
+	// is initialised, compared on every Acquire (ErrContract when it
+	// differs), and recorded again when the namespace is re-initialised
+	// after a reset. Any string; Leasers send Config.Contract.
+	Contract string
+	// Quarantine is added to the coordinator's clock to make the Floor of
+	// a namespace (re)initialised by this request or by a later Renew or
+	// Release of its claim. ≥ 0.
+	Quarantine time.Duration
+}
+
+// Validate checks the fields every Coordinator needs in range: Datacenter
+// ≥ 0, Workers ≥ 1, a non-empty Owner, TTL > 0 and Quarantine ≥ 0. The
+// error wraps ErrInvalidConfig and names every bad field with its value.
+// Coordinators call it first in Acquire, and after it check what their
+// store limits further (a TTL of whole milliseconds, an owner's length).
+func (r Request) Validate() error {
+	var bad []string
+	if r.Datacenter < 0 {
+		bad = append(bad, fmt.Sprintf("datacenter %d, want ≥ 0", r.Datacenter))
+	}
+	if r.Workers < 1 {
+		bad = append(bad, fmt.Sprintf("workers %d, want ≥ 1", r.Workers))
+	}
+	if r.Owner == "" {
+		bad = append(bad, "owner empty, want a token unique to the claim")
+	}
+	if r.TTL <= 0 {
+		bad = append(bad, fmt.Sprintf("TTL %v, want > 0", r.TTL))
+	}
+	if r.Quarantine < 0 {
+		bad = append(bad, fmt.Sprintf("quarantine %v, want ≥ 0", r.Quarantine))
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%w: bad request: %s", ErrInvalidConfig, strings.Join(bad, "; "))
+	}
+	return nil
+}
