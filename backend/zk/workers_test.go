@@ -452,6 +452,12 @@ func TestRecreatedNodesDetected(t *testing.T) {
 		t.Fatal(err)
 	}
 	conn.Wipe(t)
+	// A record's initialisation time is ZooKeeper's clock estimated from a
+	// read (over by 1 ms plus the read's round trip): let the re-created
+	// record be later than the old one by more than that, so that it is
+	// seen as re-initialised after the old holder's, not as an older copy
+	// (which this test is not about).
+	time.Sleep(50 * time.Millisecond)
 	req.Owner = "new"
 	cl, err := b.Acquire(t.Context(), req)
 	if err != nil {
