@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -46,7 +47,7 @@ func newCluster(t *testing.T, servers int, tokens ...server.Token) *cluster {
 // newClusterWith is newCluster with the servers' config changed by mutate.
 func newClusterWith(t *testing.T, servers int, mutate func(*server.Config)) *cluster {
 	t.Helper()
-	coord, err := bolt.OpenWorkers(t.Context(), filepath.Join(t.TempDir(), "workers.db"))
+	coord, err := bolt.OpenWorkers(t.Context(), &url.URL{Scheme: "file", Path: filepath.Join(t.TempDir(), "workers.db")})
 	if err != nil {
 		t.Fatal(err)
 	}

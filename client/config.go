@@ -29,16 +29,18 @@ const (
 // ErrInvalidConfig is wrapped by every error of Config.Validate.
 var ErrInvalidConfig = errors.New("client: invalid config")
 
-// Config configures a Client. The zero value of a field means its default,
-// except Endpoints (required) and Buffer (zero disables buffering).
-// DefaultConfig returns the recommended settings.
+// Config configures a Client. A zero field means its default; Endpoints is
+// required. The defaults buffer nothing (a zero Buffer size is its
+// default: no buffer); DefaultConfig returns the recommended settings,
+// which add the server's default endpoint and a Snowflake buffer.
 type Config struct {
 	// Endpoints are the base URLs of the servers, such as
 	// "http://127.0.0.1:8080" or "https://ids.example.com/prefix". At least
-	// one is required. Calls go to the endpoint that answered last and move
-	// on to the next when it fails.
+	// one is required, each listed once. Calls go to the endpoint that
+	// answered last and move on to the next when it fails. No default.
 	Endpoints []string
-	// Token, when set, is sent as "Authorization: Bearer <token>".
+	// Token, when set, is sent as "Authorization: Bearer <token>". Any
+	// text without control characters. Default "" (none sent).
 	Token string
 	// Timeout bounds each attempt (one HTTP request to one endpoint); the
 	// caller's context bounds the whole call. Range 0–5m; 0 means
@@ -47,7 +49,7 @@ type Config struct {
 	// HTTPClient sends the requests. Nil means a dedicated client with its
 	// own keep-alive connection pool (64 idle connections per host), which
 	// Close shuts. A client given here is never closed by Close; its own
-	// Timeout, if any, applies on top of Timeout.
+	// Timeout, if any, applies on top of Timeout. Default nil.
 	HTTPClient *http.Client
 	// MaxAttempts is how many requests one call may make, over all
 	// endpoints, before it fails with ErrUnavailable. Range 0–1000; 0 means
@@ -57,10 +59,12 @@ type Config struct {
 	// which an endpoint that failed (network error, timeout, 408, 429 or
 	// 5xx) is passed over, and the pause of a call between two rounds over
 	// all endpoints: after the n-th consecutive failure (from 0) the delay is
-	// drawn from [d/2, d] with d = min(BackoffMax, BackoffMin·2^n). Zero
-	// means DefaultBackoffMin (100ms) and DefaultBackoffMax (5s).
+	// drawn from [d/2, d] with d = min(BackoffMax, BackoffMin·2^n). Range
+	// 0 or more, BackoffMin at most BackoffMax. Zero means
+	// DefaultBackoffMin (100ms, or BackoffMax when that is shorter) and
+	// DefaultBackoffMax (5s, or BackoffMin when that is longer).
 	BackoffMin, BackoffMax time.Duration
-	// Buffer configures the local prefetch buffers.
+	// Buffer configures the local prefetch buffers. Default (zero): none.
 	Buffer BufferConfig
 }
 
@@ -79,12 +83,12 @@ type Config struct {
 type BufferConfig struct {
 	// Snowflake is how many Snowflake IDs one prefetch asks for. It must
 	// not exceed the server's max count (100,000 by default). Range
-	// 0–MaxCount; 0 disables the Snowflake buffer (every NextID is a
-	// request).
+	// 0–MaxCount. Default 0: no Snowflake buffer (every NextID is a
+	// request); DefaultConfig sets 10,000.
 	Snowflake int
 	// Segment is how many IDs of one tag one prefetch asks for; every tag
-	// gets its own buffer on first use. Range 0–MaxCount; 0 disables the
-	// segment buffers.
+	// gets its own buffer on first use. Range 0–MaxCount. Default 0: no
+	// segment buffers (segment IDs stay dense).
 	Segment int
 	// LowWater is the fraction of a prefetch batch below which a buffer is
 	// refilled in the background. Range 0–1; 0 means DefaultLowWater (0.5).

@@ -4,7 +4,7 @@
 //
 // A [Masker] is a keyed permutation of the 63-bit space [0, 2^63) (every
 // non-negative int64: Snowflake IDs of the default layouts) or of the 53-bit
-// space [0, 2^53) (the JavaScript-safe layout, snowflake.JSSafeLayout). Each
+// space [0, 2^53) (the JavaScript-safe layout, snowflake.Preset("jssafe")). Each
 // internal ID maps to exactly one external ID of the same space and back, and
 // consecutive internal IDs map to outputs that look unrelated, so a customer
 // who sees order 7J3…, then order 2QX… an hour later, learns nothing about

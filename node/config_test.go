@@ -2,6 +2,7 @@ package node
 
 import (
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +28,7 @@ func TestValidate(t *testing.T) {
 		is   error    // also wrapped, if not nil
 	}{
 		{"coordinator", Config{Coordinator: coord}, nil, nil},
-		{"coordinator and settings", Config{Coordinator: coord, Lease: LeaseConfig{TTL: 20 * time.Second, WaitForFree: true},
+		{"coordinator and settings", Config{Coordinator: coord, Lease: worker.Config{TTL: 20 * time.Second, WaitForFree: true},
 			Settings: snowflake.Settings{DatacenterID: 31, Policy: snowflake.Borrow, MaxWait: time.Second}}, nil, nil},
 		{"static worker", Config{StaticWorkerID: int64p(31), Settings: snowflake.Settings{DatacenterID: 31}}, nil, nil},
 		{"static worker of a wide field", Config{StaticWorkerID: int64p(1000),
@@ -35,8 +36,18 @@ func TestValidate(t *testing.T) {
 
 		{"nothing to lease from", Config{}, []string{"no Coordinator", "no StaticWorkerID"}, nil},
 		{"coordinator and static worker", Config{Coordinator: coord, StaticWorkerID: int64p(3)}, []string{"StaticWorkerID 3", "not both"}, nil},
-		{"lease settings with a static worker", Config{StaticWorkerID: int64p(3), Lease: LeaseConfig{TTL: 5 * time.Second}},
-			[]string{"TTL:5s", "StaticWorkerID 3"}, nil},
+		{"lease settings with a static worker", Config{StaticWorkerID: int64p(3), Lease: worker.Config{TTL: 5 * time.Second}},
+			[]string{"lease settings", "StaticWorkerID 3"}, nil},
+		{"datacenter in the lease", Config{Coordinator: coord, Lease: worker.Config{Datacenter: 2}},
+			[]string{"Lease.Datacenter 2", "Settings.DatacenterID"}, nil},
+		{"workers in the lease", Config{Coordinator: coord, Lease: worker.Config{Workers: 8}},
+			[]string{"Lease.Workers 8", "worker bits"}, nil},
+		{"contract in the lease", Config{Coordinator: coord, Lease: worker.Config{Contract: "mine"}},
+			[]string{`Lease.Contract "mine"`, "layout"}, nil},
+		{"clock in the lease", Config{Coordinator: coord, Lease: worker.Config{Now: time.Now}},
+			[]string{"Lease.Now", "Settings.Now"}, nil},
+		{"logger in the lease", Config{Coordinator: coord, Lease: worker.Config{Logger: slog.Default()}},
+			[]string{"Lease.Logger", "Config.Logger"}, nil},
 		{"worker id in the settings", Config{Coordinator: coord, Settings: snowflake.Settings{WorkerID: 7}},
 			[]string{"Settings.WorkerID 7", "from the lease"}, nil},
 		{"not-before in the settings", Config{Coordinator: coord, Settings: snowflake.Settings{NotBefore: at}},
@@ -48,7 +59,7 @@ func TestValidate(t *testing.T) {
 		{"negative datacenter", Config{Coordinator: coord, Settings: snowflake.Settings{DatacenterID: -1}},
 			[]string{"datacenter id -1, want 0–31"}, snowflake.ErrNodeOutOfRange},
 		{"datacenter without a field", Config{StaticWorkerID: int64p(0),
-			Settings: snowflake.Settings{Layout: snowflake.SonyflakeLayout(), DatacenterID: 1}},
+			Settings: snowflake.Settings{Layout: snowflake.Layout{WorkerBits: 16, SequenceBits: 8}, DatacenterID: 1}},
 			[]string{"datacenter id 1, want 0–0 (0 datacenter bits)"}, snowflake.ErrNodeOutOfRange},
 		{"static worker beyond the field", Config{StaticWorkerID: int64p(32)},
 			[]string{"worker id 32, want 0–31 (5 worker bits)"}, snowflake.ErrNodeOutOfRange},
@@ -59,9 +70,9 @@ func TestValidate(t *testing.T) {
 			[]string{"overflows"}, snowflake.ErrInvalidLayout},
 		{"max wait", Config{Coordinator: coord, Settings: snowflake.Settings{MaxWait: 2 * time.Minute}},
 			[]string{"max wait 2m0s"}, snowflake.ErrInvalidSettings},
-		{"lease TTL", Config{Coordinator: coord, Lease: LeaseConfig{TTL: 500 * time.Millisecond}},
+		{"lease TTL", Config{Coordinator: coord, Lease: worker.Config{TTL: 500 * time.Millisecond}},
 			[]string{"TTL 500ms", "1s–10m"}, worker.ErrInvalidConfig},
-		{"quarantine", Config{Coordinator: coord, Lease: LeaseConfig{Quarantine: time.Second}},
+		{"quarantine", Config{Coordinator: coord, Lease: worker.Config{Quarantine: time.Second}},
 			[]string{"quarantine 1s"}, worker.ErrInvalidConfig},
 		{"more worker ids than a coordinator leases", Config{Coordinator: coord,
 			Settings: snowflake.Settings{Layout: snowflake.Layout{WorkerBits: 40, SequenceBits: 2, TimeUnit: time.Hour}}},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/flakeid/flakeid/backend/bolt"
 	"github.com/flakeid/flakeid/node"
 	"github.com/flakeid/flakeid/snowflake"
+	"github.com/flakeid/flakeid/worker"
 )
 
 // A single node leasing its worker id from a local file: the node takes
@@ -25,16 +27,17 @@ func ExampleStart() {
 	}
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
-	coord, err := bolt.OpenWorkers(ctx, filepath.Join(dir, "workers.db"))
+	coord, err := bolt.OpenWorkers(ctx, &url.URL{Scheme: "file", Path: filepath.Join(dir, "workers.db")})
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer coord.Close()
 	n, err := node.Start(ctx, node.Config{
 		Coordinator: coord,
 		Settings:    snowflake.Settings{DatacenterID: 3},
 		// Short periods so that the example's first lease issues at once;
-		// the zero LeaseConfig (every default) suits production.
-		Lease: node.LeaseConfig{RenewEvery: 100 * time.Millisecond, RetryEvery: 50 * time.Millisecond,
+		// the zero worker.Config (every default) suits production.
+		Lease: worker.Config{RenewEvery: 100 * time.Millisecond, RetryEvery: 50 * time.Millisecond,
 			ReserveAhead: 300 * time.Millisecond, MaxClockSkew: 100 * time.Millisecond, Quarantine: 400 * time.Millisecond},
 		Logger: slog.New(slog.DiscardHandler),
 	})

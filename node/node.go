@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,9 +38,14 @@ type Config struct {
 	// Coordinator is where worker ids are leased (backend/...). Required,
 	// unless StaticWorkerID is set; then it must be nil.
 	Coordinator worker.Coordinator
-	// Lease is the caller's part of the lease settings; the zero value
-	// means every default. It must be zero with StaticWorkerID.
-	Lease LeaseConfig
+	// Lease holds the lease settings (TTL, renewal, reservation, clock
+	// skew, quarantine, WaitForFree, Owner; worker.Config documents each
+	// with its default and range); the zero value means every default. The
+	// node fills in the rest, which must be left zero: Datacenter (from
+	// Settings.DatacenterID), Workers (2^WorkerBits of the layout), Contract
+	// (the layout), Now (Settings.Now) and Logger (Logger). It must be zero
+	// with StaticWorkerID.
+	Lease worker.Config
 	// StaticWorkerID, when not nil, is a fixed worker id used instead of
 	// leasing one (worker.Static). UNSAFE: two processes with the same id
 	// issue duplicate IDs, and no high-water mark survives a restart after
@@ -58,65 +64,16 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// LeaseConfig is the caller's part of worker.Config: the node fills in the
-// rest (Datacenter, Workers and Contract from Settings, Now from
-// Settings.Now, Logger from Config.Logger). A zero field means its default;
-// the ranges are worker.Config's.
-type LeaseConfig struct {
-	// TTL is how long a lease lasts without renewal, by the coordinator's
-	// clock. Range 1s–10m. Default 10s.
-	TTL time.Duration
-	// RenewEvery is the renewal period. Range 10ms–TTL/2. Default 1s, or
-	// TTL/4 when that is shorter.
-	RenewEvery time.Duration
-	// RetryEvery is the pause after a failed renewal. Range 10ms–RenewEvery.
-	// Default 200ms.
-	RetryEvery time.Duration
-	// ReserveAhead is how far ahead of the generator's clock each renewal
-	// reserves the high-water mark. Range RenewEvery+10ms–TTL. Default 3s,
-	// or the TTL when that is shorter.
-	ReserveAhead time.Duration
-	// SafetyMargin: the lease is given up when it has not been renewed by
-	// TTL − SafetyMargin after the last renewal. Range 1ms–TTL/2. Default
-	// 1s, or TTL/4 when that is shorter.
-	SafetyMargin time.Duration
-	// MaxClockSkew is how far this node's clock may differ from the
-	// coordinator's before the lease is refused or ended. Range 1ms–1m.
-	// Default 1s.
-	MaxClockSkew time.Duration
-	// Quarantine is how long after the coordinator's state is first
-	// created or found lost nothing is issued; every node of a datacenter
-	// uses the same. Range ReserveAhead+MaxClockSkew–1h. Default
-	// ReserveAhead + MaxClockSkew (4s).
-	Quarantine time.Duration
-	// WaitForFree makes Start (and the search for a new lease after one is
-	// lost) retry while every worker id is held or the coordinator is
-	// unreachable. Default false: Start fails at once.
-	WaitForFree bool
-	// Owner names the holder in the coordinator (a random suffix is added
-	// to every lease). Any string. Default "hostname/pid".
-	Owner string
-}
-
-// workerConfig is the worker.Config of the node's leases: lc with what the
-// layout and settings fix.
-func (lc LeaseConfig) workerConfig(l snowflake.Layout, s snowflake.Settings, log *slog.Logger) worker.Config {
-	return worker.Config{
-		Datacenter:   s.DatacenterID,
-		Workers:      int64(1) << l.WorkerBits,
-		Contract:     l.String(),
-		TTL:          lc.TTL,
-		RenewEvery:   lc.RenewEvery,
-		RetryEvery:   lc.RetryEvery,
-		ReserveAhead: lc.ReserveAhead,
-		SafetyMargin: lc.SafetyMargin,
-		MaxClockSkew: lc.MaxClockSkew,
-		Quarantine:   lc.Quarantine,
-		WaitForFree:  lc.WaitForFree,
-		Owner:        lc.Owner,
-		Logger:       log,
-		Now:          s.Now,
-	}
+// leaseConfig is the worker.Config of the node's leases: the caller's
+// Lease with what the layout and settings fix.
+func (c Config) leaseConfig(l snowflake.Layout, s snowflake.Settings, log *slog.Logger) worker.Config {
+	lc := c.Lease
+	lc.Datacenter = s.DatacenterID
+	lc.Workers = int64(1) << l.WorkerBits
+	lc.Contract = l.String()
+	lc.Logger = log
+	lc.Now = s.Now
+	return lc
 }
 
 // Validate checks c without leasing anything: the layout; a coordinator or
@@ -167,8 +124,18 @@ func (c Config) plan() (plan, error) {
 		return plan{}, bad("no Coordinator to lease worker ids from, and no StaticWorkerID")
 	case c.Coordinator != nil && c.StaticWorkerID != nil:
 		return plan{}, bad("both a Coordinator and StaticWorkerID %d: lease worker ids or use a static one, not both", *c.StaticWorkerID)
-	case c.StaticWorkerID != nil && c.Lease != (LeaseConfig{}):
-		return plan{}, bad("lease settings %+v with StaticWorkerID %d, which is not leased", c.Lease, *c.StaticWorkerID)
+	case c.StaticWorkerID != nil && !reflect.ValueOf(c.Lease).IsZero():
+		return plan{}, bad("lease settings with StaticWorkerID %d, which is not leased", *c.StaticWorkerID)
+	case c.Lease.Datacenter != 0:
+		return plan{}, bad("Lease.Datacenter %d: the datacenter id comes from Settings.DatacenterID", c.Lease.Datacenter)
+	case c.Lease.Workers != 0:
+		return plan{}, bad("Lease.Workers %d: the worker ids come from the layout's worker bits", c.Lease.Workers)
+	case c.Lease.Contract != "":
+		return plan{}, bad("Lease.Contract %q: the contract is the layout's", c.Lease.Contract)
+	case c.Lease.Now != nil:
+		return plan{}, bad("Lease.Now set: the lease's clock is Settings.Now")
+	case c.Lease.Logger != nil:
+		return plan{}, bad("Lease.Logger set: the lease logs to Config.Logger")
 	case s.WorkerID != 0:
 		return plan{}, bad("Settings.WorkerID %d: the worker id comes from the lease (use StaticWorkerID for a fixed one)", s.WorkerID)
 	case !s.NotBefore.IsZero():
@@ -192,7 +159,7 @@ func (c Config) plan() (plan, error) {
 		return plan{}, refused(err)
 	}
 	if c.Coordinator != nil {
-		p.lease = c.Lease.workerConfig(l, s, p.log)
+		p.lease = c.leaseConfig(l, s, p.log)
 		if err := p.lease.Validate(); err != nil {
 			return plan{}, refused(err)
 		}

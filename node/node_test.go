@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -64,7 +65,7 @@ func boltCoordinator(t *testing.T, path string) *bolt.Workers {
 	if path == "" {
 		path = filepath.Join(t.TempDir(), "workers.db")
 	}
-	w, err := bolt.OpenWorkers(t.Context(), path)
+	w, err := bolt.OpenWorkers(t.Context(), &url.URL{Scheme: "file", Path: path})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,7 @@ func config(t *testing.T, c worker.Coordinator, workerBits int, now func() time.
 	// loaded CI machine's stalls do not lose the lease by accident.
 	return Config{
 		Coordinator: c,
-		Lease: LeaseConfig{TTL: 3 * time.Second, RenewEvery: 100 * time.Millisecond,
+		Lease: worker.Config{TTL: 3 * time.Second, RenewEvery: 100 * time.Millisecond,
 			ReserveAhead: 300 * time.Millisecond, SafetyMargin: 500 * time.Millisecond, RetryEvery: 50 * time.Millisecond,
 			MaxClockSkew: skew, Quarantine: 300*time.Millisecond + max(skew, time.Second)},
 		Settings: snowflake.Settings{Layout: layoutOf(workerBits), Now: now},

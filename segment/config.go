@@ -11,9 +11,13 @@ import (
 // IDs of its range that are ≡ Remainder (mod Delta), so that the sources
 // never collide and losing one database loses only its share.
 type Source struct {
+	// Store keeps this source's rows. Required.
 	Store Store
 	// Delta and Remainder select the IDs this source serves: those ≡
-	// Remainder (mod Delta). Default 1 and 0: every ID.
+	// Remainder (mod Delta). Delta: 1 or more, the same for every source;
+	// default 1. Remainder: 0 to Delta−1, distinct per source; default 0.
+	// Which store serves which remainder must never change once it has
+	// issued IDs (docs/GUARANTEES.md says why).
 	Delta, Remainder int64
 }
 
@@ -43,9 +47,11 @@ type Config struct {
 	// AutoCreate creates an unknown tag on first use, with DefaultStep.
 	// Default false: an unknown tag is ErrUnknownTag.
 	AutoCreate bool
-	// DefaultStep is the step of tags created on first use. Default 1000.
+	// DefaultStep is the step of tags created on first use. Range
+	// 1–MaxStep. Default 1000, or MaxStep when that is smaller.
 	DefaultStep int64
-	// FetchTimeout bounds one fetch from a store. Default 5s.
+	// FetchTimeout bounds one fetch from a store. Range: more than 0.
+	// Default 5s.
 	FetchTimeout time.Duration
 	// Logger receives fetch failures, and an error when a store is seen
 	// going backwards (see ErrRegressed). Default slog.Default().

@@ -18,6 +18,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -75,7 +76,7 @@ func newConnEnv(t *testing.T, mod func(*Config), segMod func(*segment.Config)) *
 	t.Helper()
 	buf := &connLog{}
 	log := slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	coord, err := bolt.OpenWorkers(t.Context(), filepath.Join(t.TempDir(), "workers.db"))
+	coord, err := bolt.OpenWorkers(t.Context(), &url.URL{Scheme: "file", Path: filepath.Join(t.TempDir(), "workers.db")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -498,17 +499,16 @@ func TestConnConfigValidate(t *testing.T) {
 		mut  func(*Config)
 		want string
 	}{
-		{func(c *Config) { c.ReadTimeout = 0 }, "read timeout 0s, want 1s–5m"},
+		{func(c *Config) { c.ReadTimeout = -1 }, "read timeout -1ns, want 1s–5m"},
 		{func(c *Config) { c.ReadTimeout = 6 * time.Minute }, "read timeout 6m0s"},
 		{func(c *Config) { c.ReadTimeout = 5 * time.Second }, "read header timeout 10s is longer than the read timeout 5s"},
 		{func(c *Config) { c.WriteTimeout = 999 * time.Millisecond }, "write timeout 999ms, want 1s–10m"},
 		{func(c *Config) { c.WriteTimeout = 11 * time.Minute }, "write timeout"},
-		{func(c *Config) { c.IdleTimeout = 0 }, "idle timeout 0s, want 1s–1h"},
+		{func(c *Config) { c.IdleTimeout = -1 }, "idle timeout -1ns, want 1s–1h"},
 		{func(c *Config) { c.IdleTimeout = 2 * time.Hour }, "idle timeout"},
-		{func(c *Config) { c.MaxConns = 0 }, "max conns 0, want 1–1,000,000"},
+		{func(c *Config) { c.MaxConns = -1 }, "max conns -1, want 1–1,000,000"},
 		{func(c *Config) { c.MaxConns = 1_000_001 }, "max conns"},
-		{func(c *Config) { c.MetricsMaxTags = -1 }, "metrics max tags -1, want 0–100,000"},
-		{func(c *Config) { c.MetricsMaxTags = 100_001 }, "metrics max tags"},
+		{func(c *Config) { c.MetricsMaxTags = 100_001 }, "metrics max tags 100001, want at most 100,000"},
 	} {
 		c := DefaultConfig()
 		tc.mut(&c)
@@ -518,9 +518,13 @@ func TestConnConfigValidate(t *testing.T) {
 	}
 	c := DefaultConfig()
 	c.ReadTimeout, c.ReadHeaderTimeout, c.WriteTimeout, c.IdleTimeout = time.Second, time.Second, 10*time.Minute, time.Hour
-	c.MaxConns, c.MetricsMaxTags = 1_000_000, 0
+	c.MaxConns, c.MetricsMaxTags = 1_000_000, 100_000
 	if err := c.Validate(); err != nil {
 		t.Fatalf("the ranges' ends: %v", err)
+	}
+	c.MetricsMaxTags = -1 // none
+	if err := c.Validate(); err != nil {
+		t.Fatalf("metrics max tags -1 (none): %v", err)
 	}
 	d := DefaultConfig()
 	if d.ReadTimeout != 10*time.Second || d.WriteTimeout != 30*time.Second || d.IdleTimeout != 30*time.Second ||

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -58,7 +59,7 @@ func newRPCEnv(t testing.TB, mod func(*Config)) *rpcEnv {
 func newRPCEnvLayout(t testing.TB, layout snowflake.Layout, mod func(*Config)) *rpcEnv {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
-	coord, err := bolt.OpenWorkers(t.Context(), filepath.Join(t.TempDir(), "workers.db"))
+	coord, err := bolt.OpenWorkers(t.Context(), &url.URL{Scheme: "file", Path: filepath.Join(t.TempDir(), "workers.db")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -43,7 +44,7 @@ func newFixture(t testing.TB, mutate func(*Config)) *fixture {
 	if tt, ok := t.(*testing.T); ok {
 		log = slog.New(slog.NewTextHandler(tt.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	coord, err := bolt.OpenWorkers(context.Background(), filepath.Join(t.TempDir(), "workers.db"))
+	coord, err := bolt.OpenWorkers(context.Background(), &url.URL{Scheme: "file", Path: filepath.Join(t.TempDir(), "workers.db")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +281,7 @@ func TestConfigValidate(t *testing.T) {
 		want string
 	}{
 		{func(c *Config) { c.Listen = "nope" }, "listen address"},
-		{func(c *Config) { c.MaxCount = 0 }, "max count 0"},
+		{func(c *Config) { c.MaxCount = -1 }, "max count -1"},
 		{func(c *Config) { c.StreamBatch = 200_000 }, "stream batch"},
 		{func(c *Config) { c.TLSCert = "x.pem" }, "both a certificate and a key"},
 		{func(c *Config) { c.Tokens = []Token{{Token: "short"}} }, "shorter than 16"},

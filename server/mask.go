@@ -22,7 +22,7 @@ import (
 // masked_ids. /v1/decode and the RPC Decode read them back (with a token
 // allowed to unmask, when tokens are configured).
 //
-// The zero value masks nothing.
+// A zero field means its default: the zero MaskConfig masks nothing.
 type MaskConfig struct {
 	// Keys are the masking keys. The first masks; every one unmasks texts
 	// made with it (told by the text's key-id character), so a key is

@@ -65,7 +65,7 @@ func newMetrics(s *Server) (*metrics, error) {
 			Help: "Redis-protocol connections closed for a framing error or a request over the limits."}),
 	}
 	m.issuedSnowflake = m.issued.WithLabelValues("snowflake", "")
-	m.tags = newTagLabels(m.issued, s.cfg.MetricsMaxTags)
+	m.tags = newTagLabels(m.issued, max(s.cfg.MetricsMaxTags, 0)) // negative: none
 	cs := []prometheus.Collector{
 		m.issued, m.requests, m.latency, m.conns, m.connsRejected,
 		m.respConns, m.respRejected, m.respCommands, m.respProtocolErrors,

@@ -17,7 +17,8 @@ import (
 
 // RESPConfig configures the Redis-protocol (RESP) listener: any Redis
 // client's INCR gets IDs from the same node, segment allocator, tokens and
-// masking as the HTTP API (see docs/API.md, "Redis protocol").
+// masking as the HTTP API (see docs/API.md, "Redis protocol"). A zero field
+// means its default; DefaultRESPConfig returns them all.
 type RESPConfig struct {
 	// Listen is the address of the RESP listener; "" (the default) runs
 	// none. It speaks TLS when the server's TLSCert and TLSKey are set.
@@ -36,17 +37,34 @@ type RESPConfig struct {
 	// of its input. Range 1024–67,108,864 (64 MiB). Default 65,536.
 	MaxRequest int `json:"max_request"`
 	// IdleTimeout closes a connection that sends no command for this long.
-	// 0 (the default) never does, as Redis does not: client pools keep
-	// idle connections. Range 0 or 1s–24h. A command under way must arrive
-	// whole within the server's ReadTimeout either way.
+	// Range 0 or 1s–24h. Default 0: never, as Redis does not (client pools
+	// keep idle connections). A command under way must arrive whole within
+	// the server's ReadTimeout either way.
 	IdleTimeout time.Duration `json:"idle_timeout"`
 }
 
-// DefaultRESPConfig returns the RESP listener's defaults (no listener).
+// DefaultRESPConfig returns the RESP listener's defaults (no listener):
+// what the zero RESPConfig means, with every field filled in.
 func DefaultRESPConfig() RESPConfig {
 	return RESPConfig{MaxConns: 1024, MaxArgs: 64, MaxRequest: 64 << 10}
 }
 
+// withDefaults returns c with its zero fields set to their defaults.
+func (c RESPConfig) withDefaults() RESPConfig {
+	d := DefaultRESPConfig()
+	if c.MaxConns == 0 {
+		c.MaxConns = d.MaxConns
+	}
+	if c.MaxArgs == 0 {
+		c.MaxArgs = d.MaxArgs
+	}
+	if c.MaxRequest == 0 {
+		c.MaxRequest = d.MaxRequest
+	}
+	return c
+}
+
+// validate checks c, with defaults applied (Config.Validate applies them).
 func (c RESPConfig) validate() error {
 	if c.Listen != "" {
 		if _, _, err := net.SplitHostPort(c.Listen); err != nil {
@@ -79,7 +97,8 @@ const respLinger = 500 * time.Millisecond
 
 // ServeRESP serves the Redis protocol on ln until ctx ends: then it stops
 // reading, answers the commands it has read, and closes every connection
-// (those still writing after ShutdownTimeout are cut off). It returns
+// (those still writing after ShutdownTimeout are cut off; with a negative
+// ShutdownTimeout, every one is at once). It returns
 // after the last connection is closed.
 //
 // Each connection is held to RESPConfig's limits, to ReadTimeout for a
@@ -137,7 +156,7 @@ func (s *Server) ServeRESP(ctx context.Context, ln net.Listener) error {
 	go func() { l.wg.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(s.cfg.ShutdownTimeout):
+	case <-time.After(max(s.cfg.ShutdownTimeout, 0)):
 		cancelHard()
 		l.closeAll()
 		<-done

@@ -11,6 +11,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -54,7 +55,7 @@ func newRESPEnv(t testing.TB, mod func(*Config), segMod func(*segment.Config)) *
 	t.Helper()
 	buf := &connLog{}
 	log := slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	coord, err := bolt.OpenWorkers(t.Context(), filepath.Join(t.TempDir(), "workers.db"))
+	coord, err := bolt.OpenWorkers(t.Context(), &url.URL{Scheme: "file", Path: filepath.Join(t.TempDir(), "workers.db")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1314,7 +1315,8 @@ func served(t *testing.T, stopped <-chan error) {
 // pipelined commands and reads none of the replies yet: the replies to the
 // commands the server read are all delivered, then the connection is
 // closed, no other ID is taken, and ServeRESP returns nil. A client that
-// never reads is cut off after ShutdownTimeout.
+// never reads is cut off after ShutdownTimeout (at once when it is
+// negative).
 func TestRESPShutdown(t *testing.T) {
 	t.Parallel()
 	t.Run("drain", func(t *testing.T) {
@@ -1423,6 +1425,20 @@ func TestRESPShutdown(t *testing.T) {
 		served(t, e.stopAndWait(t))
 		if got := gaugeValue(t, e.srv.metrics.respConns); got != 0 {
 			t.Fatalf("%v RESP connections open after ServeRESP returned", got)
+		}
+	})
+
+	t.Run("no wait", func(t *testing.T) {
+		// A negative ShutdownTimeout cuts the hog off at once, not after
+		// the default 10s.
+		e := newRESPEnv(t, func(c *Config) { c.ShutdownTimeout = -1 }, nil)
+		hog := e.dial(t)
+		hog.send(t, strings.Repeat(respCmd("ID.NEXT", "orders", "100000"), 50))
+		waitFor(t, "the hog's commands run", func() bool { return e.tagIssued(t, "orders") >= 100000 })
+		start := time.Now()
+		served(t, e.stopAndWait(t))
+		if took := time.Since(start); took > 5*time.Second {
+			t.Fatalf("ServeRESP returned %v after its context ended, want at once", took)
 		}
 	})
 }

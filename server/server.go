@@ -28,31 +28,38 @@ import (
 )
 
 // Config is the server's own configuration (the node, the segment store and
-// the coordinator are configured by their packages). DefaultConfig gives
-// every default; Validate checks a Config.
+// the coordinator are configured by their packages). A zero field means its
+// default, so the zero Config serves with every default; DefaultConfig
+// returns them all. Validate checks a Config with its defaults applied.
 type Config struct {
-	// Listen is the address to serve on. Default 127.0.0.1:8080.
+	// Listen is the address to serve on (host:port); Serve is given its
+	// listener, this is for the caller that opens it. Default
+	// 127.0.0.1:8080.
 	Listen string `json:"listen"`
 	// MaxCount is the most IDs one request may ask for. Range 1–10,000,000.
 	// Default 100,000.
 	MaxCount int `json:"max_count"`
 	// StreamBatch is the most IDs per message of a stream. Range
-	// 1–MaxCount. Default 4096.
+	// 1–MaxCount. Default 4096, or MaxCount when that is smaller.
 	StreamBatch int `json:"stream_batch"`
 	// Tokens enable bearer-token auth when not empty: every ID and admin
 	// request needs "Authorization: Bearer <token>" of a listed token, and
 	// the token's Tags say which segment tags it may use. Health, readiness
-	// and metrics stay open. Default none (no auth).
+	// and metrics stay open. Tokens of at least 16 characters, each listed
+	// once. Default none (no auth).
 	Tokens []Token `json:"tokens"`
 	// TLSCert and TLSKey are PEM files; both set serves HTTPS (HTTP/2 with
-	// ALPN), neither serves plain HTTP with h2c. Default neither.
+	// ALPN), neither serves plain HTTP with h2c. Both or neither. Default
+	// neither.
 	TLSCert string `json:"tls_cert"`
 	TLSKey  string `json:"tls_key"`
-	// ShutdownTimeout bounds the graceful drain of in-flight requests.
-	// Range 0–5m. Default 10s.
+	// ShutdownTimeout bounds the graceful drain of in-flight requests (and
+	// of the RESP connections' replies) once Serve's (ServeRESP's) context
+	// ends. Range up to 5m; negative: do not wait (Serve returns at once,
+	// ServeRESP closes its connections at once). Default 10s.
 	ShutdownTimeout time.Duration `json:"shutdown_timeout"`
 	// ReadHeaderTimeout bounds reading a request's headers. Range 1s–5m,
-	// at most ReadTimeout. Default 10s.
+	// at most ReadTimeout. Default 10s, or ReadTimeout when that is shorter.
 	ReadHeaderTimeout time.Duration `json:"read_header_timeout"`
 	// ReadTimeout bounds reading a whole request, headers and body, from
 	// its first byte: a client that sends slower has its connection closed
@@ -80,14 +87,16 @@ type Config struct {
 	// MetricsMaxTags is how many distinct segment tags get a tag label of
 	// their own in the metrics (first come, first served); the IDs and
 	// buffers of the others are counted under tag="(other)", so that
-	// auto-created tags cannot grow the metrics without bound. Range
-	// 0–100,000. Default 1000.
+	// auto-created tags cannot grow the metrics without bound. Range up to
+	// 100,000; negative: none (every tag is counted under "(other)").
+	// Default 1000.
 	MetricsMaxTags int `json:"metrics_max_tags"`
 	// Mask hands out masked (non-guessable) IDs, globally or per segment
-	// tag, and lets decode read them; see MaskConfig. Default off.
+	// tag, and lets decode read them; see MaskConfig. Default (zero) off.
 	Mask MaskConfig `json:"mask"`
 	// RESP configures the Redis-protocol listener (ServeRESP); see
-	// RESPConfig. Default: none, with the limits of DefaultRESPConfig.
+	// RESPConfig. Default (zero): no listener, with the limits of
+	// DefaultRESPConfig.
 	RESP RESPConfig `json:"resp"`
 }
 
@@ -109,8 +118,8 @@ type Token struct {
 	Unmask bool `json:"unmask"`
 }
 
-// DefaultConfig returns the defaults. A zero Config is not valid: start
-// from DefaultConfig and change what differs.
+// DefaultConfig returns the defaults: what the zero Config means, with
+// every field filled in.
 func DefaultConfig() Config {
 	return Config{
 		Listen:            "127.0.0.1:8080",
@@ -127,14 +136,59 @@ func DefaultConfig() Config {
 	}
 }
 
+// withDefaults returns c with its zero fields set to their defaults.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.Listen == "" {
+		c.Listen = d.Listen
+	}
+	if c.MaxCount == 0 {
+		c.MaxCount = d.MaxCount
+	}
+	if c.StreamBatch == 0 {
+		c.StreamBatch = d.StreamBatch
+		if c.MaxCount > 0 {
+			c.StreamBatch = min(c.StreamBatch, c.MaxCount)
+		}
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = d.ShutdownTimeout
+	}
+	if c.ReadTimeout == 0 {
+		c.ReadTimeout = d.ReadTimeout
+	}
+	if c.ReadHeaderTimeout == 0 {
+		c.ReadHeaderTimeout = d.ReadHeaderTimeout
+		if c.ReadTimeout >= time.Second {
+			c.ReadHeaderTimeout = min(c.ReadHeaderTimeout, c.ReadTimeout)
+		}
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = d.WriteTimeout
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = d.IdleTimeout
+	}
+	if c.MaxConns == 0 {
+		c.MaxConns = d.MaxConns
+	}
+	if c.MetricsMaxTags == 0 {
+		c.MetricsMaxTags = d.MetricsMaxTags
+	}
+	c.RESP = c.RESP.withDefaults()
+	return c
+}
+
 // ErrInvalidConfig is wrapped by every error of Validate.
 var ErrInvalidConfig = errors.New("server: invalid config")
 
-// Validate checks every field and their relations.
+// Validate checks every field and their relations, with defaults applied.
+// Every error wraps ErrInvalidConfig and names the field.
 func (c Config) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
 	}
+	c = c.withDefaults()
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return bad("listen address %q: %v", c.Listen, err)
 	}
@@ -145,8 +199,8 @@ func (c Config) Validate() error {
 		return bad("stream batch %d, want 1–%d (max count)", c.StreamBatch, c.MaxCount)
 	case (c.TLSCert == "") != (c.TLSKey == ""):
 		return bad("TLS needs both a certificate and a key (cert %q, key %q)", c.TLSCert, c.TLSKey)
-	case c.ShutdownTimeout < 0 || c.ShutdownTimeout > 5*time.Minute:
-		return bad("shutdown timeout %v, want 0–5m", c.ShutdownTimeout)
+	case c.ShutdownTimeout > 5*time.Minute:
+		return bad("shutdown timeout %v, want at most 5m (or negative: do not wait)", c.ShutdownTimeout)
 	case c.ReadHeaderTimeout < time.Second || c.ReadHeaderTimeout > 5*time.Minute:
 		return bad("read header timeout %v, want 1s–5m", c.ReadHeaderTimeout)
 	case c.ReadTimeout < time.Second || c.ReadTimeout > 5*time.Minute:
@@ -159,8 +213,8 @@ func (c Config) Validate() error {
 		return bad("idle timeout %v, want 1s–1h", c.IdleTimeout)
 	case c.MaxConns < 1 || c.MaxConns > 1_000_000:
 		return bad("max conns %d, want 1–1,000,000", c.MaxConns)
-	case c.MetricsMaxTags < 0 || c.MetricsMaxTags > 100_000:
-		return bad("metrics max tags %d, want 0–100,000", c.MetricsMaxTags)
+	case c.MetricsMaxTags > 100_000:
+		return bad("metrics max tags %d, want at most 100,000 (or negative: none)", c.MetricsMaxTags)
 	}
 	if err := c.Mask.validate(); err != nil {
 		return bad("%v", err)
@@ -190,6 +244,8 @@ func (c Config) Validate() error {
 
 // Options are what a Server serves from.
 type Options struct {
+	// Config is the server's configuration; its zero fields mean their
+	// defaults (see Config).
 	Config Config
 	// Node issues Snowflake IDs. Required.
 	Node *node.Node
@@ -234,6 +290,7 @@ func New(o Options) (*Server, error) {
 	if err := o.Config.Validate(); err != nil {
 		return nil, err
 	}
+	o.Config = o.Config.withDefaults()
 	if o.Node == nil {
 		return nil, fmt.Errorf("%w: no node", ErrInvalidConfig)
 	}
@@ -281,7 +338,7 @@ func New(o Options) (*Server, error) {
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Serve serves on ln until ctx ends, then drains in-flight requests (up to
-// ShutdownTimeout). The caller closes the node afterwards, which releases
+// ShutdownTimeout; not at all when it is negative). The caller closes the node afterwards, which releases
 // the lease.
 //
 // Connections are bounded as Config says: a request must arrive within
@@ -331,7 +388,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 	}
 	close(s.draining) // readiness turns 503 so balancers stop sending
-	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), max(s.cfg.ShutdownTimeout, 0))
 	defer cancel()
 	err := hs.Shutdown(sctx)
 	<-errc

@@ -99,7 +99,7 @@ var layoutParams = []string{"preset", "time_bits", "datacenter_bits", "worker_bi
 
 // layoutJSON is the answer of /v1/layout.
 type layoutJSON struct {
-	// Valid is true when the layout can issue IDs now (Layout.ValidateAt).
+	// Valid is true when the layout can issue IDs now (snowflake.New takes it).
 	Valid bool   `json:"valid"`
 	Error string `json:"error,omitempty"`
 	// Bits is "time/datacenter/worker/sequence", normalized when the layout
@@ -167,7 +167,7 @@ func (s *Server) handleLayout(w http.ResponseWriter, r *http.Request) error {
 	}
 
 	out := layoutJSON{Bits: fmt.Sprintf("%d/%d/%d/%d", l.TimeBits, l.DatacenterBits, l.WorkerBits, l.SequenceBits)}
-	if err := l.ValidateAt(time.Now()); err != nil {
+	if _, err := snowflake.New(snowflake.Settings{Layout: l}); err != nil { // also checks the clock
 		out.Error = err.Error()
 	} else {
 		out.Valid = true

@@ -447,12 +447,12 @@ func TestUIBrowserAmbiguous(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tx, err := kr.MaskText(id.Int64(), idmask.Base62)
+		tx, err := kr.MaskText(int64(id), idmask.Base62)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, err := snowflake.ParseAny(tx); err == nil {
-			amb, internal = tx, id.Int64()
+			amb, internal = tx, int64(id)
 		}
 	}
 

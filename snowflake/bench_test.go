@@ -9,7 +9,7 @@ import (
 // wideLayout is a layout whose 22-bit sequence does not bind at any rate a
 // benchmark reaches, to measure the generator's own cost.
 func wideLayout() Layout {
-	return Layout{TimeBits: 41, SequenceBits: 22, Epoch: DefaultEpoch()}
+	return Layout{TimeBits: 41, SequenceBits: 22, Epoch: defaultEpoch()}
 }
 
 func BenchmarkNextID(b *testing.B) {
@@ -77,7 +77,7 @@ func BenchmarkNextN(b *testing.B) {
 // BenchmarkClockRead is the cost of one read of the generator's clock, the
 // baseline NextID is measured against.
 func BenchmarkClockRead(b *testing.B) {
-	c := newClock(nil, DefaultEpoch().UnixNano(), int64(time.Millisecond))
+	c := newClock(nil, defaultEpoch().UnixNano(), int64(time.Millisecond))
 	var sink atomic.Int64
 	for b.Loop() {
 		sink.Store(c.ns())

@@ -26,6 +26,11 @@
 //   - NextID is lock-free: one compare-and-swap on one packed word; it never
 //     sleeps while holding a lock.
 //
+// [Layout.Decode] splits an ID into its [Parts] (time, datacenter, worker,
+// sequence); [Generator.Layout] gives a generator's layout. [Parse] reads the
+// decimal form, [ParseEncoded] the base32 and base58 forms, and [ParseAny]
+// any of the three, for input typed by people.
+//
 // Uniqueness across machines additionally needs a unique (datacenter, worker)
 // pair per running Generator; package worker leases those.
 package snowflake

@@ -16,7 +16,7 @@ func ExampleNew() {
 	}
 	a, _ := g.NextID()
 	b, _ := g.NextID()
-	p, _ := g.Decode(b)
+	p, _ := g.Layout().Decode(b)
 	fmt.Println(b > a, p.Datacenter, p.Worker)
 	// Output: true 1 7
 }

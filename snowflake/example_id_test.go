@@ -26,7 +26,7 @@ func ExampleID_Base32() {
 		fmt.Println(id.Base32())
 	}
 	// Case and Crockford's aliases do not matter when parsing.
-	id, _ := snowflake.ParseBase32("l28ggyhyyko8n")
+	id, _ := snowflake.ParseEncoded("l28ggyhyyko8n")
 	fmt.Println(id)
 	// Output:
 	// 0000000000000
@@ -40,7 +40,7 @@ func ExampleID_Base58() {
 	for _, id := range []snowflake.ID{0, 58, 1234567890123456789, 9223372036854775807} {
 		fmt.Println(id.Base58())
 	}
-	id, _ := snowflake.ParseBase58("NQm6nKp8qFC")
+	id, _ := snowflake.ParseEncoded("NQm6nKp8qFC")
 	fmt.Println(id)
 	// Output:
 	// 11111111111
@@ -71,8 +71,27 @@ func ExampleID_MarshalJSON() {
 	// true
 }
 
+// ParseEncoded tells base32 from base58 by length, so it reads every
+// Base32 and Base58 form back, even one made only of digits.
+func ExampleParseEncoded() {
+	for _, s := range []string{"0000000000010", "11111111121", "128GGYHYYK08N", "3sDK21t5nHJ"} {
+		id, err := snowflake.ParseEncoded(s)
+		fmt.Println(id, err)
+	}
+	_, err := snowflake.ParseEncoded("1234567890123456789")
+	fmt.Println(err)
+	// Output:
+	// 32 <nil>
+	// 58 <nil>
+	// 1234567890123456789 <nil>
+	// 1234567890123456789 <nil>
+	// snowflake: invalid ID: base32 or base58 "1234567890123456789": 19 bytes long, want 13 (base32) or 11 (base58) characters
+}
+
+// ParseAny reads what people type: decimal first, so an all-digit base32
+// or base58 form reads as decimal (ParseEncoded reads it as encoded).
 func ExampleParseAny() {
-	for _, s := range []string{"1234567890123456789", "128GGYHYYK08N", "3sDK21t5nHJ"} {
+	for _, s := range []string{"1234567890123456789", "128GGYHYYK08N", "3sDK21t5nHJ", "0000000000010"} {
 		id, err := snowflake.ParseAny(s)
 		fmt.Println(id, err)
 	}
@@ -80,4 +99,5 @@ func ExampleParseAny() {
 	// 1234567890123456789 <nil>
 	// 1234567890123456789 <nil>
 	// 1234567890123456789 <nil>
+	// 10 <nil>
 }

@@ -22,25 +22,27 @@ func ExampleLayout_Capacity() {
 }
 
 // The classic "game server" layout asks for more bits than an int64 has.
-func ExampleLayout_Validate() {
+func ExampleLayout_Normalize() {
 	l := snowflake.Layout{TimeBits: 37, WorkerBits: 20, SequenceBits: 16}
-	err := l.Validate()
+	_, err := l.Normalize()
 	fmt.Println(err)
 	fmt.Println(errors.Is(err, snowflake.ErrInvalidLayout))
 
 	// Leaving TimeBits at 0 gives the time field whatever is left.
 	l.TimeBits = 0
-	fmt.Println(l.Validate(), l)
+	n, err := l.Normalize()
+	fmt.Println(err, n.TimeBits, n)
 	// Output:
 	// snowflake: invalid layout: time 37 + datacenter 0 + worker 20 + sequence 16 = 73 bits overflows the 63 bits below the sign bit by 10
 	// true
-	// <nil> 27/0/20/16 × 1ms since 2025-01-01T00:00:00Z
+	// <nil> 27 27/0/20/16 × 1ms since 2025-01-01T00:00:00Z
 }
 
-// ValidateAt also checks the layout against a clock reading.
-func ExampleLayout_ValidateAt() {
+// New also checks the layout against the clock: its epoch must not be in
+// the future and its time field must not have run out.
+func ExampleNew_exhausted() {
 	l := snowflake.Layout{TimeBits: 10, Epoch: time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)}
-	err := l.ValidateAt(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	_, err := snowflake.New(snowflake.Settings{Layout: l})
 	fmt.Println(err)
 	fmt.Println(errors.Is(err, snowflake.ErrTimeExhausted))
 	// Output:
@@ -66,7 +68,7 @@ func ExamplePreset() {
 
 func ExampleLayout_Compose() {
 	l := snowflake.DefaultLayout()
-	tick, _ := l.Tick(time.Date(2025, 1, 1, 0, 0, 1, 0, time.UTC)) // one second after the epoch
+	tick := int64(time.Second / l.TimeUnit) // one second after the epoch
 	id, err := l.Compose(snowflake.Parts{Tick: tick, Datacenter: 3, Worker: 7, Sequence: 42})
 	fmt.Println(tick, id, err)
 

@@ -35,14 +35,16 @@ func (p Policy) String() string {
 	return fmt.Sprintf("Policy(%d)", int(p))
 }
 
-// Defaults of Settings.
+// Defaults of Settings, and the bound of Settings.MaxWait.
 const (
 	DefaultMaxWait   = 5 * time.Millisecond
 	DefaultMaxBorrow = 100 * time.Millisecond
-	// MaxMaxWait and MaxMaxBorrow bound Settings.MaxWait and MaxBorrow.
-	MaxMaxWait   = time.Minute
-	MaxMaxBorrow = time.Hour
+	// MaxMaxWait bounds Settings.MaxWait.
+	MaxMaxWait = time.Minute
 )
+
+// maxMaxBorrow bounds Settings.MaxBorrow (see its doc: 1h).
+const maxMaxBorrow = time.Hour
 
 // spinWindow is how much of a wait is spent yielding rather than sleeping:
 // Linux timer slack measured here is 0.2–1 ms (a sleep below 1 ms takes about
@@ -142,8 +144,8 @@ func New(s Settings) (*Generator, error) {
 		return nil, fmt.Errorf("%w: max wait %v, want at most %v", ErrInvalidSettings, s.MaxWait, MaxMaxWait)
 	case s.Policy != Wait && s.Policy != Borrow:
 		return nil, fmt.Errorf("%w: unknown policy %d", ErrInvalidSettings, int(s.Policy))
-	case s.MaxBorrow < 0 || s.MaxBorrow > MaxMaxBorrow:
-		return nil, fmt.Errorf("%w: max borrow %v, want %v–%v", ErrInvalidSettings, s.MaxBorrow, l.TimeUnit, MaxMaxBorrow)
+	case s.MaxBorrow < 0 || s.MaxBorrow > maxMaxBorrow:
+		return nil, fmt.Errorf("%w: max borrow %v, want %v–%v", ErrInvalidSettings, s.MaxBorrow, l.TimeUnit, maxMaxBorrow)
 	}
 	g := &Generator{c: c, policy: s.Policy, nowFunc: s.Now, seqBits: c.sequenceBits, seqMask: uint64(c.seqMask)}
 	g.node = s.DatacenterID<<c.datacenterShift | s.WorkerID<<c.workerSh
@@ -171,12 +173,12 @@ func New(s Settings) (*Generator, error) {
 
 	g.clk = newClock(s.Now, c.epochNs, c.unitNs)
 	now := g.clk.anchor
-	if err := l.ValidateAt(now); err != nil {
+	if err := l.validateAt(now); err != nil {
 		return nil, err
 	}
 	first := int64(1) // tick 0 is never used, so the initial state can sit below it
 	if !s.NotBefore.IsZero() {
-		nb, _ := l.Tick(s.NotBefore)
+		nb, _ := l.tickAt(s.NotBefore)
 		if s.NotBefore.After(c.tickTime(max(nb, 0))) {
 			nb++ // the first tick that starts at or after NotBefore
 		}
@@ -196,17 +198,9 @@ func New(s Settings) (*Generator, error) {
 	return g, nil
 }
 
-// Layout returns the generator's layout with its defaults filled in.
+// Layout returns the generator's layout with its defaults filled in; its
+// Decode splits the generator's IDs into their parts.
 func (g *Generator) Layout() Layout { return g.c.layout }
-
-// DatacenterID returns the generator's datacenter id.
-func (g *Generator) DatacenterID() int64 { return g.node >> g.c.datacenterShift & g.c.maxDatacenter }
-
-// WorkerID returns the generator's worker id.
-func (g *Generator) WorkerID() int64 { return g.node >> g.c.workerSh & g.c.maxWorker }
-
-// Decode splits an ID into its parts using the generator's layout.
-func (g *Generator) Decode(id ID) (Parts, error) { return g.c.decode(id) }
 
 func (g *Generator) compose(state uint64) ID {
 	return ID(int64(state>>g.tickShift)<<g.c.timeShift | g.node | int64(state&g.seqMask))
@@ -393,7 +387,7 @@ func (g *Generator) sleep(d time.Duration) {
 // starts at or after until (see Settings.Until). A revoked generator stays
 // revoked.
 func (g *Generator) SetUntil(until time.Time) {
-	last, _ := g.c.layout.Tick(until) // the tick until falls in
+	last, _ := g.c.layout.tickAt(until) // the tick until falls in
 	if !until.After(g.c.tickTime(max(last, 0))) {
 		last-- // until is that tick's start, so the tick is not allowed
 	}

@@ -34,7 +34,7 @@ func stateMachine(rt *rapid.T) {
 		if id <= last {
 			rt.Fatalf("ID %d after %d", id, last)
 		}
-		p, err := g.Decode(id)
+		p, err := g.Layout().Decode(id)
 		if err != nil || p.Worker != worker {
 			rt.Fatalf("Decode(%d) = %+v, %v; want worker %d", id, p, err, worker)
 		}
@@ -44,7 +44,7 @@ func stateMachine(rt *rapid.T) {
 		if !errors.Is(err, ErrClockBehind) {
 			rt.Fatalf("unexpected error %v", err)
 		}
-		p, _ := g.Decode(last)
+		p, _ := g.Layout().Decode(last)
 		if lag := p.Time.Sub(clk.Now()); lag < maxWait {
 			rt.Fatalf("ErrClockBehind with the clock only %v behind the last ID", lag)
 		}

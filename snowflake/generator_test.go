@@ -88,7 +88,7 @@ func TestNewValidation(t *testing.T) {
 			}
 		})
 	}
-	for _, s := range []Settings{{}, {WorkerID: 31, DatacenterID: 31}, {Policy: Borrow}, {MaxWait: -1}, {Layout: JSSafeLayout(), WorkerID: 63}} {
+	for _, s := range []Settings{{}, {WorkerID: 31, DatacenterID: 31}, {Policy: Borrow}, {MaxWait: -1}, {Layout: jsSafeLayout(), WorkerID: 63}} {
 		if _, err := New(s); err != nil {
 			t.Errorf("New(%+v): %v", s, err)
 		}
@@ -100,7 +100,7 @@ func TestIDsCarryNodeAndTime(t *testing.T) {
 	g := mustNew(t, Settings{DatacenterID: 3, WorkerID: 17})
 	id := mustNext(t, g)
 	after := time.Now()
-	p, err := g.Decode(id)
+	p, err := g.Layout().Decode(id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,9 +109,6 @@ func TestIDsCarryNodeAndTime(t *testing.T) {
 	}
 	if p.Time.Before(before.Truncate(time.Millisecond)) || p.Time.After(after) {
 		t.Fatalf("decoded time %v outside [%v, %v]", p.Time, before, after)
-	}
-	if g.DatacenterID() != 3 || g.WorkerID() != 17 {
-		t.Fatalf("DatacenterID/WorkerID = %d/%d", g.DatacenterID(), g.WorkerID())
 	}
 	if g.Layout() != DefaultLayout() {
 		t.Fatalf("Layout() = %v", g.Layout())
@@ -190,7 +187,7 @@ func TestWaitPolicyFillsEachTick(t *testing.T) {
 				t.Fatalf("ID %d after %d", id, prev)
 			}
 			prev = id
-			p, _ := g.Decode(id)
+			p, _ := g.Layout().Decode(id)
 			perTick[p.Tick]++
 		}
 		if len(perTick) != 3 {
@@ -231,7 +228,7 @@ func TestBorrowPolicy(t *testing.T) {
 		if g.Stats().Waits == 0 || time.Since(start) == 0 {
 			t.Fatal("the fifth tick did not wait")
 		}
-		p, _ := g.Decode(id)
+		p, _ := g.Layout().Decode(id)
 		if lead := time.Until(p.Time); lead > 3*time.Millisecond {
 			t.Fatalf("ID is %v ahead of the clock, more than MaxBorrow", lead)
 		}
@@ -305,9 +302,9 @@ func TestClockForwards(t *testing.T) {
 		var clk shiftClock
 		g := mustNew(t, Settings{Layout: bubbleLayout(), Now: clk.Now})
 		time.Sleep(time.Millisecond)
-		a, _ := g.Decode(mustNext(t, g))
+		a, _ := g.Layout().Decode(mustNext(t, g))
 		clk.shift(10 * time.Second)
-		b, _ := g.Decode(mustNext(t, g))
+		b, _ := g.Layout().Decode(mustNext(t, g))
 		if d := b.Time.Sub(a.Time); d < 10*time.Second || d > 10*time.Second+time.Millisecond {
 			t.Fatalf("after a 10 s step IDs moved %v", d)
 		}
@@ -322,7 +319,7 @@ func TestNotBefore(t *testing.T) {
 		nb := start.Add(3 * time.Millisecond)
 		g := mustNew(t, Settings{Layout: bubbleLayout(), Now: time.Now, NotBefore: nb})
 		id := mustNext(t, g)
-		p, _ := g.Decode(id)
+		p, _ := g.Layout().Decode(id)
 		if p.Time.Before(nb) {
 			t.Fatalf("ID time %v before NotBefore %v", p.Time, nb)
 		}
@@ -344,7 +341,7 @@ func TestNotBefore(t *testing.T) {
 			t.Fatalf("NextN err = %v, want ErrClockBehind", err)
 		}
 		time.Sleep(2 * time.Second)
-		p, _ := g.Decode(mustNext(t, g))
+		p, _ := g.Layout().Decode(mustNext(t, g))
 		if p.Time.Before(nb) {
 			t.Fatalf("ID time %v before NotBefore %v", p.Time, nb)
 		}
@@ -355,7 +352,7 @@ func TestNotBefore(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 		nb := time.Now().Add(-1500 * time.Microsecond)
 		g := mustNew(t, Settings{Layout: bubbleLayout(), Now: time.Now, NotBefore: nb})
-		p, _ := g.Decode(mustNext(t, g))
+		p, _ := g.Layout().Decode(mustNext(t, g))
 		if p.Time.Before(nb) {
 			t.Fatalf("ID tick starts %v, before NotBefore %v", p.Time, nb)
 		}
@@ -399,7 +396,7 @@ func TestLowTrafficParity(t *testing.T) {
 		time.Sleep(time.Millisecond)
 		perTick := map[int64]int{}
 		for range 4 * 4096 {
-			p, _ := g.Decode(mustNext(t, g))
+			p, _ := g.Layout().Decode(mustNext(t, g))
 			perTick[p.Tick]++
 		}
 		ticks := slices.Sorted(func(yield func(int64) bool) {
@@ -440,8 +437,8 @@ func TestNextN(t *testing.T) {
 		if len(ids) != b.Count || ids[0] != b.First || ids[len(ids)-1] != b.Last() {
 			t.Fatalf("All() = %d IDs from %d, batch %+v", len(ids), ids[0], b)
 		}
-		first, _ := g.Decode(b.First)
-		last, _ := g.Decode(b.Last())
+		first, _ := g.Layout().Decode(b.First)
+		last, _ := g.Layout().Decode(b.Last())
 		if first.Tick != last.Tick || first.Sequence != 0 || last.Sequence != 4095 {
 			t.Fatalf("batch spans %+v to %+v", first, last)
 		}
@@ -509,7 +506,7 @@ func TestFence(t *testing.T) {
 		until := time.Now().Add(2 * time.Millisecond) // a tick boundary
 		g := mustNew(t, Settings{Layout: bubbleLayout(), Now: time.Now, Until: until})
 		for range 2 {
-			p, _ := g.Decode(mustNext(t, g))
+			p, _ := g.Layout().Decode(mustNext(t, g))
 			if !p.Time.Before(until) {
 				t.Fatalf("ID in tick starting %v, at or past Until %v", p.Time, until)
 			}

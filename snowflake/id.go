@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"time"
 	"unicode/utf8"
 )
 
@@ -15,14 +14,15 @@ import (
 //
 //   - decimal (String, MarshalText, MarshalJSON), read by Parse: the
 //     canonical form, at most 19 digits;
-//   - base32 (Base32), read by ParseBase32: 13 characters of Crockford's
+//   - base32 (Base32), read by ParseEncoded: 13 characters of Crockford's
 //     alphabet;
-//   - base58 (Base58), read by ParseBase58: 11 characters of Bitcoin's
+//   - base58 (Base58), read by ParseEncoded: 11 characters of Bitcoin's
 //     alphabet.
 //
 // The base32 and base58 forms have a fixed width, so comparing two of them as
 // strings (bytewise, as sort.Strings and databases using a binary collation
-// do) orders them like the IDs. ParseAny reads any of the three.
+// do) orders them like the IDs. ParseAny reads any of the three, for input
+// typed by people. Layout.Decode splits an ID into its fields.
 //
 // A negative ID is never produced by a Generator. String, Base32 and Base58
 // still format one (Base32 and Base58 encode its two's-complement bits), but
@@ -58,9 +58,6 @@ const (
 // their input into a string.
 type text interface{ ~string | ~[]byte }
 
-// Int64 returns the ID as an int64.
-func (id ID) Int64() int64 { return int64(id) }
-
 // String returns the ID in decimal.
 func (id ID) String() string { return strconv.FormatInt(int64(id), 10) }
 
@@ -86,13 +83,6 @@ func (id ID) Base32() string {
 	return string(buf[:])
 }
 
-// ParseBase32 reads the 13-character Crockford base32 form written by
-// Base32. It ignores case and reads Crockford's aliases I and L as 1 and O as
-// 0; it rejects U, any other character outside the alphabet, a length other
-// than 13 and a value of 2^63 or more (a first character past '7'). Errors
-// wrap ErrInvalidID.
-func ParseBase32(s string) (ID, error) { return parseBase32(s) }
-
 // Base58 returns the ID as 11 characters of Bitcoin's base58 alphabet
 // ("123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"), most
 // significant first and padded with '1', the zero digit: ID 0 is
@@ -108,17 +98,25 @@ func (id ID) Base58() string {
 	return string(buf[:])
 }
 
-// ParseBase58 reads the 11-character base58 form written by Base58. It is
-// case-sensitive and rejects characters outside the alphabet (among them 0,
-// O, I and l), a length other than 11 and a value past math.MaxInt64. Errors
-// wrap ErrInvalidID.
-func ParseBase58(s string) (ID, error) { return parseBase58(s) }
+// ParseEncoded reads the fixed-width forms written by Base32 and Base58,
+// told apart by their length, so no input is read two ways:
+//
+//   - 13 characters: Crockford base32. Case is ignored and Crockford's
+//     aliases I and L read as 1 and O as 0; U, any other character outside
+//     the alphabet and a value of 2^63 or more (a first character past '7')
+//     are rejected.
+//   - 11 characters: base58. It is case-sensitive; characters outside the
+//     alphabet (among them 0, O, I and l) and a value past math.MaxInt64 are
+//     rejected.
+//
+// Any other length is rejected too. Errors wrap ErrInvalidID.
+func ParseEncoded(s string) (ID, error) { return parseEncoded(s) }
 
 // ParseAny reads an ID in any of its text forms, chosen by this rule:
 //
 //  1. 1 to 19 ASCII digits: decimal (Parse);
-//  2. otherwise 13 characters: base32 (ParseBase32);
-//  3. otherwise 11 characters: base58 (ParseBase58);
+//  2. otherwise 13 characters: base32 (ParseEncoded);
+//  3. otherwise 11 characters: base58 (ParseEncoded);
 //  4. anything else is an error; an input starting with a sign or made only
 //     of digits is reported as bad decimal.
 //
@@ -131,8 +129,8 @@ func ParseBase58(s string) (ID, error) { return parseBase58(s) }
 // read as the ID 11111111111. Such collisions are rare for generated IDs
 // (about 1 in a million base32 forms and 3 in a billion base58 forms of
 // random 63-bit values) but not impossible, so ParseAny is for people typing
-// IDs of an unknown form; a program that knows the form should call Parse,
-// ParseBase32 or ParseBase58.
+// IDs of an unknown form; a program that knows the form should call Parse or
+// ParseEncoded.
 func ParseAny(s string) (ID, error) { return parseAny(s) }
 
 // AppendText appends the decimal form of the ID to b, implementing
@@ -225,21 +223,6 @@ func (id *ID) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Time returns the start of the ID's tick under layout l (the zero Layout
-// means DefaultLayout), in UTC. It returns the zero Time when l is invalid or
-// when the ID does not fit l (it is negative or has bits above l's width);
-// Decode reports why.
-func (id ID) Time(l Layout) time.Time {
-	c, err := newCodec(l)
-	if err != nil || id < 0 || c.totalBits < MaxBits && uint64(id)>>c.totalBits != 0 {
-		return time.Time{}
-	}
-	return c.tickTime(int64(id) >> c.timeShift)
-}
-
-// Decode splits the ID into its fields under layout l; it is l.Decode(id).
-func (id ID) Decode(l Layout) (Parts, error) { return l.Decode(id) }
-
 // parseDecimal implements Parse; form names the input in error messages.
 func parseDecimal[T text](form string, s T) (ID, error) {
 	if len(s) == 0 {
@@ -297,7 +280,7 @@ func base32Digit(c byte) int {
 	return -1
 }
 
-// parseBase32 implements ParseBase32.
+// parseBase32 reads the base32 form (see ParseEncoded).
 func parseBase32[T text](s T) (ID, error) {
 	const form = "base32"
 	if len(s) != base32Len {
@@ -344,7 +327,7 @@ func base58Digit(c byte) int {
 	return -1
 }
 
-// parseBase58 implements ParseBase58.
+// parseBase58 reads the base58 form (see ParseEncoded).
 func parseBase58[T text](s T) (ID, error) {
 	const form = "base58"
 	if len(s) != base58Len {
@@ -372,6 +355,21 @@ func parseBase58[T text](s T) (ID, error) {
 		return 0, errInvalid(form, s, fmt.Sprintf("overflows int64 (max %q)", ID(math.MaxInt64).Base58()))
 	}
 	return ID(v), nil
+}
+
+// parseEncoded implements ParseEncoded.
+func parseEncoded[T text](s T) (ID, error) {
+	const form = "base32 or base58"
+	switch len(s) {
+	case base32Len:
+		return parseBase32(s)
+	case base58Len:
+		return parseBase58(s)
+	case 0:
+		return 0, errInvalid(form, s, "empty")
+	}
+	return 0, errInvalid(form, s, fmt.Sprintf("%d bytes long, want %d (base32) or %d (base58) characters",
+		len(s), base32Len, base58Len))
 }
 
 // parseAny implements ParseAny.

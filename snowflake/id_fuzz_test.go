@@ -96,26 +96,32 @@ func FuzzParseBase32(f *testing.F) {
 		return string(b)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		id, err := ParseBase32(s)
+		id, err := parseBase32(s)
+		// ParseEncoded reads every length but base58's as base32 would.
+		if len(s) != base58Len {
+			if eid, eerr := ParseEncoded(s); eid != id || (eerr == nil) != (err == nil) {
+				t.Fatalf("ParseEncoded(%q) = %d, %v; the base32 parser gives %d, %v", s, eid, eerr, id, err)
+			}
+		}
 		// Reference: normalize case and aliases, then decode with the alphabet.
 		canon := canonical(s)
 		ref, refOK := idRefDecode(canon, base32Alphabet)
 		wantOK := len(s) == base32Len && refOK && ref.IsInt64()
 		if err != nil {
-			idFuzzCheckErr(t, "ParseBase32", s, err)
+			idFuzzCheckErr(t, "parseBase32", s, err)
 			if wantOK {
-				t.Fatalf("ParseBase32(%q) error %v; reference reads %v", s, err, ref)
+				t.Fatalf("parseBase32(%q) error %v; reference reads %v", s, err, ref)
 			}
 			return
 		}
 		if !wantOK || ref.Int64() != int64(id) {
-			t.Fatalf("ParseBase32(%q) = %d; reference gives %v, %v", s, id, ref, refOK)
+			t.Fatalf("parseBase32(%q) = %d; reference gives %v, %v", s, id, ref, refOK)
 		}
 		if enc := id.Base32(); enc != canon {
-			t.Fatalf("ParseBase32(%q) = %d, whose Base32 %q is not the canonical %q", s, id, enc, canon)
+			t.Fatalf("parseBase32(%q) = %d, whose Base32 %q is not the canonical %q", s, id, enc, canon)
 		}
-		if back, err := ParseBase32(id.Base32()); err != nil || back != id {
-			t.Fatalf("ParseBase32(Base32(%d) = %q) = %d, %v", id, id.Base32(), back, err)
+		if back, err := ParseEncoded(id.Base32()); err != nil || back != id {
+			t.Fatalf("ParseEncoded(Base32(%d) = %q) = %d, %v", id, id.Base32(), back, err)
 		}
 	})
 }
@@ -129,21 +135,27 @@ func FuzzParseBase58(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		id, err := ParseBase58(s)
+		id, err := parseBase58(s)
+		// ParseEncoded reads every length but base32's as base58 would.
+		if len(s) != base32Len {
+			if eid, eerr := ParseEncoded(s); eid != id || (eerr == nil) != (err == nil) {
+				t.Fatalf("ParseEncoded(%q) = %d, %v; the base58 parser gives %d, %v", s, eid, eerr, id, err)
+			}
+		}
 		ref, refOK := idRefDecode(s, base58Alphabet)
 		wantOK := len(s) == base58Len && refOK && ref.IsInt64()
 		if err != nil {
-			idFuzzCheckErr(t, "ParseBase58", s, err)
+			idFuzzCheckErr(t, "parseBase58", s, err)
 			if wantOK {
-				t.Fatalf("ParseBase58(%q) error %v; reference reads %v", s, err, ref)
+				t.Fatalf("parseBase58(%q) error %v; reference reads %v", s, err, ref)
 			}
 			return
 		}
 		if !wantOK || ref.Int64() != int64(id) {
-			t.Fatalf("ParseBase58(%q) = %d; reference gives %v, %v", s, id, ref, refOK)
+			t.Fatalf("parseBase58(%q) = %d; reference gives %v, %v", s, id, ref, refOK)
 		}
 		if enc := id.Base58(); enc != s {
-			t.Fatalf("ParseBase58(%q) = %d, whose Base58 is %q", s, id, enc)
+			t.Fatalf("parseBase58(%q) = %d, whose Base58 is %q", s, id, enc)
 		}
 	})
 }
@@ -166,10 +178,8 @@ func FuzzParseAny(f *testing.F) {
 		switch {
 		case len(s) > 0 && len(s) <= maxDecimalLen && strings.Trim(s, "0123456789") == "":
 			want, wantErr = Parse(s)
-		case len(s) == base32Len && s[0] != '-' && s[0] != '+':
-			want, wantErr = ParseBase32(s)
-		case len(s) == base58Len && s[0] != '-' && s[0] != '+':
-			want, wantErr = ParseBase58(s)
+		case (len(s) == base32Len || len(s) == base58Len) && s[0] != '-' && s[0] != '+':
+			want, wantErr = ParseEncoded(s)
 		default:
 			wantErr = errors.New("no form")
 		}

@@ -104,8 +104,10 @@ func TestParse(t *testing.T) {
 	}
 }
 
-func TestParseBase32(t *testing.T) {
-	runIDParseCases(t, "ParseBase32", ParseBase32, []idParseCase{
+// TestParseEncodedBase32 reads 13-character inputs, which ParseEncoded reads
+// as base32: all-digit ones too, unlike ParseAny.
+func TestParseEncodedBase32(t *testing.T) {
+	runIDParseCases(t, "ParseEncoded", ParseEncoded, []idParseCase{
 		idOK("0000000000000", 0),
 		idOK("0000000000001", 1),
 		idOK("000000000000Z", 31),
@@ -121,10 +123,11 @@ func TestParseBase32(t *testing.T) {
 		idOK("OOOOOOOOOOOOo", 0),
 		idOK("0000000000OIL", 0<<10|1<<5|1),
 		idOK("1000000000000", 1<<60),
-		idBad("", "empty"),
-		idBad("000000000000", "12 bytes long, want 13"),
-		idBad("00000000000000", "14 bytes long, want 13"),
-		idBad("000000000000U", "'U' at position 13", "U is not in Crockford"),
+		idBad("", "base32 or base58", "empty"),
+		idBad("000000000000", "base32 or base58", "12 bytes long, want 13 (base32) or 11 (base58) characters"),
+		idBad("00000000000000", "14 bytes long, want 13 (base32) or 11 (base58)"),
+		idBad("abc", `"abc"`, "3 bytes long"),
+		idBad("000000000000U", "base32", "'U' at position 13", "U is not in Crockford"),
 		idBad("000000000000u", "'u' at position 13", "U is not in Crockford"),
 		idBad("00000000000-0", "'-' at position 12"),
 		idBad("-000000000001", "'-' at position 1"),
@@ -137,17 +140,17 @@ func TestParseBase32(t *testing.T) {
 	})
 }
 
-func TestParseBase58(t *testing.T) {
-	runIDParseCases(t, "ParseBase58", ParseBase58, []idParseCase{
+// TestParseEncodedBase58 reads 11-character inputs, which ParseEncoded reads
+// as base58: all-digit ones too, unlike ParseAny.
+func TestParseEncodedBase58(t *testing.T) {
+	runIDParseCases(t, "ParseEncoded", ParseEncoded, []idParseCase{
 		idOK("11111111111", 0),
 		idOK("11111111112", 1),
 		idOK("1111111111z", 57),
 		idOK("11111111121", 58),
 		idOK(idMax.Base58(), idMax),
-		idBad("", "empty"),
-		idBad("1111111111", "10 bytes long, want 11"),
-		idBad("111111111111", "12 bytes long, want 11"),
-		idBad("1111111111O", "'O' at position 11", "not in the base58 alphabet"),
+		idBad("1111111111", "10 bytes long, want 13 (base32) or 11 (base58)"),
+		idBad("1111111111O", "base58", "'O' at position 11", "not in the base58 alphabet"),
 		idBad("11111111110", "'0' at position 11", "not in the base58 alphabet"),
 		idBad("1111111111I", "'I' at position 11"),
 		idBad("1111111111l", "'l' at position 11"),
@@ -160,8 +163,8 @@ func TestParseBase58(t *testing.T) {
 	if idMax.Base58() != "NQm6nKp8qFC" {
 		t.Fatalf("Base58(MaxInt64) = %q; the test's constant is stale", idMax.Base58())
 	}
-	if _, err := ParseBase58(next); !errors.Is(err, ErrInvalidID) || !strings.Contains(err.Error(), "overflows") {
-		t.Errorf("ParseBase58(%q) error = %v; want an overflow", next, err)
+	if _, err := ParseEncoded(next); !errors.Is(err, ErrInvalidID) || !strings.Contains(err.Error(), "overflows") {
+		t.Errorf("ParseEncoded(%q) error = %v; want an overflow", next, err)
 	}
 }
 
@@ -219,11 +222,11 @@ func TestIDKnownValues(t *testing.T) {
 	}
 	// Negative IDs encode their bits, which the parsers refuse.
 	for _, id := range []ID{-1, math.MinInt64} {
-		if _, err := ParseBase32(id.Base32()); !errors.Is(err, ErrInvalidID) {
-			t.Errorf("ParseBase32(ID(%d).Base32() = %q) error = %v; want ErrInvalidID", int64(id), id.Base32(), err)
+		if _, err := ParseEncoded(id.Base32()); !errors.Is(err, ErrInvalidID) {
+			t.Errorf("ParseEncoded(ID(%d).Base32() = %q) error = %v; want ErrInvalidID", int64(id), id.Base32(), err)
 		}
-		if _, err := ParseBase58(id.Base58()); !errors.Is(err, ErrInvalidID) {
-			t.Errorf("ParseBase58(ID(%d).Base58() = %q) error = %v; want ErrInvalidID", int64(id), id.Base58(), err)
+		if _, err := ParseEncoded(id.Base58()); !errors.Is(err, ErrInvalidID) {
+			t.Errorf("ParseEncoded(ID(%d).Base58() = %q) error = %v; want ErrInvalidID", int64(id), id.Base58(), err)
 		}
 		if _, err := Parse(id.String()); !errors.Is(err, ErrInvalidID) {
 			t.Errorf("Parse(%q) error = %v; want ErrInvalidID", id.String(), err)
@@ -294,9 +297,9 @@ func TestIDRoundTripRapid(t *testing.T) {
 			}
 		}
 		check("decimal", id.String(), Parse)
-		check("base32", id.Base32(), ParseBase32)
-		check("base32 lower", strings.ToLower(id.Base32()), ParseBase32)
-		check("base58", id.Base58(), ParseBase58)
+		check("base32", id.Base32(), ParseEncoded)
+		check("base32 lower", strings.ToLower(id.Base32()), ParseEncoded)
+		check("base58", id.Base58(), ParseEncoded)
 		check("any decimal", id.String(), ParseAny)
 		if s := id.Base32(); strings.ContainsFunc(s, func(r rune) bool { return r > '9' }) {
 			check("any base32", s, ParseAny)
@@ -502,55 +505,44 @@ func TestIDUnmarshalText(t *testing.T) {
 	}
 }
 
-func TestIDTimeAndDecode(t *testing.T) {
+// TestDecodeTime checks Parts.Time, the time of an ID: Layout.Decode is the
+// one way to read it.
+func TestDecodeTime(t *testing.T) {
 	l := DefaultLayout()
-	at := DefaultEpoch().Add(1234567 * time.Millisecond)
+	at := defaultEpoch().Add(1234567 * time.Millisecond)
 	id, err := l.Compose(Parts{Tick: 1234567, Datacenter: 3, Worker: 17, Sequence: 99})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := id.Time(l); !got.Equal(at) || got.Location() != time.UTC {
-		t.Errorf("Time = %v; want %v in UTC", got, at)
+	p, err := l.Decode(id)
+	if err != nil || p.Tick != 1234567 || p.Datacenter != 3 || p.Worker != 17 || p.Sequence != 99 ||
+		!p.Time.Equal(at) || p.Time.Location() != time.UTC {
+		t.Errorf("Decode = %+v, %v; want tick 1234567 at %v in UTC", p, err, at)
 	}
-	if got := id.Time(Layout{}); !got.Equal(at) {
-		t.Errorf("Time(zero Layout) = %v; want %v (the default layout)", got, at)
+	if z, err := (Layout{}).Decode(id); err != nil || z != p {
+		t.Errorf("zero Layout Decode = %+v, %v; want %+v (the default layout)", z, err, p)
 	}
-	p, err := id.Decode(l)
-	if err != nil || p.Tick != 1234567 || p.Datacenter != 3 || p.Worker != 17 || p.Sequence != 99 || !p.Time.Equal(at) {
-		t.Errorf("Decode = %+v, %v", p, err)
+	if p, err := l.Decode(0); err != nil || !p.Time.Equal(defaultEpoch()) {
+		t.Errorf("Decode(0) = %+v, %v; want the epoch", p, err)
 	}
-	if want, _ := l.Decode(id); want != p {
-		t.Errorf("ID.Decode = %+v; Layout.Decode = %+v", p, want)
+	if _, err := l.Decode(-1); !errors.Is(err, ErrInvalidID) {
+		t.Errorf("Decode(-1) error = %v; want ErrInvalidID", err)
 	}
-
-	if got := ID(0).Time(l); !got.Equal(DefaultEpoch()) {
-		t.Errorf("ID(0).Time = %v; want the epoch", got)
-	}
-	if got := ID(-1).Time(l); !got.IsZero() {
-		t.Errorf("ID(-1).Time = %v; want the zero Time", got)
-	}
-	if _, err := ID(-1).Decode(l); !errors.Is(err, ErrInvalidID) {
-		t.Errorf("ID(-1).Decode error = %v; want ErrInvalidID", err)
-	}
-	invalid := Layout{TimeBits: 60, SequenceBits: 10}
-	if got := id.Time(invalid); !got.IsZero() {
-		t.Errorf("Time(invalid layout) = %v; want the zero Time", got)
-	}
-	if _, err := id.Decode(invalid); !errors.Is(err, ErrInvalidLayout) {
+	if _, err := (Layout{TimeBits: 60, SequenceBits: 10}).Decode(id); !errors.Is(err, ErrInvalidLayout) {
 		t.Errorf("Decode(invalid layout) error = %v; want ErrInvalidLayout", err)
 	}
 	// An ID wider than the layout has no time under it.
-	js := JSSafeLayout()
-	if got := ID(1 << 53).Time(js); !got.IsZero() {
-		t.Errorf("ID(2^53).Time(JSSafe) = %v; want the zero Time", got)
+	js := jsSafeLayout()
+	if _, err := js.Decode(1 << 53); !errors.Is(err, ErrInvalidID) {
+		t.Errorf("JSSafe Decode(2^53) error = %v; want ErrInvalidID", err)
 	}
-	if got, want := ID(1<<53-1).Time(js), js.Epoch.Add(time.Duration(1<<38-1)*js.TimeUnit); !got.Equal(want) {
-		t.Errorf("ID(2^53-1).Time(JSSafe) = %v; want %v", got, want)
+	if p, err := js.Decode(1<<53 - 1); err != nil || !p.Time.Equal(js.Epoch.Add(time.Duration(1<<38-1)*js.TimeUnit)) {
+		t.Errorf("JSSafe Decode(2^53-1) = %+v, %v", p, err)
 	}
 	// The largest tick of an hour-unit layout exceeds int64 nanoseconds.
-	hours := Layout{TimeBits: 63, TimeUnit: time.Hour, Epoch: DefaultEpoch()}
-	if got := ID(1 << 20).Time(hours); !got.Equal(DefaultEpoch().Add(1 << 20 * time.Hour)) {
-		t.Errorf("ID(2^20).Time(hours) = %v", got)
+	hours := Layout{TimeBits: 63, TimeUnit: time.Hour, Epoch: defaultEpoch()}
+	if p, err := hours.Decode(1 << 20); err != nil || !p.Time.Equal(defaultEpoch().Add(1<<20*time.Hour)) {
+		t.Errorf("hours Decode(2^20) = %+v, %v", p, err)
 	}
 }
 
@@ -570,8 +562,8 @@ func TestIDAllocs(t *testing.T) {
 		{"MarshalJSON", 1, func() { _, _ = id.MarshalJSON() }},
 		{"MarshalText", 1, func() { _, _ = id.MarshalText() }},
 		{"Parse", 0, func() { sink, _ = Parse("1234567890123456789") }},
-		{"ParseBase32", 0, func() { sink, _ = ParseBase32("12AB34CD56EF7") }},
-		{"ParseBase58", 0, func() { sink, _ = ParseBase58("3gDmDv6tjHH") }},
+		{"ParseEncoded base32", 0, func() { sink, _ = ParseEncoded("12AB34CD56EF7") }},
+		{"ParseEncoded base58", 0, func() { sink, _ = ParseEncoded("3gDmDv6tjHH") }},
 		{"ParseAny", 0, func() { sink, _ = ParseAny("3gDmDv6tjHH") }},
 		{"UnmarshalJSON string", 0, func() { _ = sink.UnmarshalJSON(js) }},
 		{"UnmarshalJSON number", 0, func() { _ = sink.UnmarshalJSON(num) }},

@@ -21,8 +21,8 @@ const (
 // defaultEpochUnixMilli is 2025-01-01T00:00:00Z in Unix milliseconds.
 const defaultEpochUnixMilli = 1735689600000
 
-// DefaultEpoch returns the epoch of DefaultLayout, 2025-01-01T00:00:00Z.
-func DefaultEpoch() time.Time { return time.UnixMilli(defaultEpochUnixMilli).UTC() }
+// defaultEpoch is the epoch of DefaultLayout, 2025-01-01T00:00:00Z.
+func defaultEpoch() time.Time { return time.UnixMilli(defaultEpochUnixMilli).UTC() }
 
 // maxTime is the latest instant reported: RunsUntil and decoded times past
 // it are capped to it.
@@ -33,9 +33,13 @@ func maxTime() time.Time { return time.Date(9999, 12, 31, 23, 59, 59, 0, time.UT
 //
 // The zero Layout means DefaultLayout. In any other Layout a zero TimeBits
 // means "every bit the other fields leave" (63 − DatacenterBits − WorkerBits −
-// SequenceBits), a zero Epoch means DefaultEpoch and a zero TimeUnit means one
-// millisecond; zero DatacenterBits, WorkerBits or SequenceBits mean no such
+// SequenceBits), a zero Epoch means 2025-01-01 UTC and a zero TimeUnit means
+// one millisecond; zero DatacenterBits, WorkerBits or SequenceBits mean no such
 // field.
+//
+// Normalize fills in those defaults and checks the result; New also refuses a
+// layout whose epoch is in the future or whose time field has run out.
+// Decode splits an ID into its Parts and Compose builds one from them.
 type Layout struct {
 	// TimeBits is the width of the time field. Range 1–63; 0 means the rest
 	// of the 63 bits. Default 41.
@@ -50,7 +54,7 @@ type Layout struct {
 	// Default 12 (4096 IDs per tick).
 	SequenceBits int
 	// Epoch is the instant the time field counts from. It must not be in the
-	// future when a Generator starts. Default DefaultEpoch (2025-01-01 UTC).
+	// future when a Generator starts. Default 2025-01-01T00:00:00Z.
 	Epoch time.Time
 	// TimeUnit is the length of one tick of the time field. Range 1µs–1h.
 	// Default 1ms.
@@ -62,42 +66,29 @@ type Layout struct {
 // IDs per second, until 2094-09-07.
 func DefaultLayout() Layout {
 	return Layout{TimeBits: 41, DatacenterBits: 5, WorkerBits: 5, SequenceBits: 12,
-		Epoch: DefaultEpoch(), TimeUnit: time.Millisecond}
+		Epoch: defaultEpoch(), TimeUnit: time.Millisecond}
 }
 
-// TwitterLayout is Twitter's original Snowflake layout, 41/5/5/12 in
-// milliseconds since 1288834974657 (2010-11-04T01:42:54.657Z). IDs decode the
-// same way as Twitter's and bwmarrin/snowflake's (with its 10-bit node split
-// 5/5); the time field runs out on 2080-07-10.
-func TwitterLayout() Layout {
+// twitterLayout is the "twitter" preset.
+func twitterLayout() Layout {
 	return Layout{TimeBits: 41, DatacenterBits: 5, WorkerBits: 5, SequenceBits: 12,
 		Epoch: time.UnixMilli(1288834974657).UTC(), TimeUnit: time.Millisecond}
 }
 
-// SonyflakeLayout is a Sonyflake-like layout: 39 bits of 10 ms units since
-// 2014-09-01 UTC, 16 worker bits (65,536 machines) and 8 sequence bits
-// (25,600 IDs per second per machine), lasting 174 years. Unlike Sonyflake
-// the sequence is the lowest field, so consecutive IDs of one tick are
-// consecutive integers.
-func SonyflakeLayout() Layout {
+// sonyflakeLayout is the "sonyflake" preset.
+func sonyflakeLayout() Layout {
 	return Layout{TimeBits: 39, WorkerBits: 16, SequenceBits: 8,
 		Epoch: time.Date(2014, 9, 1, 0, 0, 0, 0, time.UTC), TimeUnit: 10 * time.Millisecond}
 }
 
-// JSSafeLayout keeps every ID below 2^53, so it survives a JavaScript number:
-// 38 bits of 10 ms units since 2025-01-01 UTC (until 2112), 6 worker bits
-// (64 workers) and 9 sequence bits (51,200 IDs per second per worker).
-func JSSafeLayout() Layout {
+// jsSafeLayout is the "jssafe" preset.
+func jsSafeLayout() Layout {
 	return Layout{TimeBits: 38, WorkerBits: 6, SequenceBits: 9,
-		Epoch: DefaultEpoch(), TimeUnit: 10 * time.Millisecond}
+		Epoch: defaultEpoch(), TimeUnit: 10 * time.Millisecond}
 }
 
-// LeafLayout is the layout of Meituan Leaf's snowflake mode: 41 bits of
-// milliseconds since Twitter's epoch 1288834974657, 10 worker bits (Leaf's
-// worker id, the sequence number of its ZooKeeper node) and 12 sequence bits,
-// with no datacenter field. IDs decode the same way as Leaf's; a cluster that
-// takes over Leaf's worker ids (backend/zk's Leaf takeover) must use it.
-func LeafLayout() Layout {
+// leafLayout is the "leaf" preset.
+func leafLayout() Layout {
 	return Layout{TimeBits: 41, WorkerBits: 10, SequenceBits: 12,
 		Epoch: time.UnixMilli(1288834974657).UTC(), TimeUnit: time.Millisecond}
 }
@@ -105,33 +96,56 @@ func LeafLayout() Layout {
 // PresetNames lists the names Preset accepts, in a stable order.
 func PresetNames() []string { return []string{"default", "twitter", "sonyflake", "jssafe", "leaf"} }
 
-// Preset returns the named preset layout: "default", "twitter", "sonyflake",
-// "jssafe" or "leaf" (case-insensitive).
+// Preset returns the named preset layout (the name is case-insensitive):
+//
+//   - "default" (or ""): DefaultLayout.
+//   - "twitter": Twitter's original Snowflake layout, 41/5/5/12 in
+//     milliseconds since 1288834974657 (2010-11-04T01:42:54.657Z). IDs decode
+//     the same way as Twitter's and bwmarrin/snowflake's (with its 10-bit node
+//     split 5/5); the time field runs out on 2080-07-10.
+//   - "sonyflake": a Sonyflake-like layout, 39 bits of 10 ms units since
+//     2014-09-01 UTC, 16 worker bits (65,536 machines) and 8 sequence bits
+//     (25,600 IDs per second per machine), lasting 174 years. Unlike Sonyflake
+//     the sequence is the lowest field, so consecutive IDs of one tick are
+//     consecutive integers.
+//   - "jssafe" (or "js-safe", "js"): every ID below 2^53, so it survives a
+//     JavaScript number: 38 bits of 10 ms units since 2025-01-01 UTC (until
+//     2112), 6 worker bits (64 workers) and 9 sequence bits (51,200 IDs per
+//     second per worker).
+//   - "leaf": Meituan Leaf's snowflake mode, 41 bits of milliseconds since
+//     Twitter's epoch, 10 worker bits (Leaf's worker id, the sequence number
+//     of its ZooKeeper node) and 12 sequence bits, with no datacenter field.
+//     IDs decode the same way as Leaf's; a cluster that takes over Leaf's
+//     worker ids (backend/zk's Leaf takeover) must use it.
+//
+// Any other name fails with ErrInvalidLayout.
 func Preset(name string) (Layout, error) {
 	switch strings.ToLower(strings.TrimSpace(name)) {
 	case "default", "":
 		return DefaultLayout(), nil
 	case "twitter":
-		return TwitterLayout(), nil
+		return twitterLayout(), nil
 	case "sonyflake":
-		return SonyflakeLayout(), nil
+		return sonyflakeLayout(), nil
 	case "jssafe", "js-safe", "js":
-		return JSSafeLayout(), nil
+		return jsSafeLayout(), nil
 	case "leaf":
-		return LeafLayout(), nil
+		return leafLayout(), nil
 	}
 	return Layout{}, fmt.Errorf("%w: unknown preset %q (known: %s)", ErrInvalidLayout, name, strings.Join(PresetNames(), ", "))
 }
 
 // Normalize returns the layout with its defaults filled in (see Layout) and
 // checks its structure: widths in range, at most 63 bits in all, a time unit
-// in range. It does not look at the clock; see ValidateAt.
+// in range, an epoch year in 1970–2200. It fails with ErrInvalidLayout naming
+// the offending field. It does not look at the clock: New also refuses an
+// epoch in the future and a time field that has already run out.
 func (l Layout) Normalize() (Layout, error) {
 	if l == (Layout{}) {
 		return DefaultLayout(), nil
 	}
 	if l.Epoch.IsZero() {
-		l.Epoch = DefaultEpoch()
+		l.Epoch = defaultEpoch()
 	}
 	if l.TimeUnit == 0 {
 		l.TimeUnit = time.Millisecond
@@ -165,15 +179,10 @@ func (l Layout) Normalize() (Layout, error) {
 	return l, nil
 }
 
-// Validate reports whether the layout's structure is usable (see Normalize).
-func (l Layout) Validate() error {
-	_, err := l.Normalize()
-	return err
-}
-
-// ValidateAt checks the structure and, against the instant now, that the
-// epoch is not in the future and the time field has not already run out.
-func (l Layout) ValidateAt(now time.Time) error {
+// validateAt checks the structure and, against the instant now, that the
+// epoch is not in the future and the time field has not already run out. New
+// applies it at the generator clock's first reading.
+func (l Layout) validateAt(now time.Time) error {
 	n, err := l.Normalize()
 	if err != nil {
 		return err
@@ -211,7 +220,7 @@ type Capacity struct {
 }
 
 // Capacity reports what the layout can address. A layout that does not
-// normalize reports the zero Capacity; check Validate first.
+// normalize reports the zero Capacity; check Normalize first.
 func (l Layout) Capacity() Capacity {
 	n, err := l.Normalize()
 	if err != nil {
@@ -357,7 +366,9 @@ func (l Layout) Decode(id ID) (Parts, error) {
 }
 
 // Compose builds the ID with the given Tick, Datacenter, Worker and Sequence
-// (Parts.Time is ignored). Every field must fit its width.
+// (Parts.Time is ignored). Every field must fit its width. The tick of an
+// instant t is the number of whole TimeUnits from the normalized layout's
+// Epoch to t.
 func (l Layout) Compose(p Parts) (ID, error) {
 	c, err := newCodec(l)
 	if err != nil {
@@ -366,9 +377,9 @@ func (l Layout) Compose(p Parts) (ID, error) {
 	return c.compose(p)
 }
 
-// Tick returns the tick of the time field that t falls in, which is negative
-// before the epoch. Ticks beyond the int64 range are clamped to it.
-func (l Layout) Tick(t time.Time) (int64, error) {
+// tickAt returns the tick of the time field that t falls in, which is
+// negative before the epoch. Ticks beyond the int64 range are clamped to it.
+func (l Layout) tickAt(t time.Time) (int64, error) {
 	n, err := l.Normalize()
 	if err != nil {
 		return 0, err

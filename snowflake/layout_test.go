@@ -11,7 +11,7 @@ import (
 	"pgregory.net/rapid"
 )
 
-// layoutNow is the fixed "now" of the ValidateAt tests.
+// layoutNow is the fixed "now" of the validateAt tests.
 var layoutNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 // layoutCheckErr fails t unless err wraps want and its message contains every
@@ -40,7 +40,7 @@ func layoutEqual(a, b Layout) bool {
 		a.SequenceBits == b.SequenceBits && a.Epoch.Equal(b.Epoch) && a.TimeUnit == b.TimeUnit
 }
 
-func TestLayoutValidateTable(t *testing.T) {
+func TestLayoutNormalizeTable(t *testing.T) {
 	epoch2020 := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
 	tests := []struct {
 		name   string
@@ -108,7 +108,6 @@ func TestLayoutValidateTable(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			layoutCheckErr(t, "Validate", tc.layout.Validate(), tc.want, tc.has...)
 			n, err := tc.layout.Normalize()
 			layoutCheckErr(t, "Normalize", err, tc.want, tc.has...)
 			if tc.want != nil {
@@ -119,8 +118,8 @@ func TestLayoutValidateTable(t *testing.T) {
 				layoutCheckErr(t, "Compose", err, ErrInvalidLayout)
 				_, err = tc.layout.Decode(0)
 				layoutCheckErr(t, "Decode", err, ErrInvalidLayout)
-				_, err = tc.layout.Tick(layoutNow)
-				layoutCheckErr(t, "Tick", err, ErrInvalidLayout)
+				_, err = tc.layout.tickAt(layoutNow)
+				layoutCheckErr(t, "tickAt", err, ErrInvalidLayout)
 				return
 			}
 			if got := [4]int{n.TimeBits, n.DatacenterBits, n.WorkerBits, n.SequenceBits}; got != tc.bits {
@@ -132,8 +131,8 @@ func TestLayoutValidateTable(t *testing.T) {
 			if tc.layout.TimeUnit == 0 && n.TimeUnit != time.Millisecond {
 				t.Errorf("default unit = %v, want 1ms", n.TimeUnit)
 			}
-			if tc.layout.Epoch.IsZero() && !n.Epoch.Equal(DefaultEpoch()) {
-				t.Errorf("default epoch = %v, want %v", n.Epoch, DefaultEpoch())
+			if tc.layout.Epoch.IsZero() && !n.Epoch.Equal(defaultEpoch()) {
+				t.Errorf("default epoch = %v, want %v", n.Epoch, defaultEpoch())
 			}
 			// Normalizing twice changes nothing.
 			if n2, err := n.Normalize(); err != nil || !layoutEqual(n, n2) {
@@ -205,10 +204,16 @@ func TestLayoutValidateAt(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := tc.layout.ValidateAt(tc.now)
-			layoutCheckErr(t, "ValidateAt", err, tc.want, tc.has...)
+			err := tc.layout.validateAt(tc.now)
+			layoutCheckErr(t, "validateAt", err, tc.want, tc.has...)
 			if tc.want == ErrTimeExhausted && errors.Is(err, ErrInvalidLayout) {
 				t.Errorf("exhausted layout error %v also wraps ErrInvalidLayout", err)
+			}
+			// New applies the same check, in the same words, at its clock's
+			// first reading.
+			_, nerr := New(Settings{Layout: tc.layout, Now: func() time.Time { return tc.now }})
+			if (err == nil) != (nerr == nil) || err != nil && nerr.Error() != err.Error() {
+				t.Errorf("New at %v: %v; validateAt: %v", tc.now, nerr, err)
 			}
 		})
 	}
@@ -221,7 +226,7 @@ func TestPresetsValidateNow(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Preset(%q): %v", name, err)
 		}
-		if err := l.ValidateAt(now); err != nil {
+		if err := l.validateAt(now); err != nil {
 			t.Errorf("preset %q at %v: %v", name, now, err)
 		}
 		// Presets are already normalized.
@@ -253,7 +258,7 @@ func TestPresetCapacity(t *testing.T) {
 		}
 		c := l.Capacity()
 		layoutCheckDate(t, "RunsUntil", c.RunsUntil, 2094, time.September, 7)
-		if want := DefaultEpoch().Add(time.Duration(1<<41) * time.Millisecond); !c.RunsUntil.Equal(want) {
+		if want := defaultEpoch().Add(time.Duration(1<<41) * time.Millisecond); !c.RunsUntil.Equal(want) {
 			t.Errorf("RunsUntil = %v, want exactly %v", c.RunsUntil, want)
 		}
 		if c.IDsPerSecond != 4_096_000 || c.IDsPerTick != 4096 {
@@ -267,7 +272,7 @@ func TestPresetCapacity(t *testing.T) {
 		}
 	})
 	t.Run("twitter", func(t *testing.T) {
-		l := TwitterLayout()
+		l := twitterLayout()
 		if !l.Epoch.Equal(time.UnixMilli(1288834974657)) {
 			t.Errorf("epoch %v, want Twitter's 1288834974657 ms", l.Epoch)
 		}
@@ -287,7 +292,7 @@ func TestPresetCapacity(t *testing.T) {
 		}
 	})
 	t.Run("jssafe", func(t *testing.T) {
-		l := JSSafeLayout()
+		l := jsSafeLayout()
 		c := l.Capacity()
 		max, err := l.Compose(Parts{Tick: 1<<l.TimeBits - 1, Datacenter: c.Datacenters - 1,
 			Worker: c.WorkersPerDatacenter - 1, Sequence: c.IDsPerTick - 1})
@@ -309,9 +314,9 @@ func TestPresetCapacity(t *testing.T) {
 	})
 	t.Run("leaf", func(t *testing.T) {
 		// Leaf's SnowflakeIDGenImpl: ((ms − 1288834974657) << 22) | (workerId << 12) | sequence.
-		l := LeafLayout()
+		l := leafLayout()
 		at := time.UnixMilli(1700000000123)
-		tick, err := l.Tick(at)
+		tick, err := l.tickAt(at)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -327,7 +332,7 @@ func TestPresetCapacity(t *testing.T) {
 		}
 	})
 	t.Run("sonyflake", func(t *testing.T) {
-		l := SonyflakeLayout()
+		l := sonyflakeLayout()
 		if got := [4]int{l.TimeBits, l.DatacenterBits, l.WorkerBits, l.SequenceBits}; got != [4]int{39, 0, 16, 8} {
 			t.Errorf("widths %v, want 39/0/16/8", got)
 		}
@@ -358,16 +363,16 @@ func TestPresetLookup(t *testing.T) {
 		{"default", DefaultLayout()},
 		{"DEFAULT", DefaultLayout()},
 		{"", DefaultLayout()},
-		{"twitter", TwitterLayout()},
-		{"Twitter", TwitterLayout()},
-		{" TWITTER ", TwitterLayout()},
-		{"sonyflake", SonyflakeLayout()},
-		{"SonyFlake", SonyflakeLayout()},
-		{"jssafe", JSSafeLayout()},
-		{"JSSafe", JSSafeLayout()},
-		{"js-safe", JSSafeLayout()},
-		{"leaf", LeafLayout()},
-		{"Leaf", LeafLayout()},
+		{"twitter", twitterLayout()},
+		{"Twitter", twitterLayout()},
+		{" TWITTER ", twitterLayout()},
+		{"sonyflake", sonyflakeLayout()},
+		{"SonyFlake", sonyflakeLayout()},
+		{"jssafe", jsSafeLayout()},
+		{"JSSafe", jsSafeLayout()},
+		{"js-safe", jsSafeLayout()},
+		{"leaf", leafLayout()},
+		{"Leaf", leafLayout()},
 	} {
 		got, err := Preset(tc.name)
 		if err != nil {
@@ -439,7 +444,7 @@ func TestCapacityExtremes(t *testing.T) {
 	t.Run("one bit of µs", func(t *testing.T) {
 		l := Layout{TimeBits: 1, SequenceBits: 62, TimeUnit: time.Microsecond}
 		c := l.Capacity()
-		if want := DefaultEpoch().Add(2 * time.Microsecond); !c.RunsUntil.Equal(want) {
+		if want := defaultEpoch().Add(2 * time.Microsecond); !c.RunsUntil.Equal(want) {
 			t.Errorf("RunsUntil = %v, want %v", c.RunsUntil, want)
 		}
 		if c.LifetimeYears <= 0 || c.LifetimeYears > 1e-12 {
@@ -555,7 +560,7 @@ func TestLayoutComposeDecodeRoundTrip(t *testing.T) {
 			if want := n.Epoch.Add(time.Duration(p.Tick) * n.TimeUnit); !got.Time.Equal(want) {
 				t.Fatalf("Decode(%d).Time = %v, want %v", id, got.Time, want)
 			}
-			if tk, err := l.Tick(got.Time); err != nil || tk != p.Tick {
+			if tk, err := l.tickAt(got.Time); err != nil || tk != p.Tick {
 				t.Fatalf("Tick(%v) = %d, %v; want %d", got.Time, tk, err, p.Tick)
 			}
 		}
@@ -778,7 +783,7 @@ func TestLayoutTick(t *testing.T) {
 		{Layout{TimeUnit: time.Microsecond, SequenceBits: 1}, e.Add(1500 * time.Nanosecond), 1},
 	}
 	for _, tc := range tests {
-		got, err := tc.layout.Tick(tc.at)
+		got, err := tc.layout.tickAt(tc.at)
 		if err != nil || got != tc.want {
 			t.Errorf("%v: Tick(%v) = %d, %v; want %d", tc.layout, tc.at, got, err, tc.want)
 		}
@@ -791,8 +796,8 @@ func TestLayoutTick(t *testing.T) {
 func TestLayoutTickFarFromEpoch(t *testing.T) {
 	l := Layout{TimeBits: 40, SequenceBits: 8, TimeUnit: time.Hour} // lasts 125 million years
 	at := time.Date(2400, 1, 1, 0, 0, 0, 0, time.UTC)
-	want := (at.Unix() - DefaultEpoch().Unix()) / 3600
-	got, err := l.Tick(at)
+	want := (at.Unix() - defaultEpoch().Unix()) / 3600
+	got, err := l.tickAt(at)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -811,7 +816,7 @@ func TestLayoutDecodeLargeTick(t *testing.T) {
 	if err != nil || p.Tick != tick {
 		t.Fatalf("Decode(%d) = %+v, %v", id, p, err)
 	}
-	if want := DefaultEpoch().Add(time.Duration(tick) * time.Microsecond); !p.Time.Equal(want) {
+	if want := defaultEpoch().Add(time.Duration(tick) * time.Microsecond); !p.Time.Equal(want) {
 		t.Fatalf("Decode(%d).Time = %v, want %v", id, p.Time, want)
 	}
 }
@@ -858,9 +863,9 @@ func TestLayoutString(t *testing.T) {
 	}{
 		{DefaultLayout(), "41/5/5/12 × 1ms since 2025-01-01T00:00:00Z"},
 		{Layout{}, "41/5/5/12 × 1ms since 2025-01-01T00:00:00Z"},
-		{TwitterLayout(), "41/5/5/12 × 1ms since 2010-11-04T01:42:54.657Z"},
-		{SonyflakeLayout(), "39/0/16/8 × 10ms since 2014-09-01T00:00:00Z"},
-		{JSSafeLayout(), "38/0/6/9 × 10ms since 2025-01-01T00:00:00Z"},
+		{twitterLayout(), "41/5/5/12 × 1ms since 2010-11-04T01:42:54.657Z"},
+		{sonyflakeLayout(), "39/0/16/8 × 10ms since 2014-09-01T00:00:00Z"},
+		{jsSafeLayout(), "38/0/6/9 × 10ms since 2025-01-01T00:00:00Z"},
 		{Layout{WorkerBits: 10, SequenceBits: 12}, "41/0/10/12 × 1ms since 2025-01-01T00:00:00Z"},
 		{Layout{TimeBits: 30, TimeUnit: time.Hour, Epoch: time.Date(2020, 5, 6, 7, 8, 9, 0, time.FixedZone("X", 3600))},
 			"30/0/0/0 × 1h0m0s since 2020-05-06T06:08:09Z"},

@@ -25,7 +25,7 @@ func TestNextNMaxIntHighTick(t *testing.T) {
 	if b.First <= id || b.Count < 1 || b.Count > 1<<l.SequenceBits {
 		t.Fatalf("NextN(MaxInt) after ID %d = %+v", id, b)
 	}
-	p, err := g.Decode(b.Last())
+	p, err := g.Layout().Decode(b.Last())
 	if err != nil || p.Sequence != 1<<l.SequenceBits-1 {
 		t.Fatalf("NextN(MaxInt) = %+v ends at %+v, %v; want the tick's last sequence", b, p, err)
 	}

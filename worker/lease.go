@@ -271,7 +271,7 @@ func (lr *leaser) Acquire(ctx context.Context) (Lease, error) {
 			return nil, err
 		}
 		lr.cfg.Logger.Warn("worker: no lease yet, retrying", "datacenter", lr.cfg.Datacenter, "attempt", attempt+1, "err", err)
-		if cerr := sleepCtx(ctx, bo.Next(attempt)); cerr != nil {
+		if cerr := backoff.Sleep(ctx, bo.Next(attempt)); cerr != nil {
 			return nil, fmt.Errorf("worker: acquiring a worker id: %w (last attempt: %w)", cerr, reason)
 		}
 	}
@@ -299,17 +299,6 @@ func checkClock(c Claim, sent, recv time.Time, bound time.Duration) (time.Durati
 			ErrClockSkew, ahead.Round(time.Millisecond), at.Add(stale).UTC().Format(time.RFC3339Nano), sent.UTC().Format(time.RFC3339Nano), bound)
 	}
 	return skew, nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // lease is a renewed claim.

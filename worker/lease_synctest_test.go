@@ -114,7 +114,7 @@ func issue(t *testing.T, f *fence, notBefore, until time.Time) {
 	if err != nil {
 		t.Fatalf("NextID at %v: %v", time.Now(), err)
 	}
-	p, err := f.Decode(id)
+	p, err := f.Layout().Decode(id)
 	if err != nil {
 		t.Fatal(err)
 	}

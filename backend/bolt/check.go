@@ -341,26 +341,6 @@ func CheckFile(ctx context.Context, path string) error {
 	return db.View(func(tx *bbolt.Tx) error { return checkTx(path, tx) })
 }
 
-// checkDB checks a database its caller opened (NewSegments): the header of
-// its file, and for files up to 64 MiB every record and bbolt's consistency
-// check.
-func checkDB(db *bbolt.DB) error {
-	h, err := checkHeader(db.Path())
-	if err != nil {
-		return err
-	}
-	if h.size > checkLimit {
-		return nil
-	}
-	check := func(tx *bbolt.Tx) error { return checkTx(db.Path(), tx) }
-	if db.IsReadOnly() {
-		return db.View(check)
-	}
-	// bbolt's checker may run beside other writers only in a writable
-	// transaction.
-	return db.Update(check)
-}
-
 // checkTx reads every bucket, key and value of tx in this goroutine (faults
 // and panics become errors), then runs bbolt's consistency check, which
 // follows the same pages on its own goroutine.

@@ -31,10 +31,11 @@ type store struct {
 func stores() []store {
 	return []store{
 		{"workers", func(t *testing.T, path string) {
-			w, err := OpenWorkers(t.Context(), path)
+			w, err := OpenWorkers(t.Context(), fileURL(path))
 			if err != nil {
 				t.Fatal(err)
 			}
+			defer w.Close()
 			for i := range 3 {
 				if _, err := w.Acquire(t.Context(), worker.Request{Workers: 8, Owner: fmt.Sprint("o", i), TTL: time.Minute, Reserve: time.Now()}); err != nil {
 					t.Fatal(err)
@@ -42,14 +43,18 @@ func stores() []store {
 			}
 			fill(t, path)
 		}, func(ctx context.Context, path string) error {
-			_, err := OpenWorkers(ctx, path)
+			w, err := OpenWorkers(ctx, fileURL(path))
+			if err == nil {
+				w.Close()
+			}
 			return err
 		}},
 		{"segments", func(t *testing.T, path string) {
-			s, err := OpenSegments(t.Context(), path)
+			s, err := OpenSegments(t.Context(), fileURL(path))
 			if err != nil {
 				t.Fatal(err)
 			}
+			defer s.Close()
 			if err := s.Create(t.Context(), segment.Tag{Name: "orders", Step: 10}); err != nil {
 				t.Fatal(err)
 			}
@@ -58,7 +63,10 @@ func stores() []store {
 			}
 			fill(t, path)
 		}, func(ctx context.Context, path string) error {
-			_, err := OpenSegments(ctx, path)
+			s, err := OpenSegments(ctx, fileURL(path))
+			if err == nil {
+				s.Close()
+			}
 			return err
 		}},
 	}
@@ -182,14 +190,8 @@ func TestDamagedFilesRefused(t *testing.T) {
 func TestDamagedWhileInUse(t *testing.T) {
 	dir := t.TempDir()
 	wpath, spath := filepath.Join(dir, "workers.db"), filepath.Join(dir, "segments.db")
-	w, err := OpenWorkers(t.Context(), wpath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := OpenSegments(t.Context(), spath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := openW(t, wpath)
+	s := openS(t, spath)
 	c, err := w.Acquire(t.Context(), worker.Request{Workers: 4, Owner: "a", TTL: time.Minute, Reserve: time.Now()})
 	if err != nil {
 		t.Fatal(err)
@@ -217,16 +219,13 @@ func TestDamagedWhileInUse(t *testing.T) {
 }
 
 // TestCreatedComplete: a new file is never empty at its path, and no
-// temporary file is left.
+// temporary file is left (beside the files, the data directory's marker and
+// its lock file).
 func TestCreatedComplete(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "workers.db")
-	if _, err := OpenWorkers(t.Context(), path); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := OpenSegments(t.Context(), filepath.Join(dir, "segments.db")); err != nil {
-		t.Fatal(err)
-	}
+	openW(t, path)
+	openS(t, filepath.Join(dir, "segments.db"))
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -235,7 +234,7 @@ func TestCreatedComplete(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	if strings.Join(names, " ") != "segments.db workers.db" {
+	if strings.Join(names, " ") != "flakeid-state.json flakeid-state.lock segments.db workers.db" {
 		t.Fatalf("the directory holds %v", names)
 	}
 	if err := CheckFile(t.Context(), path); err != nil {
@@ -254,10 +253,7 @@ func TestHumanSize(t *testing.T) {
 // TestWorkersRaiseFloor: after RaiseFloor no worker id starts below the
 // floor, in a namespace initialised before or after it.
 func TestWorkersRaiseFloor(t *testing.T) {
-	w, err := OpenWorkers(t.Context(), filepath.Join(t.TempDir(), "workers.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := openW(t, filepath.Join(t.TempDir(), "workers.db"))
 	req := worker.Request{Workers: 4, Owner: "a", TTL: time.Minute, Reserve: time.Now(), Contract: "c"}
 	if _, err := w.Acquire(t.Context(), req); err != nil {
 		t.Fatal(err)
@@ -285,10 +281,7 @@ func TestWorkersRaiseFloor(t *testing.T) {
 // TestSegmentsRaiseFloor: after RaiseFloor every tag, old or created later,
 // hands out IDs from the floor on.
 func TestSegmentsRaiseFloor(t *testing.T) {
-	s, err := OpenSegments(t.Context(), filepath.Join(t.TempDir(), "segments.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openS(t, filepath.Join(t.TempDir(), "segments.db"))
 	if err := s.Create(t.Context(), segment.Tag{Name: "old", Step: 10}); err != nil {
 		t.Fatal(err)
 	}

@@ -8,10 +8,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
 
+	"github.com/flakeid/flakeid/internal/datadir"
 	"github.com/flakeid/flakeid/segment"
 )
 
@@ -20,23 +22,16 @@ import (
 const segmentsBucket = "segments"
 
 // Segments is a segment.Store over a bbolt file: the embedded, single-node
-// store. It works in one of two modes.
+// store.
 //
-// OpenSegments opens the file for each operation and closes it again, as
-// Workers does: several processes on one machine (several `flakeid next`
-// runs, or servers sharing a data directory) share the file safely, bbolt's
-// file lock serialising them, and the file may be the worker coordinator's
-// own. Each operation pays an open, an mmap and, for a change, an fsync;
-// clients of one file in one process queue in memory instead of polling the
-// lock.
-//
-// NewSegments works on a *bbolt.DB the caller has opened and keeps open (a
-// long-running `flakeid serve`): no open per operation, but the open DB holds
-// the file's lock, so no other process — nor an OpenWorkers or OpenSegments
-// client of the same path — can use the file until the caller closes it.
-//
-// A Segments has nothing to close: a per-operation store holds nothing
-// between operations, and the DB given to NewSegments is the caller's.
+// It opens the file for each operation and closes it again, as Workers
+// does: several processes on one machine (several `flakeid next` runs, or
+// servers sharing a data directory) share the file safely, bbolt's file
+// lock serialising them, and the file may be the worker coordinator's own.
+// Each operation pays an open, an mmap and, for a change, an fsync; the
+// goroutines using one Segments queue in memory for the file instead of
+// polling its lock. What it holds between operations is its data
+// directory's lock, which Close releases.
 //
 // The tags are in the bucket "segments": the key is the tag's name, the
 // value a JSON record {"max_id", "step", "description", "update_time_ms"}.
@@ -46,28 +41,42 @@ const segmentsBucket = "segments"
 //
 // A file that is empty, shorter than its header says or corrupt is refused
 // when the store is opened, and at every later open, with an error wrapping
-// ErrDamaged (see OpenWorkers) — never a crash, never a new, empty store.
+// ErrDamaged (see the package doc) — never a crash, never a new, empty
+// store.
 //
-// In both modes a Fetch is one read-write transaction (read max_id, check
-// it, write max_id+n) committed with an fsync before the range is returned,
-// so a range is never handed out twice, across processes and restarts.
+// A Fetch is one read-write transaction (read max_id, check it, write
+// max_id+n) committed with an fsync before the range is returned, so a
+// range is never handed out twice, across processes and restarts.
 //
 // The context's deadline bounds the wait for a lock (DefaultLockWait when it
 // has none); a cancelled context fails at once. A lock not had in time, a
-// file that cannot be opened or written, and a corrupt record are errors
-// wrapping segment.ErrUnavailable.
+// file that cannot be opened or written, a corrupt record and a call after
+// Close are errors wrapping segment.ErrUnavailable.
 type Segments struct {
-	acc access // the mode: per operation (fileAccess) or held open (heldAccess)
-	now func() time.Time
+	file string // absolute
+	// gate is this store's queue for the file (a channel of capacity one):
+	// its goroutines wait for each other here rather than all polling
+	// bbolt's file lock, which bbolt retries every 50ms. Other stores of
+	// the file, in this process or another, are serialised by the file
+	// lock.
+	gate chan struct{}
+	now  func() time.Time
+
+	// mu is held shared by every operation and exclusively by Close, so
+	// that the directory stays locked until the operations in progress
+	// have ended and none starts after.
+	mu     sync.RWMutex
+	closed bool
+	dir    *datadir.Dir // locked shared; nil when opened for a recovery
 }
 
-// OpenSegments returns a store that keeps its tags in the bbolt file at path
-// and opens the file for each operation (see Segments). It creates the file
-// and its directory when missing; afterwards a missing file is an error
-// rather than a new, empty store, so that losing the file never starts the
-// tags over. An existing file is checked as OpenWorkers checks its file, and
-// refused with an error wrapping ErrDamaged when it is damaged.
-func OpenSegments(ctx context.Context, path string) (*Segments, error) {
+// openSegments returns a store that keeps its tags in the bbolt file at
+// path (see Segments). It creates the file and its directory when missing;
+// afterwards a missing file is an error rather than a new, empty store, so
+// that losing the file never starts the tags over. An existing file is
+// checked as openWorkers checks its file, and refused with an error
+// wrapping ErrDamaged when it is damaged.
+func openSegments(ctx context.Context, path string) (*Segments, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", segment.ErrUnavailable, path, err)
@@ -81,9 +90,8 @@ func OpenSegments(ctx context.Context, path string) (*Segments, error) {
 		}
 		return nil, fmt.Errorf("%w: %s: %w", segment.ErrUnavailable, path, err)
 	}
-	g, _ := gates.LoadOrStore(abs, make(chan struct{}, 1))
-	s := &Segments{acc: &fileAccess{file: abs, gate: g.(chan struct{})}, now: time.Now}
-	err = s.run(ctx, true, true, func(tx *bbolt.Tx) error {
+	s := &Segments{file: abs, gate: make(chan struct{}, 1), now: time.Now}
+	err = s.update(ctx, func(tx *bbolt.Tx) error {
 		_, err := tx.CreateBucketIfNotExists([]byte(segmentsBucket))
 		return err
 	})
@@ -93,31 +101,21 @@ func OpenSegments(ctx context.Context, path string) (*Segments, error) {
 	return s, nil
 }
 
-// NewSegments returns a store over db, which the caller opened and closes
-// (see Segments). It creates the bucket unless db is read-only. It checks
-// the file first, as OpenSegments does, and refuses a damaged one with an
-// error wrapping ErrDamaged.
-func NewSegments(db *bbolt.DB) (*Segments, error) {
-	if db == nil {
-		return nil, fmt.Errorf("%w: nil *bbolt.DB", segment.ErrUnavailable)
+// Close releases the data directory's lock (a Segments opened for a
+// recovery holds none), after waiting for the operations in progress; an
+// operation after Close fails with segment.ErrUnavailable.
+func (s *Segments) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
 	}
-	if err := checkDB(db); err != nil {
-		return nil, fmt.Errorf("%w: %w", segment.ErrUnavailable, err)
+	s.closed = true
+	if s.dir == nil {
+		return nil
 	}
-	s := &Segments{acc: &heldAccess{db: db}, now: time.Now}
-	if !db.IsReadOnly() {
-		if err := db.Update(func(tx *bbolt.Tx) error {
-			_, err := tx.CreateBucketIfNotExists([]byte(segmentsBucket))
-			return err
-		}); err != nil {
-			return nil, fmt.Errorf("%w: creating bucket %q in %s: %w", segment.ErrUnavailable, segmentsBucket, db.Path(), err)
-		}
-	}
-	return s, nil
+	return s.dir.Close()
 }
-
-// Path is the file's path.
-func (s *Segments) Path() string { return s.acc.path() }
 
 // segRecord is a tag's value in the bucket; the name is the key.
 type segRecord struct {
@@ -137,7 +135,7 @@ type rawRecord struct {
 
 func (s *Segments) corrupt(name string, v []byte, why string) error {
 	return fmt.Errorf("%w: %s: corrupt record of tag %q in bucket %q: %s: %.200q",
-		segment.ErrUnavailable, s.Path(), name, segmentsBucket, why, v)
+		segment.ErrUnavailable, s.file, name, segmentsBucket, why, v)
 }
 
 // decode reads a tag's record, checking it is one this store could have

@@ -31,11 +31,7 @@ type segConnector struct{ path string }
 
 func (c segConnector) Connect(t *testing.T) segment.Store {
 	t.Helper()
-	s, err := OpenSegments(t.Context(), c.path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return openS(t, c.path)
 }
 
 // ConnectFaulty's fault holds the file's lock, as a hung process would;
@@ -94,108 +90,13 @@ func TestSegmentsConformance(t *testing.T) {
 	})
 }
 
-// dbConnector makes clients sharing one open *bbolt.DB, as the handlers of
-// one server do.
-type dbConnector struct{ db *bbolt.DB }
-
-func openDB(t testing.TB, path string) *bbolt.DB {
-	t.Helper()
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
-
-func (c dbConnector) Connect(t *testing.T) segment.Store {
-	t.Helper()
-	s, err := NewSegments(c.db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-// ConnectFaulty's fault holds the DB's write transaction, as a stuck writer
-// would; Reset does nothing, as an open DB has no connection to drop.
-func (c dbConnector) ConnectFaulty(t *testing.T) (segment.Store, segmenttest.Fault) {
-	f := &txFault{t: t, db: c.db}
-	t.Cleanup(f.Heal)
-	return c.Connect(t), f
-}
-
-// Backup copies the DB's records; the restore writes the copies back.
-func (c dbConnector) Backup(t *testing.T) func() {
-	return backupRecords(t, c.Connect(t).(*Segments))
-}
-
-type txFault struct {
-	t  testing.TB
-	db *bbolt.DB
-	mu sync.Mutex
-	tx *bbolt.Tx
-}
-
-func (f *txFault) Cut() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.tx != nil {
-		return
-	}
-	tx, err := f.db.Begin(true)
-	if err != nil {
-		f.t.Errorf("holding the write lock of %s: %v", f.db.Path(), err)
-		return
-	}
-	f.tx = tx
-}
-
-func (f *txFault) Heal() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.tx != nil {
-		f.tx.Rollback()
-		f.tx = nil
-	}
-}
-
-func (f *txFault) Reset() {}
-
-func TestSegmentsConformanceOpenDB(t *testing.T) {
-	segmenttest.Run(t, segmenttest.Harness{
-		Open: func(t *testing.T) segmenttest.Connector {
-			return dbConnector{db: openDB(t, filepath.Join(t.TempDir(), "segments.db"))}
-		},
-	})
-}
-
 // --- helpers -----------------------------------------------------------------
 
-// modes runs fn for a per-operation store and an open-DB store, each on its
-// own fresh file.
-func modes(t *testing.T, fn func(t *testing.T, path string, connect func() *Segments)) {
-	t.Run("per-operation", func(t *testing.T) {
-		path := filepath.Join(t.TempDir(), "segments.db")
-		fn(t, path, func() *Segments {
-			s, err := OpenSegments(t.Context(), path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s
-		})
-	})
-	t.Run("open-db", func(t *testing.T) {
-		path := filepath.Join(t.TempDir(), "segments.db")
-		db := openDB(t, path)
-		fn(t, path, func() *Segments {
-			s, err := NewSegments(db)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s
-		})
-	})
+// sameFile returns the path of a new file and a function that opens a new
+// store of it each time it is called (each with its own queue).
+func sameFile(t *testing.T) (string, func() *Segments) {
+	path := filepath.Join(t.TempDir(), "segments.db")
+	return path, func() *Segments { return openS(t, path) }
 }
 
 func create(t testing.TB, s segment.Store, tag segment.Tag) {
@@ -231,71 +132,103 @@ func checkContiguous(t *testing.T, ranges []segment.Range, from, to int64) {
 
 // --- concurrency -------------------------------------------------------------
 
-// TestSegmentsConcurrentFetches: many goroutines on one store and on several
-// stores of one file get disjoint ranges that tile [1, max id).
+// TestSegmentsConcurrentFetches: many goroutines on one store (waiting in its
+// queue) and on several stores of one file (serialised by the file lock) get
+// disjoint ranges that tile [1, max id).
 func TestSegmentsConcurrentFetches(t *testing.T) {
-	modes(t, func(t *testing.T, path string, connect func() *Segments) {
-		const stores, goroutines, each = 4, 4, 25
-		ss := make([]*Segments, stores)
-		for i := range ss {
-			ss[i] = connect()
-		}
-		create(t, ss[0], segment.Tag{Name: "hot", Step: 10})
-		var mu sync.Mutex
-		var ranges []segment.Range
-		var wg sync.WaitGroup
-		for i, s := range ss {
-			for g := range goroutines {
-				wg.Go(func() {
-					for k := range each {
-						r, err := s.Fetch(t.Context(), "hot", int64(1+(i*7+g*3+k)%17))
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						mu.Lock()
-						ranges = append(ranges, r)
-						mu.Unlock()
+	_, connect := sameFile(t)
+	const stores, goroutines, each = 4, 4, 25
+	ss := make([]*Segments, stores)
+	for i := range ss {
+		ss[i] = connect()
+	}
+	create(t, ss[0], segment.Tag{Name: "hot", Step: 10})
+	var mu sync.Mutex
+	var ranges []segment.Range
+	var wg sync.WaitGroup
+	for i, s := range ss {
+		for g := range goroutines {
+			wg.Go(func() {
+				for k := range each {
+					r, err := s.Fetch(t.Context(), "hot", int64(1+(i*7+g*3+k)%17))
+					if err != nil {
+						t.Error(err)
+						return
 					}
-				})
-			}
+					mu.Lock()
+					ranges = append(ranges, r)
+					mu.Unlock()
+				}
+			})
 		}
-		wg.Wait()
-		if t.Failed() {
-			return
-		}
-		got, err := ss[stores-1].Get(t.Context(), "hot")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(ranges) != stores*goroutines*each {
-			t.Fatalf("%d ranges, want %d", len(ranges), stores*goroutines*each)
-		}
-		checkContiguous(t, ranges, 1, got.MaxID)
-	})
-}
-
-// otherProcess returns a per-operation store of path with its own in-process
-// queue: to the file lock it is another process.
-func otherProcess(path string) *Segments {
-	return &Segments{acc: &fileAccess{file: path, gate: make(chan struct{}, 1)}, now: time.Now}
-}
-
-// TestSegmentsFileLockContention: stores that do not share the in-process
-// queue (as in separate processes) are serialised by bbolt's file lock.
-func TestSegmentsFileLockContention(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "segments.db")
-	first, err := OpenSegments(t.Context(), path)
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	got, err := ss[stores-1].Get(t.Context(), "hot")
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(ranges) != stores*goroutines*each {
+		t.Fatalf("%d ranges, want %d", len(ranges), stores*goroutines*each)
+	}
+	checkContiguous(t, ranges, 1, got.MaxID)
+}
+
+// TestSegmentsQueue: the goroutines of one store wait for each other in its
+// queue, in memory, not on the file lock; another store of the file is not
+// in that queue and waits on the file lock.
+func TestSegmentsQueue(t *testing.T) {
+	_, connect := sameFile(t)
+	s, other := connect(), connect()
+	create(t, s, segment.Tag{Name: "t", Step: 10})
+	inside, leave := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(leave) }) }
+	defer release() // before the stores' Close, which waits for the transaction
+	done := make(chan error, 1)
+	go func() {
+		done <- s.update(t.Context(), func(*bbolt.Tx) error {
+			close(inside)
+			<-leave
+			return nil
+		})
+	}()
+	<-inside
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	_, err := s.Fetch(ctx, "t", 1)
+	cancel()
+	if !errors.Is(err, segment.ErrUnavailable) || !strings.Contains(err.Error(), "this process's turn at the file not had") {
+		t.Errorf("Fetch while another goroutine of the store is in a transaction: %v, want a wait in the store's queue", err)
+	}
+	ctx, cancel = context.WithTimeout(t.Context(), 200*time.Millisecond)
+	_, err = other.Fetch(ctx, "t", 1)
+	cancel()
+	if !errors.Is(err, segment.ErrUnavailable) || !strings.Contains(err.Error(), "the file lock not had") {
+		t.Errorf("Fetch of another store while the first is in a transaction: %v, want a wait for the file lock", err)
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Fetch(t.Context(), "t", 1); err != nil || r.Start != 1 {
+		t.Fatalf("Fetch after the transaction = %+v, %v; want it to start at 1", r, err)
+	}
+}
+
+// TestSegmentsFileLockContention: stores that do not share a queue (as in
+// separate processes) are serialised by bbolt's file lock.
+func TestSegmentsFileLockContention(t *testing.T) {
+	path, connect := sameFile(t)
+	first := connect()
 	create(t, first, segment.Tag{Name: "hot", Step: 10})
 	const procs, each = 3, 15
 	var mu sync.Mutex
 	var ranges []segment.Range
 	var wg sync.WaitGroup
 	for range procs {
-		s := otherProcess(first.Path())
+		s := openS(t, path)
 		wg.Go(func() {
 			for k := range each {
 				r, err := s.Fetch(t.Context(), "hot", int64(k+1))
@@ -331,10 +264,11 @@ func TestSegmentsChildProcess(t *testing.T) {
 	if _, err := fmt.Sscanf(spec, "%d %s", &n, &path); err != nil {
 		t.Fatal(err)
 	}
-	s, err := OpenSegments(t.Context(), path)
+	s, err := OpenSegments(t.Context(), fileURL(path))
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer s.Close()
 	for k := range n {
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 		r, err := s.Fetch(ctx, "shared", int64(k%5+1))
@@ -352,11 +286,8 @@ func TestSegmentsProcesses(t *testing.T) {
 	if os.Getenv(childEnv) != "" {
 		t.Skip("in a child")
 	}
-	path := filepath.Join(t.TempDir(), "segments.db")
-	s, err := OpenSegments(t.Context(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, connect := sameFile(t)
+	s := connect()
 	create(t, s, segment.Tag{Name: "shared", Step: 10})
 	const procs, each = 3, 20
 	outs := make([]bytes.Buffer, procs)
@@ -396,14 +327,11 @@ func TestSegmentsProcesses(t *testing.T) {
 // --- persistence -------------------------------------------------------------
 
 // TestSegmentsSurviveReopen: max_id and the settings are on disk; a new store
-// of the file (either mode) continues after them.
+// of the file, and one opened after another was closed, continue after them.
 func TestSegmentsSurviveReopen(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "segments.db")
+	_, connect := sameFile(t)
 	ctx := t.Context()
-	s, err := OpenSegments(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := connect()
 	at := time.Date(2026, 3, 4, 5, 6, 7, 8_000_000, time.UTC)
 	s.now = func() time.Time { return at }
 	create(t, s, segment.Tag{Name: "orders", Step: 100, Description: "order numbers"})
@@ -412,11 +340,8 @@ func TestSegmentsSurviveReopen(t *testing.T) {
 		t.Fatalf("Fetch = %+v, %v", r1, err)
 	}
 
-	// A new per-operation store.
-	s2, err := OpenSegments(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A new store.
+	s2 := connect()
 	got, err := s2.Get(ctx, "orders")
 	want := segment.Tag{Name: "orders", MaxID: 101, Step: 100, Description: "order numbers", Updated: at}
 	if err != nil || got != want {
@@ -427,27 +352,19 @@ func TestSegmentsSurviveReopen(t *testing.T) {
 		t.Fatalf("Fetch after reopening = %+v, %v; want it to start at %d", r2, err, r1.End)
 	}
 
-	// The open-DB store reads the same records, then closes the file.
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: time.Second})
-	if err != nil {
+	// One opened after the second was closed.
+	if err := s2.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s3, err := NewSegments(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r3, err := s3.Fetch(ctx, "orders", 7)
+	r3, err := connect().Fetch(ctx, "orders", 7)
 	if err != nil || r3.Start != r2.End {
-		t.Fatalf("open-DB Fetch = %+v, %v; want it to start at %d", r3, err, r2.End)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
+		t.Fatalf("Fetch of a store opened after a Close = %+v, %v; want it to start at %d", r3, err, r2.End)
 	}
 
-	// And the per-operation store sees what it wrote.
+	// And the first store sees what the others wrote.
 	r4, err := s.Fetch(ctx, "orders", 1)
 	if err != nil || r4.Start != r3.End {
-		t.Fatalf("Fetch after the open-DB store = %+v, %v; want it to start at %d", r4, err, r3.End)
+		t.Fatalf("Fetch after the other stores = %+v, %v; want it to start at %d", r4, err, r3.End)
 	}
 	if tags, err := s.List(ctx); err != nil || len(tags) != 1 || tags[0].MaxID != r4.End {
 		t.Fatalf("List = %+v, %v", tags, err)
@@ -457,11 +374,8 @@ func TestSegmentsSurviveReopen(t *testing.T) {
 // TestSegmentsLostFile: once the store exists, a missing file is an error,
 // not a new empty store that would start the tags over at 1.
 func TestSegmentsLostFile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "segments.db")
-	s, err := OpenSegments(t.Context(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, connect := sameFile(t)
+	s := connect()
 	create(t, s, segment.Tag{Name: "t", Step: 10})
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
@@ -483,182 +397,179 @@ func TestSegmentsLostFile(t *testing.T) {
 // --- bad input ---------------------------------------------------------------
 
 func TestSegmentsBadInput(t *testing.T) {
-	modes(t, func(t *testing.T, path string, connect func() *Segments) {
-		s := connect()
-		ctx := t.Context()
-		create(t, s, segment.Tag{Name: "ok", Step: 10})
-		long := strings.Repeat("x", 129)
-		for _, name := range []string{"", "has space", "semi;colon", "ünï", long, "a\x00b"} {
-			if _, err := s.Fetch(ctx, name, 1); !errors.Is(err, segment.ErrInvalidTag) {
-				t.Errorf("Fetch(%q): %v, want ErrInvalidTag", name, err)
-			}
-			if _, err := s.Get(ctx, name); !errors.Is(err, segment.ErrInvalidTag) {
-				t.Errorf("Get(%q): %v, want ErrInvalidTag", name, err)
-			}
-			step := int64(5)
-			if err := s.Update(ctx, name, &step, nil); !errors.Is(err, segment.ErrInvalidTag) {
-				t.Errorf("Update(%q): %v, want ErrInvalidTag", name, err)
-			}
-			if err := s.Create(ctx, segment.Tag{Name: name, Step: 1}); !errors.Is(err, segment.ErrInvalidTag) {
-				t.Errorf("Create(%q): %v, want ErrInvalidTag", name, err)
-			}
+	_, connect := sameFile(t)
+	s := connect()
+	ctx := t.Context()
+	create(t, s, segment.Tag{Name: "ok", Step: 10})
+	long := strings.Repeat("x", 129)
+	for _, name := range []string{"", "has space", "semi;colon", "ünï", long, "a\x00b"} {
+		if _, err := s.Fetch(ctx, name, 1); !errors.Is(err, segment.ErrInvalidTag) {
+			t.Errorf("Fetch(%q): %v, want ErrInvalidTag", name, err)
 		}
-		if err := s.Create(ctx, segment.Tag{Name: strings.Repeat("y", 128), Step: 1}); err != nil {
-			t.Errorf("Create of a 128-byte name: %v", err)
+		if _, err := s.Get(ctx, name); !errors.Is(err, segment.ErrInvalidTag) {
+			t.Errorf("Get(%q): %v, want ErrInvalidTag", name, err)
 		}
-		for _, step := range []int64{0, -1, segment.MaxStep + 1, math.MaxInt64} {
-			if err := s.Create(ctx, segment.Tag{Name: "s", Step: step}); !errors.Is(err, segment.ErrInvalidTag) {
-				t.Errorf("Create with step %d: %v, want ErrInvalidTag", step, err)
-			}
-			if err := s.Update(ctx, "ok", &step, nil); !errors.Is(err, segment.ErrInvalidTag) {
-				t.Errorf("Update to step %d: %v, want ErrInvalidTag", step, err)
-			}
+		step := int64(5)
+		if err := s.Update(ctx, name, &step, nil); !errors.Is(err, segment.ErrInvalidTag) {
+			t.Errorf("Update(%q): %v, want ErrInvalidTag", name, err)
 		}
-		maxStep := int64(segment.MaxStep)
-		if err := s.Update(ctx, "ok", &maxStep, nil); err != nil {
-			t.Errorf("Update to the max step: %v", err)
+		if err := s.Create(ctx, segment.Tag{Name: name, Step: 1}); !errors.Is(err, segment.ErrInvalidTag) {
+			t.Errorf("Create(%q): %v, want ErrInvalidTag", name, err)
 		}
-		desc := strings.Repeat("d", 257)
-		if err := s.Update(ctx, "ok", nil, &desc); !errors.Is(err, segment.ErrInvalidTag) {
-			t.Errorf("Update to a 257-byte description: %v, want ErrInvalidTag", err)
+	}
+	if err := s.Create(ctx, segment.Tag{Name: strings.Repeat("y", 128), Step: 1}); err != nil {
+		t.Errorf("Create of a 128-byte name: %v", err)
+	}
+	for _, step := range []int64{0, -1, segment.MaxStep + 1, math.MaxInt64} {
+		if err := s.Create(ctx, segment.Tag{Name: "s", Step: step}); !errors.Is(err, segment.ErrInvalidTag) {
+			t.Errorf("Create with step %d: %v, want ErrInvalidTag", step, err)
 		}
-		if err := s.Create(ctx, segment.Tag{Name: "neg", Step: 1, MaxID: -1}); !errors.Is(err, segment.ErrInvalidTag) {
-			t.Errorf("Create with max id -1: %v, want ErrInvalidTag", err)
+		if err := s.Update(ctx, "ok", &step, nil); !errors.Is(err, segment.ErrInvalidTag) {
+			t.Errorf("Update to step %d: %v, want ErrInvalidTag", step, err)
 		}
-		if err := s.Update(ctx, "nope", nil, nil); !errors.Is(err, segment.ErrUnknownTag) {
-			t.Errorf("Update(nope) with nothing to change: %v, want ErrUnknownTag", err)
+	}
+	maxStep := int64(segment.MaxStep)
+	if err := s.Update(ctx, "ok", &maxStep, nil); err != nil {
+		t.Errorf("Update to the max step: %v", err)
+	}
+	desc := strings.Repeat("d", 257)
+	if err := s.Update(ctx, "ok", nil, &desc); !errors.Is(err, segment.ErrInvalidTag) {
+		t.Errorf("Update to a 257-byte description: %v, want ErrInvalidTag", err)
+	}
+	if err := s.Create(ctx, segment.Tag{Name: "neg", Step: 1, MaxID: -1}); !errors.Is(err, segment.ErrInvalidTag) {
+		t.Errorf("Create with max id -1: %v, want ErrInvalidTag", err)
+	}
+	if err := s.Update(ctx, "nope", nil, nil); !errors.Is(err, segment.ErrUnknownTag) {
+		t.Errorf("Update(nope) with nothing to change: %v, want ErrUnknownTag", err)
+	}
+	for _, n := range []int64{0, -1, math.MinInt64} {
+		if _, err := s.Fetch(ctx, "ok", n); !errors.Is(err, segment.ErrInvalidCount) {
+			t.Errorf("Fetch(%d): %v, want ErrInvalidCount", n, err)
 		}
-		for _, n := range []int64{0, -1, math.MinInt64} {
-			if _, err := s.Fetch(ctx, "ok", n); !errors.Is(err, segment.ErrInvalidCount) {
-				t.Errorf("Fetch(%d): %v, want ErrInvalidCount", n, err)
-			}
-		}
-		if got, err := s.Get(ctx, "ok"); err != nil || got.MaxID != 1 || got.Step != segment.MaxStep {
-			t.Errorf("after refused calls the row is %+v, %v", got, err)
-		}
-	})
+	}
+	if got, err := s.Get(ctx, "ok"); err != nil || got.MaxID != 1 || got.Step != segment.MaxStep {
+		t.Errorf("after refused calls the row is %+v, %v", got, err)
+	}
 }
 
 func TestSegmentsOverflow(t *testing.T) {
-	modes(t, func(t *testing.T, path string, connect func() *Segments) {
-		s := connect()
-		ctx := t.Context()
-		create(t, s, segment.Tag{Name: "edge", Step: 10, MaxID: math.MaxInt64 - 10})
-		if _, err := s.Fetch(ctx, "edge", 11); !errors.Is(err, segment.ErrExhausted) {
-			t.Fatalf("Fetch one past int64: %v, want ErrExhausted", err)
-		}
-		if _, err := s.Fetch(ctx, "edge", math.MaxInt64); !errors.Is(err, segment.ErrExhausted) {
-			t.Fatalf("Fetch(MaxInt64): %v, want ErrExhausted", err)
-		}
-		r, err := s.Fetch(ctx, "edge", 10)
-		if err != nil || r != (segment.Range{Start: math.MaxInt64 - 10, End: math.MaxInt64}) {
-			t.Fatalf("Fetch to the end = %+v, %v", r, err)
-		}
-		if _, err := s.Fetch(ctx, "edge", 1); !errors.Is(err, segment.ErrExhausted) {
-			t.Fatalf("Fetch at the end: %v, want ErrExhausted", err)
-		}
-		if got, err := s.Get(ctx, "edge"); err != nil || got.MaxID != math.MaxInt64 {
-			t.Fatalf("row = %+v, %v", got, err)
-		}
-		create(t, s, segment.Tag{Name: "fresh", Step: 1})
-		if r, err := s.Fetch(ctx, "fresh", math.MaxInt64-1); err != nil || r.End != math.MaxInt64 {
-			t.Fatalf("Fetch of every ID at once = %+v, %v", r, err)
-		}
-	})
+	_, connect := sameFile(t)
+	s := connect()
+	ctx := t.Context()
+	create(t, s, segment.Tag{Name: "edge", Step: 10, MaxID: math.MaxInt64 - 10})
+	if _, err := s.Fetch(ctx, "edge", 11); !errors.Is(err, segment.ErrExhausted) {
+		t.Fatalf("Fetch one past int64: %v, want ErrExhausted", err)
+	}
+	if _, err := s.Fetch(ctx, "edge", math.MaxInt64); !errors.Is(err, segment.ErrExhausted) {
+		t.Fatalf("Fetch(MaxInt64): %v, want ErrExhausted", err)
+	}
+	r, err := s.Fetch(ctx, "edge", 10)
+	if err != nil || r != (segment.Range{Start: math.MaxInt64 - 10, End: math.MaxInt64}) {
+		t.Fatalf("Fetch to the end = %+v, %v", r, err)
+	}
+	if _, err := s.Fetch(ctx, "edge", 1); !errors.Is(err, segment.ErrExhausted) {
+		t.Fatalf("Fetch at the end: %v, want ErrExhausted", err)
+	}
+	if got, err := s.Get(ctx, "edge"); err != nil || got.MaxID != math.MaxInt64 {
+		t.Fatalf("row = %+v, %v", got, err)
+	}
+	create(t, s, segment.Tag{Name: "fresh", Step: 1})
+	if r, err := s.Fetch(ctx, "fresh", math.MaxInt64-1); err != nil || r.End != math.MaxInt64 {
+		t.Fatalf("Fetch of every ID at once = %+v, %v", r, err)
+	}
 }
 
 // TestSegmentsCorruptRecords: a record this store could not have written is
 // an error naming the tag and wrapping ErrUnavailable, never a panic or a
 // silent restart of the tag.
 func TestSegmentsCorruptRecords(t *testing.T) {
-	modes(t, func(t *testing.T, path string, connect func() *Segments) {
-		s := connect()
-		ctx := t.Context()
-		create(t, s, segment.Tag{Name: "good", Step: 10})
-		bad := map[string]string{
-			"garbage":   "\x00\xff not json",
-			"array":     `[1, 2]`,
-			"null":      `null`,
-			"nomax":     `{"step": 10}`,
-			"nostep":    `{"max_id": 10}`,
-			"negative":  `{"max_id": -5, "step": 10}`,
-			"stepzero":  `{"max_id": 5, "step": 0}`,
-			"stepbig":   `{"max_id": 5, "step": 2147483648}`,
-			"wrongtype": `{"max_id": "5", "step": 10}`,
-			"float":     `{"max_id": 5.5, "step": 10}`,
-			"empty":     ``,
+	_, connect := sameFile(t)
+	s := connect()
+	ctx := t.Context()
+	create(t, s, segment.Tag{Name: "good", Step: 10})
+	bad := map[string]string{
+		"garbage":   "\x00\xff not json",
+		"array":     `[1, 2]`,
+		"null":      `null`,
+		"nomax":     `{"step": 10}`,
+		"nostep":    `{"max_id": 10}`,
+		"negative":  `{"max_id": -5, "step": 10}`,
+		"stepzero":  `{"max_id": 5, "step": 0}`,
+		"stepbig":   `{"max_id": 5, "step": 2147483648}`,
+		"wrongtype": `{"max_id": "5", "step": 10}`,
+		"float":     `{"max_id": 5.5, "step": 10}`,
+		"empty":     ``,
+	}
+	raw := func(fn func(b *bbolt.Bucket) error) {
+		t.Helper()
+		err := s.update(ctx, func(tx *bbolt.Tx) error { return fn(tx.Bucket([]byte(segmentsBucket))) })
+		if err != nil {
+			t.Fatal(err)
 		}
-		raw := func(fn func(b *bbolt.Bucket) error) {
+	}
+	for name, v := range bad {
+		raw(func(b *bbolt.Bucket) error { return b.Put([]byte(name), []byte(v)) })
+	}
+	for name := range bad {
+		check := func(op string, err error) {
 			t.Helper()
-			err := s.update(ctx, func(tx *bbolt.Tx) error { return fn(tx.Bucket([]byte(segmentsBucket))) })
-			if err != nil {
-				t.Fatal(err)
+			if !errors.Is(err, segment.ErrUnavailable) || !strings.Contains(err.Error(), "corrupt record") || !strings.Contains(err.Error(), name) {
+				t.Errorf("%s of corrupt %q: %v, want a corrupt-record error wrapping ErrUnavailable", op, name, err)
 			}
 		}
-		for name, v := range bad {
-			raw(func(b *bbolt.Bucket) error { return b.Put([]byte(name), []byte(v)) })
+		_, err := s.Fetch(ctx, name, 1)
+		check("Fetch", err)
+		_, err = s.Get(ctx, name)
+		check("Get", err)
+		step := int64(3)
+		check("Update", s.Update(ctx, name, &step, nil))
+		check("Update nothing", s.Update(ctx, name, nil, nil))
+		if err := s.Create(ctx, segment.Tag{Name: name, Step: 1}); !errors.Is(err, segment.ErrTagExists) {
+			t.Errorf("Create over corrupt %q: %v, want ErrTagExists", name, err)
 		}
+	}
+	if _, err := s.List(ctx); !errors.Is(err, segment.ErrUnavailable) || !strings.Contains(err.Error(), "corrupt record") {
+		t.Errorf("List with corrupt records: %v", err)
+	}
+	// A refused fetch of a corrupt record changed nothing.
+	raw(func(b *bbolt.Bucket) error {
 		for name := range bad {
-			check := func(op string, err error) {
-				t.Helper()
-				if !errors.Is(err, segment.ErrUnavailable) || !strings.Contains(err.Error(), "corrupt record") || !strings.Contains(err.Error(), name) {
-					t.Errorf("%s of corrupt %q: %v, want a corrupt-record error wrapping ErrUnavailable", op, name, err)
-				}
-			}
-			_, err := s.Fetch(ctx, name, 1)
-			check("Fetch", err)
-			_, err = s.Get(ctx, name)
-			check("Get", err)
-			step := int64(3)
-			check("Update", s.Update(ctx, name, &step, nil))
-			check("Update nothing", s.Update(ctx, name, nil, nil))
-			if err := s.Create(ctx, segment.Tag{Name: name, Step: 1}); !errors.Is(err, segment.ErrTagExists) {
-				t.Errorf("Create over corrupt %q: %v, want ErrTagExists", name, err)
-			}
-		}
-		if _, err := s.List(ctx); !errors.Is(err, segment.ErrUnavailable) || !strings.Contains(err.Error(), "corrupt record") {
-			t.Errorf("List with corrupt records: %v", err)
-		}
-		// A refused fetch of a corrupt record changed nothing.
-		raw(func(b *bbolt.Bucket) error {
-			for name := range bad {
-				if err := b.Delete([]byte(name)); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if tags, err := s.List(ctx); err != nil || len(tags) != 1 || tags[0].MaxID != 1 {
-			t.Fatalf("List after removing the corrupt records = %+v, %v", tags, err)
-		}
-		// A key that is no tag name, and a nested bucket where a tag is.
-		raw(func(b *bbolt.Bucket) error { return b.Put([]byte("bad key!"), []byte(`{"max_id": 1, "step": 1}`)) })
-		if _, err := s.List(ctx); !errors.Is(err, segment.ErrUnavailable) || !strings.Contains(err.Error(), "bad key!") {
-			t.Errorf("List with an invalid key: %v", err)
-		}
-		raw(func(b *bbolt.Bucket) error {
-			if err := b.Delete([]byte("bad key!")); err != nil {
+			if err := b.Delete([]byte(name)); err != nil {
 				return err
 			}
-			_, err := b.CreateBucket([]byte("nested"))
-			return err
-		})
-		if _, err := s.Fetch(ctx, "nested", 1); !errors.Is(err, segment.ErrUnavailable) {
-			t.Errorf("Fetch of a nested bucket: %v, want ErrUnavailable", err)
 		}
-		if _, err := s.Get(ctx, "nested"); !errors.Is(err, segment.ErrUnavailable) {
-			t.Errorf("Get of a nested bucket: %v, want ErrUnavailable", err)
-		}
-		if err := s.Create(ctx, segment.Tag{Name: "nested", Step: 1}); !errors.Is(err, segment.ErrTagExists) {
-			t.Errorf("Create over a nested bucket: %v, want ErrTagExists", err)
-		}
-		if _, err := s.List(ctx); !errors.Is(err, segment.ErrUnavailable) {
-			t.Errorf("List with a nested bucket: %v", err)
-		}
-		if got, err := s.Get(ctx, "good"); err != nil || got.MaxID != 1 {
-			t.Errorf("the good tag: %+v, %v", got, err)
-		}
+		return nil
 	})
+	if tags, err := s.List(ctx); err != nil || len(tags) != 1 || tags[0].MaxID != 1 {
+		t.Fatalf("List after removing the corrupt records = %+v, %v", tags, err)
+	}
+	// A key that is no tag name, and a nested bucket where a tag is.
+	raw(func(b *bbolt.Bucket) error { return b.Put([]byte("bad key!"), []byte(`{"max_id": 1, "step": 1}`)) })
+	if _, err := s.List(ctx); !errors.Is(err, segment.ErrUnavailable) || !strings.Contains(err.Error(), "bad key!") {
+		t.Errorf("List with an invalid key: %v", err)
+	}
+	raw(func(b *bbolt.Bucket) error {
+		if err := b.Delete([]byte("bad key!")); err != nil {
+			return err
+		}
+		_, err := b.CreateBucket([]byte("nested"))
+		return err
+	})
+	if _, err := s.Fetch(ctx, "nested", 1); !errors.Is(err, segment.ErrUnavailable) {
+		t.Errorf("Fetch of a nested bucket: %v, want ErrUnavailable", err)
+	}
+	if _, err := s.Get(ctx, "nested"); !errors.Is(err, segment.ErrUnavailable) {
+		t.Errorf("Get of a nested bucket: %v, want ErrUnavailable", err)
+	}
+	if err := s.Create(ctx, segment.Tag{Name: "nested", Step: 1}); !errors.Is(err, segment.ErrTagExists) {
+		t.Errorf("Create over a nested bucket: %v, want ErrTagExists", err)
+	}
+	if _, err := s.List(ctx); !errors.Is(err, segment.ErrUnavailable) {
+		t.Errorf("List with a nested bucket: %v", err)
+	}
+	if got, err := s.Get(ctx, "good"); err != nil || got.MaxID != 1 {
+		t.Errorf("the good tag: %+v, %v", got, err)
+	}
 }
 
 // TestSegmentsNotABoltFile: a file that is not a bbolt database fails
@@ -668,11 +579,8 @@ func TestSegmentsNotABoltFile(t *testing.T) {
 	if err := os.WriteFile(path, bytes.Repeat([]byte("not bolt "), 1000), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := OpenSegments(t.Context(), path); !errors.Is(err, segment.ErrUnavailable) {
-		t.Fatalf("OpenSegments of a text file: %v, want ErrUnavailable", err)
-	}
-	if _, err := NewSegments(nil); !errors.Is(err, segment.ErrUnavailable) {
-		t.Fatalf("NewSegments(nil): %v, want ErrUnavailable", err)
+	if _, err := OpenSegments(t.Context(), fileURL(path)); !errors.Is(err, segment.ErrUnavailable) || !errors.Is(err, ErrDamaged) {
+		t.Fatalf("OpenSegments of a text file: %v, want ErrUnavailable and ErrDamaged", err)
 	}
 }
 
@@ -694,31 +602,30 @@ func everyOp(ctx context.Context, s *Segments) map[string]error {
 }
 
 func TestSegmentsCancelledContext(t *testing.T) {
-	modes(t, func(t *testing.T, path string, connect func() *Segments) {
-		s := connect()
-		create(t, s, segment.Tag{Name: "t", Step: 10})
-		cancelled, cancel := context.WithCancel(t.Context())
-		cancel()
-		expired, cancel2 := context.WithDeadline(t.Context(), time.Now().Add(-time.Second))
-		defer cancel2()
-		for ctxName, ctx := range map[string]context.Context{"cancelled": cancelled, "expired": expired} {
-			start := time.Now()
-			for op, err := range everyOp(ctx, s) {
-				if !errors.Is(err, segment.ErrUnavailable) || !errors.Is(err, ctx.Err()) {
-					t.Errorf("%s with a %s context: %v, want ErrUnavailable wrapping %v", op, ctxName, err, ctx.Err())
-				}
-			}
-			if d := time.Since(start); d > 100*time.Millisecond {
-				t.Errorf("calls with a %s context took %v", ctxName, d)
+	_, connect := sameFile(t)
+	s := connect()
+	create(t, s, segment.Tag{Name: "t", Step: 10})
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel()
+	expired, cancel2 := context.WithDeadline(t.Context(), time.Now().Add(-time.Second))
+	defer cancel2()
+	for ctxName, ctx := range map[string]context.Context{"cancelled": cancelled, "expired": expired} {
+		start := time.Now()
+		for op, err := range everyOp(ctx, s) {
+			if !errors.Is(err, segment.ErrUnavailable) || !errors.Is(err, ctx.Err()) {
+				t.Errorf("%s with a %s context: %v, want ErrUnavailable wrapping %v", op, ctxName, err, ctx.Err())
 			}
 		}
-		if got, err := s.Get(t.Context(), "t"); err != nil || got.MaxID != 1 || got.Step != 10 {
-			t.Fatalf("calls with a dead context changed the row: %+v, %v", got, err)
+		if d := time.Since(start); d > 100*time.Millisecond {
+			t.Errorf("calls with a %s context took %v", ctxName, d)
 		}
-		if _, err := s.Get(t.Context(), "u"); !errors.Is(err, segment.ErrUnknownTag) {
-			t.Fatalf("Create with a dead context created the tag: %v", err)
-		}
-	})
+	}
+	if got, err := s.Get(t.Context(), "t"); err != nil || got.MaxID != 1 || got.Step != 10 {
+		t.Fatalf("calls with a dead context changed the row: %+v, %v", got, err)
+	}
+	if _, err := s.Get(t.Context(), "u"); !errors.Is(err, segment.ErrUnknownTag) {
+		t.Fatalf("Create with a dead context created the tag: %v", err)
+	}
 }
 
 // TestSegmentsLockWait: with the lock held elsewhere, a call waits until its
@@ -726,51 +633,45 @@ func TestSegmentsCancelledContext(t *testing.T) {
 // the lock is free, calls succeed, nothing was half-done, and no goroutine
 // of a given-up wait is left behind.
 func TestSegmentsLockWait(t *testing.T) {
-	modes(t, func(t *testing.T, path string, connect func() *Segments) {
-		defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-		s := connect()
-		create(t, s, segment.Tag{Name: "t", Step: 10})
-		var fault segmenttest.Fault
-		if held, ok := s.acc.(*heldAccess); ok {
-			fault = &txFault{t: t, db: held.db}
-		} else {
-			// From another "process": the file lock.
-			fault = segLockFault{&lockFault{t: t, path: path}}
-		}
-		t.Cleanup(fault.Heal)
-		fault.Cut()
+	path, connect := sameFile(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	s := connect()
+	create(t, s, segment.Tag{Name: "t", Step: 10})
+	// From another "process": the file lock.
+	fault := segLockFault{&lockFault{t: t, path: path}}
+	t.Cleanup(fault.Heal)
+	fault.Cut()
 
-		const wait = 300 * time.Millisecond
-		ctx, cancel := context.WithTimeout(t.Context(), wait)
-		start := time.Now()
-		_, err := s.Fetch(ctx, "t", 5)
-		took := time.Since(start)
-		cancel()
-		if !errors.Is(err, segment.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("Fetch with the lock held: %v, want ErrUnavailable and DeadlineExceeded", err)
-		}
-		if took < wait-20*time.Millisecond || took > wait+500*time.Millisecond {
-			t.Fatalf("Fetch with a %v deadline gave up after %v", wait, took)
-		}
+	const wait = 300 * time.Millisecond
+	ctx, cancel := context.WithTimeout(t.Context(), wait)
+	start := time.Now()
+	_, err := s.Fetch(ctx, "t", 5)
+	took := time.Since(start)
+	cancel()
+	if !errors.Is(err, segment.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Fetch with the lock held: %v, want ErrUnavailable and DeadlineExceeded", err)
+	}
+	if took < wait-20*time.Millisecond || took > wait+500*time.Millisecond {
+		t.Fatalf("Fetch with a %v deadline gave up after %v", wait, took)
+	}
 
-		ctx, cancel = context.WithCancel(t.Context())
-		time.AfterFunc(100*time.Millisecond, cancel)
-		start = time.Now()
-		_, err = s.Fetch(ctx, "t", 5)
-		took = time.Since(start)
-		if !errors.Is(err, segment.ErrUnavailable) || !errors.Is(err, context.Canceled) {
-			t.Fatalf("Fetch cancelled while waiting: %v, want ErrUnavailable and Canceled", err)
-		}
-		if took > 400*time.Millisecond {
-			t.Fatalf("a cancel ended the wait after %v", took)
-		}
+	ctx, cancel = context.WithCancel(t.Context())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	start = time.Now()
+	_, err = s.Fetch(ctx, "t", 5)
+	took = time.Since(start)
+	if !errors.Is(err, segment.ErrUnavailable) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Fetch cancelled while waiting: %v, want ErrUnavailable and Canceled", err)
+	}
+	if took > 400*time.Millisecond {
+		t.Fatalf("a cancel ended the wait after %v", took)
+	}
 
-		fault.Heal()
-		r, err := s.Fetch(t.Context(), "t", 5)
-		if err != nil || r != (segment.Range{Start: 1, End: 6}) {
-			t.Fatalf("Fetch after the lock was freed = %+v, %v; want [1, 6)", r, err)
-		}
-	})
+	fault.Heal()
+	r, err := s.Fetch(t.Context(), "t", 5)
+	if err != nil || r != (segment.Range{Start: 1, End: 6}) {
+		t.Fatalf("Fetch after the lock was freed = %+v, %v; want [1, 6)", r, err)
+	}
 }
 
 // --- benchmark ---------------------------------------------------------------
@@ -783,18 +684,7 @@ func BenchmarkSegmentFetch(b *testing.B) {
 		open func(b *testing.B) *Segments
 	}{
 		{"per-operation", func(b *testing.B) *Segments {
-			s, err := OpenSegments(b.Context(), filepath.Join(b.TempDir(), "segments.db"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			return s
-		}},
-		{"open-db", func(b *testing.B) *Segments {
-			s, err := NewSegments(openDB(b, filepath.Join(b.TempDir(), "segments.db")))
-			if err != nil {
-				b.Fatal(err)
-			}
-			return s
+			return openS(b, filepath.Join(b.TempDir(), "segments.db"))
 		}},
 	}
 	for _, st := range stores {

@@ -1,74 +1,3 @@
-// Package bolt keeps flakeid's state in embedded bbolt files: the worker-id
-// coordinator for a single machine (Workers, the default of `flakeid next`
-// and `flakeid serve`) and the segment store (Segments; see OpenSegments for
-// the per-operation mode several processes share, and NewSegments for one
-// process holding the file open).
-//
-// The worker coordinator opens the file for each operation and closes it
-// again, so several processes on one machine share it safely: bbolt's file
-// lock serialises them. Because every holder is on this machine, a lease
-// whose holder process is gone (its owner token names this host and a
-// process id that no longer exists, as worker.Config's default owner does)
-// is free at once instead of after its TTL, so a node killed with -9
-// restarts without waiting; the high-water mark still protects the IDs.
-//
-// # Data model of the worker coordinator
-//
-// One file is one namespace, and there is no datacenter registry: a second
-// cluster on this machine uses a second file, which this one cannot see. The
-// file holds the buckets
-//
-//   - "workers": one JSON record {holder, expires_ms, high_water_ms} per
-//     worker id, keyed by the datacenter and the worker id (8 bytes each,
-//     big-endian).
-//   - "namespace": the namespace record of each datacenter used,
-//     {incarnation, contract, floor_ms, initialised_ms}, keyed by the
-//     datacenter (8 bytes, big-endian). Acquire writes it in the same
-//     transaction as the slot when it is missing (a new file, or slots of
-//     an older flakeid); it refuses a request whose contract differs
-//     (worker.ErrContract, both contracts shown).
-//   - "recovery": the floor `flakeid recover` set when it re-created the
-//     file ({floor_ms} under "worker_floor", see Workers.RaiseFloor); a
-//     namespace record initialised in this file never has a lower floor.
-//
-// A reset of this store is the file losing its records — buckets emptied, a
-// file deleted and re-created by hand — or going back to an older copy (a
-// restored backup, a snapshot of the disk). Renew and Release recognise it
-// in their transaction: the namespace record is gone, it was initialised
-// before the one the claim acquired under, or its incarnation is the
-// claim's but the claim's slot is gone, its high-water mark is below the
-// highest one the claim stored, or the slot is free, lapsed or held by
-// another owner while this machine's clock is still before the end of the
-// lease the claim was last granted (its last successful Acquire or Renew
-// plus that call's TTL) — a newcomer that acquired from an old copy in
-// which the claim's lease had lapsed. (A slot freed at once because its
-// holder's process is gone is never a live claim's own; an owner naming
-// another, dead, process on this host is left to the ordinary check.) They
-// re-initialise the record (a new
-// incarnation, a floor of now + the quarantine, never below the old floor)
-// and fail with worker.ErrReset; a claim that finds a newer incarnation
-// fails with ErrReset and changes nothing.
-//
-// # Damaged files
-//
-// A file that is empty, cut short, not a bbolt file or inconsistent is not
-// a reset but damage, and starting afresh in its place could reissue IDs.
-// bbolt maps the file and trusts its header, so such a file used to crash
-// the process (SIGBUS past the end of a short file, panics on garbage).
-// Every open here reads the size and both meta pages with plain reads
-// first, runs bbolt with memory faults turned into errors, and OpenWorkers,
-// OpenSegments, NewSegments and CheckFile read every page once (files up to
-// 64 MiB, with bbolt's consistency check): damage is an error wrapping
-// ErrDamaged that names the file, what was found, the risk and the way to
-// recover (`flakeid recover`). New files are created complete under a
-// temporary name and linked in place, so an empty file is always damage,
-// and a file is never created by a later open: one deleted under a running
-// process is an error. (A file lost while no process runs is noticed by the
-// data directory's marker, internal/datadir in cmd/flakeid.)
-//
-// The coordinator's clock is this machine's wall clock (Claim.Clock, never
-// stale); a high-water mark persisted in the file is what makes a single
-// node restarted after its clock went back never reissue an ID.
 package bolt
 
 import (
@@ -81,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -88,6 +18,7 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/flakeid/flakeid/backend/internal/coord"
+	"github.com/flakeid/flakeid/internal/datadir"
 	"github.com/flakeid/flakeid/worker"
 )
 
@@ -119,24 +50,33 @@ const (
 // recoveryBucket (segmentFloorKey is the segment store's).
 const workerFloorKey = "worker_floor"
 
-// Workers is a worker.Coordinator over a bbolt file.
+// Workers is a worker.Coordinator over a bbolt file (see the package doc).
+// It opens the file for each operation; what it holds between operations
+// is its data directory's lock, which Close releases.
 type Workers struct {
 	path string
 	now  func() time.Time
+
+	// mu is held shared by every operation and exclusively by Close, so
+	// that the directory stays locked until the operations in progress
+	// have ended and none starts after.
+	mu     sync.RWMutex
+	closed bool
+	dir    *datadir.Dir // locked shared; nil when opened for a recovery
 }
 
 var _ worker.Coordinator = (*Workers)(nil)
 
-// OpenWorkers returns a coordinator that keeps its slots in the bbolt file at
-// path. A missing file is created (complete, under a temporary name first,
-// so that a crash never leaves an empty or half-written file at path); an
-// existing one is checked before bbolt maps it — its size and both meta
-// pages, then, for files up to 64 MiB, every page through bbolt's
+// openWorkers returns a coordinator that keeps its slots in the bbolt file
+// at path. A missing file is created (complete, under a temporary name
+// first, so that a crash never leaves an empty or half-written file at
+// path); an existing one is checked before bbolt maps it — its size and
+// both meta pages, then, for files up to 64 MiB, every page through bbolt's
 // consistency check — and refused with an error wrapping ErrDamaged when it
 // is empty, shorter than its header says, or corrupt. Later operations open
 // the file again, check its header again, and never create it: a file
 // deleted while in use is an error, not a new, empty coordinator.
-func OpenWorkers(ctx context.Context, path string) (*Workers, error) {
+func openWorkers(ctx context.Context, path string) (*Workers, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("%w: creating the directory of %s: %w", worker.ErrUnavailable, path, err)
 	}
@@ -160,8 +100,22 @@ func OpenWorkers(ctx context.Context, path string) (*Workers, error) {
 	return w, nil
 }
 
-// Path is the file's path.
-func (w *Workers) Path() string { return w.path }
+// Close releases the data directory's lock (a Workers opened for a
+// recovery holds none), after waiting for the operations in progress; an
+// operation after Close fails with worker.ErrUnavailable. Claims acquired
+// through w are not released: release them first.
+func (w *Workers) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return nil
+	}
+	w.closed = true
+	if w.dir == nil {
+		return nil
+	}
+	return w.dir.Close()
+}
 
 type record struct {
 	Holder    string `json:"holder,omitempty"`
@@ -178,7 +132,11 @@ func key(dc, id int64) []byte {
 
 func dcKey(dc int64) []byte { return key(dc, 0)[:8] }
 
+// open opens the file for one operation; the caller holds w.mu shared.
 func (w *Workers) open(ctx context.Context) (*bbolt.DB, error) {
+	if w.closed {
+		return nil, fmt.Errorf("%w: %s: the coordinator is closed", worker.ErrUnavailable, w.path)
+	}
 	wait := DefaultLockWait
 	if d, ok := ctx.Deadline(); ok {
 		wait = time.Until(d)
@@ -209,6 +167,8 @@ func (w *Workers) open(ctx context.Context) (*bbolt.DB, error) {
 }
 
 func (w *Workers) update(ctx context.Context, fn func(*bbolt.Tx) error) (err error) {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
 	db, err := w.open(ctx)
 	if err != nil {
 		return err
@@ -219,6 +179,8 @@ func (w *Workers) update(ctx context.Context, fn func(*bbolt.Tx) error) (err err
 }
 
 func (w *Workers) view(ctx context.Context, fn func(*bbolt.Tx) error) (err error) {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
 	db, err := w.open(ctx)
 	if err != nil {
 		return err

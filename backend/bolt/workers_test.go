@@ -2,7 +2,6 @@ package bolt
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -21,11 +20,7 @@ import (
 type connector struct{ path string }
 
 func (c connector) Connect(t *testing.T) worker.Coordinator {
-	w, err := OpenWorkers(context.Background(), c.path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return w
+	return openW(t, c.path)
 }
 
 // ConnectFaulty's fault holds the file's lock, as a hung process would:
@@ -148,10 +143,7 @@ func TestGoneHolderIsFree(t *testing.T) {
 		{"custom-owner", false},
 	} {
 		t.Run(tc.owner, func(t *testing.T) {
-			w, err := OpenWorkers(t.Context(), filepath.Join(t.TempDir(), "workers.db"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			w := openW(t, filepath.Join(t.TempDir(), "workers.db"))
 			if _, err := w.Acquire(t.Context(), worker.Request{Workers: 1, Owner: tc.owner, TTL: time.Minute, Reserve: reserve}); err != nil {
 				t.Fatal(err)
 			}
@@ -169,11 +161,7 @@ func TestGoneHolderIsFree(t *testing.T) {
 
 func BenchmarkWorkers(b *testing.B) {
 	workertest.Benchmark(b, func(b *testing.B) worker.Coordinator {
-		w, err := OpenWorkers(context.Background(), filepath.Join(b.TempDir(), "workers.db"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		return w
+		return openW(b, filepath.Join(b.TempDir(), "workers.db"))
 	})
 }
 

@@ -13,12 +13,16 @@ import (
 	"github.com/flakeid/flakeid/worker"
 )
 
-// Every node of a cluster dials its Consul agent with the same key prefix,
+// Every node of a cluster opens its Consul agent with the same key prefix,
 // and leases its worker id through it.
-func ExampleDial() {
+func ExampleOpenWorkers() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	coord, err := consul.Dial(ctx, "127.0.0.1:8500", "flakeid/workers")
+	u, err := url.Parse("consul://127.0.0.1:8500/flakeid/workers")
+	if err != nil {
+		log.Fatal(err)
+	}
+	coord, err := consul.OpenWorkers(ctx, u)
 	if err != nil {
 		log.Fatal(err) // wraps worker.ErrUnavailable when the agent does not answer
 	}
@@ -39,16 +43,16 @@ func ExampleDial() {
 	fmt.Println("worker id", lease.WorkerID(), "issue from", lease.NotBefore())
 }
 
-// The flakeid command opens a coordinator from a URL; the ACL token may
+// Over HTTPS, with the registry and lock-delay in the URL; the ACL token may
 // also come from CONSUL_HTTP_TOKEN (the URL's wins).
-func ExampleOpenURL() {
+func ExampleOpenWorkers_https() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	u, err := url.Parse("consuls://consul.example.com:8501/flakeid/workers?registry=flakeid/datacenters&lock_delay=5s")
 	if err != nil {
 		log.Fatal(err)
 	}
-	coord, err := consul.OpenURL(ctx, u)
+	coord, err := consul.OpenWorkers(ctx, u)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -58,7 +62,7 @@ func ExampleOpenURL() {
 
 // An application that already has a Consul client (TLS, ACL token) wraps
 // it.
-func ExampleNew() {
+func ExampleNewWorkers() {
 	cfg := consulapi.DefaultConfig()
 	cfg.Address = "consul.example.com:8501"
 	cfg.Scheme = "https"
@@ -71,7 +75,7 @@ func ExampleNew() {
 	// own prefixes; the datacenter registry they share (DefaultRegistry
 	// unless WithRegistry moves it) refuses a datacenter id the other one
 	// claimed.
-	var coord worker.Coordinator = consul.New(client, "flakeid/workers", consul.WithRegistry("flakeid/datacenters"))
+	var coord worker.Coordinator = consul.NewWorkers(client, "flakeid/workers", consul.WithRegistry("flakeid/datacenters"))
 	_ = coord
 }
 
@@ -82,7 +86,11 @@ func ExampleNew() {
 func ExampleWorkers_Namespace() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	coord, err := consul.Dial(ctx, "127.0.0.1:8500", "flakeid/workers")
+	u, err := url.Parse("consul://127.0.0.1:8500/flakeid/workers")
+	if err != nil {
+		log.Fatal(err)
+	}
+	coord, err := consul.OpenWorkers(ctx, u)
 	if err != nil {
 		log.Fatal(err)
 	}

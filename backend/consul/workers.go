@@ -5,24 +5,27 @@
 // # Configuration
 //
 // Point every node of a cluster at the same Consul agent address (its local
-// agent, or the servers) and the same key prefix:
+// agent, or the servers) and the same key prefix, with a coordinator URL
+// (the --coordinator flag of the flakeid command):
 //
-//	w, err := consul.Dial(ctx, "127.0.0.1:8500", "flakeid/workers")
+//	consul://host:port[/prefix][?registry=R&lock_delay=D&token=T]
+//	consuls://host:port[/prefix][?…]   (HTTPS)
+//
+// opened by OpenWorkers:
+//
+//	u, err := url.Parse("consul://127.0.0.1:8500/flakeid/workers")
+//	if err != nil { … }
+//	w, err := consul.OpenWorkers(ctx, u)
 //	if err != nil { … }
 //	defer w.Close()
 //	leaser, err := worker.NewLeaser(w, worker.Config{Datacenter: 1})
 //
-// or, from a coordinator URL (the --coordinator flag of the flakeid command):
-//
-//	consul://host:port/prefix?registry=R&lock_delay=D&token=T
-//	consuls://host:port/prefix?…   (HTTPS)
-//
-// See OpenURL. Dial and OpenURL start from consulapi.DefaultConfig, so the
-// standard CONSUL_HTTP_* environment variables (token, token file, TLS files,
-// basic auth) apply; an address or token given explicitly wins over the
-// environment. An application that already has a *consulapi.Client wraps it
-// with New. Consul KV keys have no leading "/": prefixes are given without
-// one (leading and trailing "/" are dropped). Clusters that must never share
+// OpenWorkers starts from consulapi.DefaultConfig, so the standard
+// CONSUL_HTTP_* environment variables (token, token file, TLS files, basic
+// auth) apply; the URL's address and token win over the environment. An
+// application that already has a *consulapi.Client wraps it with NewWorkers.
+// Consul KV keys have no leading "/": prefixes are given without one
+// (leading and trailing "/" are dropped). Clusters that must never share
 // worker ids use distinct prefixes or distinct datacenter ids.
 //
 // # Keys
@@ -222,15 +225,16 @@ import (
 	"github.com/flakeid/flakeid/worker"
 )
 
-// DefaultPrefix is the key prefix of New and Dial when they are given "".
+// DefaultPrefix is the key prefix when the URL has no path, or NewWorkers is
+// given "".
 const DefaultPrefix = "flakeid/workers"
 
 // DefaultRegistry is the key prefix of the datacenter registry, shared by
 // every namespace of a Consul cluster, unless WithRegistry names another.
 const DefaultRegistry = "flakeid/datacenters"
 
-// DefaultDialTimeout bounds Dial's and OpenURL's check when their context
-// has no deadline.
+// DefaultDialTimeout bounds OpenWorkers's check when its context has no
+// deadline.
 const DefaultDialTimeout = 5 * time.Second
 
 // DefaultLockDelay is the lock-delay of the coordinator's sessions unless
@@ -260,7 +264,7 @@ type Workers struct {
 	prefix    string
 	registry  string
 	lockDelay time.Duration
-	transport *http.Transport // Dial's: Close closes its idle connections; nil from New
+	transport *http.Transport // OpenWorkers's: Close closes its idle connections; nil from NewWorkers
 	now       func() time.Time
 
 	// afterRead, when set (by tests), sees and may change what Acquire
@@ -270,7 +274,7 @@ type Workers struct {
 
 var _ worker.Coordinator = (*Workers)(nil)
 
-// An Option configures New, Dial and OpenURL.
+// An Option configures OpenWorkers and NewWorkers.
 type Option func(*Workers)
 
 // WithRegistry keeps the datacenter registry under prefix instead of
@@ -293,9 +297,10 @@ func WithLockDelay(d time.Duration) Option {
 	return func(w *Workers) { w.lockDelay = max(d, 0) }
 }
 
-// New returns a coordinator that keeps its slots under prefix (DefaultPrefix
-// when empty; leading and trailing "/" are dropped) through client.
-func New(client *consulapi.Client, prefix string, opts ...Option) *Workers {
+// NewWorkers returns a coordinator that keeps its slots under prefix
+// (DefaultPrefix when empty; leading and trailing "/" are dropped) through
+// client. Its Close leaves the client alone.
+func NewWorkers(client *consulapi.Client, prefix string, opts ...Option) *Workers {
 	prefix = strings.Trim(prefix, "/")
 	if prefix == "" {
 		prefix = DefaultPrefix
@@ -307,35 +312,24 @@ func New(client *consulapi.Client, prefix string, opts ...Option) *Workers {
 	return w
 }
 
-// Dial connects to the Consul agent at address ("host:port", or a URL with
-// the scheme http or https; "" means CONSUL_HTTP_ADDR, else
-// localhost:8500), with the rest of consulapi.DefaultConfig (the
-// CONSUL_HTTP_TOKEN, TLS and auth variables), and checks that it answers
-// with a leader, within ctx or DefaultDialTimeout when ctx has no deadline.
-func Dial(ctx context.Context, address, prefix string, opts ...Option) (*Workers, error) {
-	cfg := consulapi.DefaultConfig()
-	if address != "" {
-		cfg.Address = address
-	}
-	return dial(ctx, cfg, prefix, opts...)
-}
-
-// OpenURL opens the coordinator a URL names:
+// OpenWorkers opens the coordinator a URL names:
 //
-//	consul://host:port/prefix?registry=R&lock_delay=D&token=T
+//	consul://host:port[/prefix][?registry=R&lock_delay=D&token=T]
 //
 // and consuls:// for HTTPS; the port defaults to Consul's, 8500 (8501 with
-// consuls://). The path is the key prefix (DefaultPrefix when
-// empty); registry is the registry prefix (WithRegistry), lock_delay the
-// sessions' lock-delay as a Go duration, 0–60s (WithLockDelay), and token
-// the ACL token, which wins over CONSUL_HTTP_TOKEN and
-// CONSUL_HTTP_TOKEN_FILE. The other CONSUL_HTTP_* variables of
+// consuls://). The path is the key prefix (DefaultPrefix when empty);
+// registry is the registry prefix (WithRegistry), lock_delay the sessions'
+// lock-delay as a Go duration, 0–60s (WithLockDelay), and token the ACL
+// token, which wins over CONSUL_HTTP_TOKEN and CONSUL_HTTP_TOKEN_FILE; opts
+// come after the URL's. The other CONSUL_HTTP_* variables of
 // consulapi.DefaultConfig (TLS files, basic auth) apply. Any other query
 // key, or user information in the URL, is an error wrapping
-// worker.ErrInvalidConfig. It checks that the agent answers, as Dial does.
-func OpenURL(ctx context.Context, u *url.URL, opts ...Option) (*Workers, error) {
+// worker.ErrInvalidConfig. It checks that the agent answers, within ctx or
+// DefaultDialTimeout when ctx has no deadline: an agent that does not is
+// reported as worker.ErrUnavailable.
+func OpenWorkers(ctx context.Context, u *url.URL, opts ...Option) (*Workers, error) {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: consul coordinator URL %s: "+format, append([]any{worker.ErrInvalidConfig, redact(u)}, args...)...)
+		return fmt.Errorf("%w: "+format, append([]any{worker.ErrInvalidConfig}, args...)...)
 	}
 	cfg := consulapi.DefaultConfig()
 	switch u.Scheme {
@@ -364,12 +358,8 @@ func OpenURL(ctx context.Context, u *url.URL, opts ...Option) (*Workers, error) 
 	if err != nil {
 		return nil, bad("query: %v", err)
 	}
-	keys := make([]string, 0, len(q))
-	for k := range q {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	var uopts []Option
+	for _, k := range slices.Sorted(maps.Keys(q)) {
 		if len(q[k]) != 1 {
 			return nil, bad("%s given %d times", k, len(q[k]))
 		}
@@ -379,33 +369,19 @@ func OpenURL(ctx context.Context, u *url.URL, opts ...Option) (*Workers, error) 
 			if strings.Trim(v, "/") == "" {
 				return nil, bad("empty registry")
 			}
-			opts = append(opts, WithRegistry(v))
+			uopts = append(uopts, WithRegistry(v))
 		case "lock_delay":
 			d, err := time.ParseDuration(v)
 			if err != nil || d < 0 || d > maxLockDelay {
 				return nil, bad("lock_delay %q, want a duration of 0s–%v", v, maxLockDelay)
 			}
-			opts = append(opts, WithLockDelay(d))
+			uopts = append(uopts, WithLockDelay(d))
 		case "token":
 			cfg.Token, cfg.TokenFile = v, ""
 		default:
 			return nil, bad("unknown query parameter %q (known: registry, lock_delay, token)", k)
 		}
 	}
-	return dial(ctx, cfg, u.Path, opts...)
-}
-
-// redact is u for errors: without its password or ACL token.
-func redact(u *url.URL) string {
-	c := *u
-	if q := c.Query(); q.Has("token") {
-		q.Set("token", "xxxxx")
-		c.RawQuery = q.Encode()
-	}
-	return c.Redacted()
-}
-
-func dial(ctx context.Context, cfg *consulapi.Config, prefix string, opts ...Option) (*Workers, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultDialTimeout)
@@ -415,7 +391,7 @@ func dial(ctx context.Context, cfg *consulapi.Config, prefix string, opts ...Opt
 	if err != nil {
 		return nil, fmt.Errorf("%w: consul client of %s: %w", worker.ErrInvalidConfig, cfg.Address, err)
 	}
-	w := New(client, prefix, opts...)
+	w := NewWorkers(client, u.Path, append(uopts, opts...)...)
 	w.transport = cfg.Transport
 	if _, _, err := client.KV().Keys(w.prefix+"/", "/", qo(ctx)); err != nil {
 		w.Close()
@@ -424,8 +400,8 @@ func dial(ctx context.Context, cfg *consulapi.Config, prefix string, opts ...Opt
 	return w, nil
 }
 
-// Close closes the idle connections of a Workers from Dial or OpenURL; a
-// Workers from New leaves its client alone. Claims are not released.
+// Close closes the idle connections of a Workers from OpenWorkers; a Workers
+// from NewWorkers leaves its client alone. Claims are not released.
 func (w *Workers) Close() error {
 	if w.transport != nil {
 		w.transport.CloseIdleConnections()

@@ -105,7 +105,7 @@ func testSpace(t testing.TB, addr string) space {
 
 // workers is a coordinator of the space's namespace through c.
 func (s space) workers(c *consulapi.Client, opts ...Option) *Workers {
-	return New(c, s.prefix, append([]Option{WithRegistry(s.registry)}, opts...)...)
+	return NewWorkers(c, s.prefix, append([]Option{WithRegistry(s.registry)}, opts...)...)
 }
 
 // connector makes the clients of one conformance test: every client talks
@@ -183,7 +183,7 @@ func (c *connector) Snapshot(t *testing.T) func() {
 	}
 	return func() {
 		ctx := t.Context()
-		w := New(admin, c.prefix, c.opts...)
+		w := NewWorkers(admin, c.prefix, c.opts...)
 		sessions := map[string]string{}
 		for old, ttl := range ttls {
 			// A session of exactly the old TTL.
@@ -213,7 +213,7 @@ func (c *connector) Snapshot(t *testing.T) func() {
 // OtherNamespace is a client of the prefix beside the test's, sharing its
 // registry.
 func (c *connector) OtherNamespace(t *testing.T) worker.Coordinator {
-	return New(testClient(t, c.addr), c.other, append([]Option{WithRegistry(c.registry)}, c.opts...)...)
+	return NewWorkers(testClient(t, c.addr), c.other, append([]Option{WithRegistry(c.registry)}, c.opts...)...)
 }
 
 func TestWorkersConformance(t *testing.T) {
@@ -502,7 +502,7 @@ func TestTTLRefused(t *testing.T) {
 	}
 
 	fake, _ := fakeAgent(t)
-	fw := New(testClient(t, fake), "")
+	fw := NewWorkers(testClient(t, fake), "")
 	_, err = fw.Acquire(ctx, worker.Request{Workers: 1, Owner: "o", TTL: 2 * time.Second, Reserve: time.Now()})
 	if !errors.Is(err, worker.ErrInvalidConfig) || !strings.Contains(err.Error(), "[10s=24h0m0s]") || !strings.Contains(err.Error(), "session_ttl_min") {
 		t.Fatalf("Acquire with a 2s TTL on an agent with a 10s minimum: %v; want ErrInvalidConfig quoting the agent", err)
@@ -512,9 +512,9 @@ func TestTTLRefused(t *testing.T) {
 	}
 }
 
-// TestOpenURL: the coordinator URL's parts and query keys, and which token
-// wins.
-func TestOpenURL(t *testing.T) {
+// TestOpenWorkersURL: the coordinator URL's parts and query keys, and which
+// token wins, on a fake agent.
+func TestOpenWorkersURL(t *testing.T) {
 	fake, tokens := fakeAgent(t)
 	ctx := t.Context()
 	open := func(raw string) (*Workers, error) {
@@ -523,7 +523,7 @@ func TestOpenURL(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return OpenURL(ctx, u)
+		return OpenWorkers(ctx, u)
 	}
 	for _, tc := range []struct{ url, want string }{
 		{"consul://" + fake + "/p?ttl=3s", `"ttl"`},
@@ -541,11 +541,13 @@ func TestOpenURL(t *testing.T) {
 		w, err := open(tc.url)
 		if err == nil {
 			w.Close()
-			t.Errorf("OpenURL(%s) succeeded", tc.url)
+			t.Errorf("OpenWorkers(%s) succeeded", tc.url)
 			continue
 		}
-		if !errors.Is(err, worker.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "secret") {
-			t.Errorf("OpenURL(%s): %v; want ErrInvalidConfig saying %s (and no password)", tc.url, err, tc.want)
+		// The caller shows the URL (redacted) before the error.
+		if !errors.Is(err, worker.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "secret") ||
+			strings.Contains(err.Error(), fake) {
+			t.Errorf("OpenWorkers(%s): %v; want ErrInvalidConfig saying %s (and not the URL)", tc.url, err, tc.want)
 		}
 	}
 
@@ -566,8 +568,8 @@ func TestOpenURL(t *testing.T) {
 		// No port: Consul's HTTPS port; the check fails, naming it.
 		ctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 		defer cancel()
-		if _, err := OpenURL(ctx, u); !errors.Is(err, worker.ErrUnavailable) || !strings.Contains(err.Error(), "consul.example.com:8501") {
-			t.Fatalf("OpenURL(%s): %v; want ErrUnavailable naming port 8501", u, err)
+		if _, err := OpenWorkers(ctx, u); !errors.Is(err, worker.ErrUnavailable) || !strings.Contains(err.Error(), "consul.example.com:8501") {
+			t.Fatalf("OpenWorkers(%s): %v; want ErrUnavailable naming port 8501", u, err)
 		}
 	}
 	w2, err := open("consul://" + fake)
@@ -583,11 +585,21 @@ func TestOpenURL(t *testing.T) {
 	}
 }
 
-func TestDial(t *testing.T) {
+// TestOpenWorkers opens a coordinator of a real Consul from its URL and
+// leases through it; an agent that does not answer is unavailable.
+func TestOpenWorkers(t *testing.T) {
 	t.Parallel()
 	addr := requireAgent(t)
 	sp := testSpace(t, addr)
-	w, err := Dial(t.Context(), addr, "/"+sp.prefix+"/", WithRegistry("/"+sp.registry+"/"))
+	open := func(ctx context.Context, raw string, opts ...Option) (*Workers, error) {
+		t.Helper()
+		u, err := url.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return OpenWorkers(ctx, u, opts...)
+	}
+	w, err := open(t.Context(), "consul://"+addr+"/"+sp.prefix+"/?registry=/"+sp.registry+"/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -595,14 +607,13 @@ func TestDial(t *testing.T) {
 	if w.Prefix() != sp.prefix || w.Registry() != sp.registry {
 		t.Fatalf("Prefix, Registry = %q, %q; want %q, %q", w.Prefix(), w.Registry(), sp.prefix, sp.registry)
 	}
-	if d := New(nil, ""); d.Prefix() != DefaultPrefix || d.Registry() != DefaultRegistry || d.lockDelay != DefaultLockDelay {
+	if d := NewWorkers(nil, ""); d.Prefix() != DefaultPrefix || d.Registry() != DefaultRegistry || d.lockDelay != DefaultLockDelay {
 		t.Fatalf("defaults: Prefix, Registry = %q, %q", d.Prefix(), d.Registry())
 	}
-	if infos, err := w.List(t.Context(), 0); err != nil || len(infos) != 0 {
-		t.Fatalf("List = %+v, %v", infos, err)
-	}
-	if w2, err := Dial(t.Context(), "http://"+addr, sp.prefix); err != nil {
-		t.Fatalf("Dial of a URL: %v", err)
+	workertest.Smoke(t, w, testTTL)
+	// An option comes after the URL's.
+	if w2, err := open(t.Context(), "consul://"+addr+"/"+sp.prefix+"?lock_delay=3s", WithLockDelay(2*time.Second)); err != nil || w2.lockDelay != 2*time.Second {
+		t.Fatalf("OpenWorkers(lock_delay=3s, WithLockDelay(2s)): %v; want the option's lock-delay", err)
 	} else {
 		w2.Close()
 	}
@@ -617,11 +628,11 @@ func TestDial(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
 	start := time.Now()
-	if w, err := Dial(ctx, dead, ""); err == nil {
+	if w, err := open(ctx, "consul://"+dead); err == nil {
 		w.Close()
-		t.Fatal("Dial of a closed port succeeded")
+		t.Fatal("OpenWorkers of a closed port succeeded")
 	} else if !errors.Is(err, worker.ErrUnavailable) || !strings.Contains(err.Error(), dead) || time.Since(start) > time.Second {
-		t.Fatalf("Dial of a closed port: %v after %v; want ErrUnavailable naming the address, at once", err, time.Since(start))
+		t.Fatalf("OpenWorkers of a closed port: %v after %v; want ErrUnavailable naming the address, at once", err, time.Since(start))
 	}
 	proxy, err := faultnet.Listen(addr)
 	if err != nil {
@@ -633,11 +644,11 @@ func TestDial(t *testing.T) {
 	ctx, cancel = context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
 	start = time.Now()
-	if w, err := Dial(ctx, proxy.Addr(), ""); err == nil {
+	if w, err := open(ctx, "consul://"+proxy.Addr()); err == nil {
 		w.Close()
-		t.Fatal("Dial through a cut link succeeded")
+		t.Fatal("OpenWorkers through a cut link succeeded")
 	} else if !errors.Is(err, worker.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > time.Second {
-		t.Fatalf("Dial through a cut link: %v after %v; want ErrUnavailable and the deadline", err, time.Since(start))
+		t.Fatalf("OpenWorkers through a cut link: %v after %v; want ErrUnavailable and the deadline", err, time.Since(start))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"net/url"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -12,12 +13,16 @@ import (
 	"github.com/flakeid/flakeid/worker"
 )
 
-// Every node of a cluster dials the same etcd endpoints with the same key
+// Every node of a cluster opens the same etcd endpoints with the same key
 // prefix, and leases its worker id through them.
-func ExampleDial() {
+func ExampleOpenWorkers() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	coord, err := etcd.Dial(ctx, []string{"10.0.0.1:2379", "10.0.0.2:2379", "10.0.0.3:2379"}, "/flakeid/workers")
+	u, err := url.Parse("etcd://10.0.0.1:2379,10.0.0.2:2379,10.0.0.3:2379/flakeid/workers")
+	if err != nil {
+		log.Fatal(err)
+	}
+	coord, err := etcd.OpenWorkers(ctx, u)
 	if err != nil {
 		log.Fatal(err) // wraps worker.ErrUnavailable when etcd does not answer
 	}
@@ -37,7 +42,7 @@ func ExampleDial() {
 
 // An application that already has an etcd client (TLS, authentication)
 // wraps it; the client stays the application's to close.
-func ExampleNew() {
+func ExampleNewWorkers() {
 	client, err := clientv3.New(clientv3.Config{
 		Endpoints:   []string{"https://etcd.example.com:2379"},
 		DialTimeout: 5 * time.Second,
@@ -51,7 +56,7 @@ func ExampleNew() {
 	// Two clusters sharing this etcd keep their worker ids under their own
 	// prefixes; the datacenter registry they share (DefaultRegistry unless
 	// WithRegistry moves it) refuses a datacenter id the other one claimed.
-	var coord worker.Coordinator = etcd.New(client, "/flakeid/workers", etcd.WithRegistry("/flakeid/datacenters"))
+	var coord worker.Coordinator = etcd.NewWorkers(client, "/flakeid/workers", etcd.WithRegistry("/flakeid/datacenters"))
 	_ = coord
 }
 
@@ -62,7 +67,11 @@ func ExampleNew() {
 func ExampleWorkers_Namespace() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	coord, err := etcd.Dial(ctx, []string{"10.0.0.1:2379"}, "/flakeid/workers")
+	u, err := url.Parse("etcd://10.0.0.1:2379/flakeid/workers")
+	if err != nil {
+		log.Fatal(err)
+	}
+	coord, err := etcd.OpenWorkers(ctx, u)
 	if err != nil {
 		log.Fatal(err)
 	}

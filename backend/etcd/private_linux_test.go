@@ -125,7 +125,7 @@ func renewAnswered(t *testing.T, cl worker.Claim, reserve time.Time) error {
 func TestNewClusterBehindEndpoints(t *testing.T) {
 	a := startPrivateEtcd(t)
 	c := testClient(t, a.Addr())
-	w := New(c, "")
+	w := NewWorkers(c, "")
 	cl, err := w.Acquire(t.Context(), worker.Request{Workers: 2, Owner: "holder", TTL: testTTL,
 		Reserve: time.Now().Add(time.Second), Contract: "c", Quarantine: 3 * time.Second})
 	if err != nil {
@@ -154,7 +154,7 @@ func TestNewClusterBehindEndpoints(t *testing.T) {
 func TestRestoredCopy(t *testing.T) {
 	a := startPrivateEtcd(t)
 	c := testClient(t, a.Addr())
-	w := New(c, "")
+	w := NewWorkers(c, "")
 	cl, err := w.Acquire(t.Context(), worker.Request{Workers: 2, Owner: "holder", TTL: 5 * time.Second,
 		Reserve: time.Now().Add(time.Second), Contract: "c", Quarantine: 3 * time.Second})
 	if err != nil {

@@ -4,19 +4,26 @@
 // # Configuration
 //
 // Point every node of a cluster at the same etcd endpoints and the same key
-// prefix:
+// prefix, with a coordinator URL (the --coordinator flag of the flakeid
+// command):
 //
-//	w, err := etcd.Dial(ctx, []string{"10.0.0.1:2379", "10.0.0.2:2379", "10.0.0.3:2379"}, "/flakeid/workers")
+//	etcd://host:port[,host:port…][/prefix][?registry=R]
+//
+// opened by OpenWorkers:
+//
+//	u, err := url.Parse("etcd://10.0.0.1:2379,10.0.0.2:2379,10.0.0.3:2379/flakeid/workers")
+//	if err != nil { … }
+//	w, err := etcd.OpenWorkers(ctx, u)
 //	if err != nil { … }
 //	defer w.Close()
 //	leaser, err := worker.NewLeaser(w, worker.Config{Datacenter: 1})
 //
 // An application that already has a *clientv3.Client (TLS, authentication,
-// its own logger) wraps it with New instead; the client stays the caller's to
-// close. Clusters that must never share worker ids use distinct prefixes or
-// distinct datacenter ids; the prefix defaults to DefaultPrefix. The
-// datacenter registry (below) lives under DefaultRegistry unless WithRegistry
-// says otherwise (the registry= parameter of an etcd:// coordinator URL).
+// its own logger) wraps it with NewWorkers instead; the client stays the
+// caller's to close. Clusters that must never share worker ids use distinct
+// prefixes or distinct datacenter ids; the prefix defaults to DefaultPrefix.
+// The datacenter registry (below) lives under DefaultRegistry unless
+// WithRegistry says otherwise (the registry= parameter of the URL).
 //
 // # Keys
 //
@@ -157,6 +164,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -171,15 +179,16 @@ import (
 	"github.com/flakeid/flakeid/worker"
 )
 
-// DefaultPrefix is the key prefix of New and Dial when they are given "".
+// DefaultPrefix is the key prefix when the URL has no path, or NewWorkers is
+// given "".
 const DefaultPrefix = "/flakeid/workers"
 
 // DefaultRegistry is the key prefix of the datacenter registry, shared by
 // every namespace of an etcd cluster, unless WithRegistry names another.
 const DefaultRegistry = "/flakeid/datacenters"
 
-// DefaultDialTimeout bounds Dial's connection and check when its context has
-// no deadline.
+// DefaultDialTimeout bounds OpenWorkers's connection and check when its
+// context has no deadline.
 const DefaultDialTimeout = 5 * time.Second
 
 // maxAttempts is how many times a guarded write re-reads a high-water mark
@@ -199,13 +208,13 @@ type Workers struct {
 	client   *clientv3.Client
 	prefix   string
 	registry string
-	owned    bool // Close closes the client: Dial made it
+	owned    bool // Close closes the client: OpenWorkers made it
 	now      func() time.Time
 }
 
 var _ worker.Coordinator = (*Workers)(nil)
 
-// An Option configures New and Dial.
+// An Option configures OpenWorkers and NewWorkers.
 type Option func(*Workers)
 
 // WithRegistry keeps the datacenter registry under prefix instead of
@@ -220,10 +229,10 @@ func WithRegistry(prefix string) Option {
 	}
 }
 
-// New returns a coordinator that keeps its slots under prefix (DefaultPrefix
-// when empty; a trailing "/" is dropped) through client. Closing the client
-// stays the caller's job.
-func New(client *clientv3.Client, prefix string, opts ...Option) *Workers {
+// NewWorkers returns a coordinator that keeps its slots under prefix
+// (DefaultPrefix when empty; a trailing "/" is dropped) through client. Its
+// Close leaves the client open: closing it stays the caller's job.
+func NewWorkers(client *clientv3.Client, prefix string, opts ...Option) *Workers {
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}
@@ -234,13 +243,30 @@ func New(client *clientv3.Client, prefix string, opts ...Option) *Workers {
 	return w
 }
 
-// Dial connects to the etcd cluster at endpoints ("host:port" or URLs) and
-// checks that it answers, within ctx or DefaultDialTimeout when ctx has no
-// deadline. Close the returned Workers to close the connection.
-func Dial(ctx context.Context, endpoints []string, prefix string, opts ...Option) (*Workers, error) {
-	if len(endpoints) == 0 {
-		return nil, fmt.Errorf("%w: no etcd endpoints", worker.ErrInvalidConfig)
+// OpenWorkers opens the coordinator an etcd:// URL names:
+//
+//	etcd://host:port[,host:port…][/prefix][?registry=R]
+//
+// It connects to every host:port over plain HTTP (an etcd with TLS or
+// authentication: make the client and wrap it with NewWorkers). The path is
+// the key prefix as NewWorkers takes it (DefaultPrefix when there is none),
+// registry= the datacenter registry's (WithRegistry); other query
+// parameters are ignored, and opts come after the URL's. It checks that etcd
+// answers, within ctx or DefaultDialTimeout when ctx has no deadline: an
+// etcd that does not is reported as worker.ErrUnavailable. The *Workers owns
+// the client it made: Close closes it.
+func OpenWorkers(ctx context.Context, u *url.URL, opts ...Option) (*Workers, error) {
+	if !strings.EqualFold(u.Scheme, "etcd") {
+		return nil, coord.InvalidURL(fmt.Errorf("scheme %q, want etcd", u.Scheme))
 	}
+	if u.Host == "" {
+		return nil, coord.InvalidURL(errors.New("no etcd endpoint"))
+	}
+	var endpoints []string
+	for _, h := range strings.Split(u.Host, ",") {
+		endpoints = append(endpoints, "http://"+h)
+	}
+	opts = append([]Option{WithRegistry(u.Query().Get("registry"))}, opts...)
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultDialTimeout)
@@ -250,7 +276,7 @@ func Dial(ctx context.Context, endpoints []string, prefix string, opts ...Option
 	if err != nil {
 		return nil, fmt.Errorf("%w: connecting to etcd at %s: %w", worker.ErrUnavailable, strings.Join(endpoints, ","), err)
 	}
-	w := New(client, prefix, opts...)
+	w := NewWorkers(client, u.Path, opts...)
 	w.owned = true
 	if _, err := client.Get(ctx, w.prefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
 		client.Close()
@@ -259,8 +285,8 @@ func Dial(ctx context.Context, endpoints []string, prefix string, opts ...Option
 	return w, nil
 }
 
-// Close closes the etcd client if Dial made it; a Workers from New leaves
-// its client open.
+// Close closes the etcd client if OpenWorkers made it; a Workers from
+// NewWorkers leaves its client open.
 func (w *Workers) Close() error {
 	if w.owned {
 		return w.client.Close()

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -81,7 +82,7 @@ func testSpace(t testing.TB, addr string) space {
 
 // workers is a coordinator of the space's namespace through c.
 func (s space) workers(c *clientv3.Client) *Workers {
-	return New(c, s.prefix, WithRegistry(s.registry))
+	return NewWorkers(c, s.prefix, WithRegistry(s.registry))
 }
 
 // connector makes the clients of one test. Its clients use the shared etcd,
@@ -217,7 +218,7 @@ func (c *connector) Snapshot(t *testing.T) func() {
 // OtherNamespace is a client of the prefix beside the test's, sharing its
 // registry.
 func (c *connector) OtherNamespace(t *testing.T) worker.Coordinator {
-	return New(testClient(t, c.endpoint), c.other, WithRegistry(c.registry))
+	return NewWorkers(testClient(t, c.endpoint), c.other, WithRegistry(c.registry))
 }
 
 func TestWorkersConformance(t *testing.T) {
@@ -373,41 +374,101 @@ func TestUnavailable(t *testing.T) {
 	}
 }
 
-func TestDial(t *testing.T) {
-	addr := testenv.Etcd().Require(t)
-	sp := testSpace(t, addr)
-	prefix := sp.prefix
-	w, err := Dial(t.Context(), []string{addr}, prefix+"/", WithRegistry(sp.registry+"/"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	if w.Prefix() != prefix || w.Registry() != sp.registry {
-		t.Fatalf("Prefix, Registry = %q, %q; want %q, %q", w.Prefix(), w.Registry(), prefix, sp.registry)
-	}
-	if d := New(nil, ""); d.Prefix() != DefaultPrefix || d.Registry() != DefaultRegistry {
-		t.Fatalf("defaults: Prefix, Registry = %q, %q", d.Prefix(), d.Registry())
-	}
-	if infos, err := w.List(t.Context(), 0); err != nil || len(infos) != 0 {
-		t.Fatalf("List = %+v, %v", infos, err)
+// TestOpenWorkersURL: what OpenWorkers makes of a URL, with no etcd to
+// talk to.
+func TestOpenWorkersURL(t *testing.T) {
+	for _, tc := range []struct{ url, want string }{
+		{"etcd:///flakeid/workers", "no etcd endpoint"},
+		{"etcd://", "no etcd endpoint"},
+		{"redis://127.0.0.1:2379/p", `scheme "redis", want etcd`},
+	} {
+		u, err := url.Parse(tc.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := OpenWorkers(t.Context(), u)
+		if err == nil {
+			w.Close()
+			t.Fatalf("OpenWorkers(%s) succeeded", tc.url)
+		}
+		// The flakeid command shows the message after the flag and the URL:
+		// it is only what is wrong.
+		if !errors.Is(err, worker.ErrInvalidConfig) || err.Error() != tc.want {
+			t.Errorf("OpenWorkers(%s): %v; want ErrInvalidConfig saying %q", tc.url, err, tc.want)
+		}
 	}
 
+	// Every host:port of the URL is an endpoint, spoken to over HTTP; one
+	// that does not answer is reported as unavailable within the context.
+	dead1, dead2 := deadAddr(t), deadAddr(t)
+	u, _ := url.Parse("etcd://" + dead1 + "," + dead2 + "/p")
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
+	w, err := OpenWorkers(ctx, u)
+	if err == nil {
+		w.Close()
+		t.Fatal("OpenWorkers of closed ports succeeded")
+	}
+	want := "http://" + dead1 + ",http://" + dead2
+	if !errors.Is(err, worker.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("OpenWorkers(%s): %v, want ErrUnavailable and the deadline, naming %s", u, err, want)
+	}
+
+	if d := NewWorkers(nil, ""); d.Prefix() != DefaultPrefix || d.Registry() != DefaultRegistry {
+		t.Fatalf("defaults: Prefix, Registry = %q, %q", d.Prefix(), d.Registry())
+	}
+}
+
+// deadAddr is a loopback address where nothing listens.
+func deadAddr(t *testing.T) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dead := ln.Addr().String()
-	ln.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
-	defer cancel()
-	if w, err := Dial(ctx, []string{dead}, ""); err == nil {
-		w.Close()
-		t.Fatal("Dial of a closed port succeeded")
-	} else if !errors.Is(err, worker.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Dial of a closed port: %v, want ErrUnavailable and the deadline", err)
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// TestOpenWorkers opens a coordinator of a real etcd from its URL and
+// leases through it; its Close closes the client it made, and only that.
+func TestOpenWorkers(t *testing.T) {
+	addr := testenv.Etcd().Require(t)
+	sp := testSpace(t, addr)
+	u, _ := url.Parse("etcd://" + addr + sp.prefix + "/?registry=" + url.QueryEscape(sp.registry+"/"))
+	w, err := OpenWorkers(t.Context(), u)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := Dial(t.Context(), nil, ""); !errors.Is(err, worker.ErrInvalidConfig) {
-		t.Fatalf("Dial without endpoints: %v, want ErrInvalidConfig", err)
+	if w.Prefix() != sp.prefix || w.Registry() != sp.registry {
+		t.Fatalf("Prefix, Registry = %q, %q; want %q, %q", w.Prefix(), w.Registry(), sp.prefix, sp.registry)
+	}
+	workertest.Smoke(t, w, testTTL)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if w.client.Ctx().Err() == nil { // a client's context ends when it is closed
+		t.Fatal("the client OpenWorkers made is still open after Close")
+	}
+
+	// No path, no registry: the defaults (only read here).
+	u, _ = url.Parse("etcd://" + addr)
+	d, err := OpenWorkers(t.Context(), u, WithRegistry(sp.registry))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if d.Prefix() != DefaultPrefix || d.Registry() != sp.registry {
+		t.Fatalf("etcd://host: Prefix, Registry = %q, %q; want %q and the option's %q", d.Prefix(), d.Registry(), DefaultPrefix, sp.registry)
+	}
+
+	// A Workers of the caller's client leaves it open.
+	c := testClient(t, addr)
+	if err := sp.workers(c).Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Get(t.Context(), sp.prefix); err != nil || c.Ctx().Err() != nil {
+		t.Fatalf("the caller's client after the Workers' Close: %v, %v", err, c.Ctx().Err())
 	}
 }
 

@@ -143,13 +143,21 @@
 //
 // # Clients
 //
-// Workers takes any go-redis UniversalClient (a *redis.Client, a cluster or
-// failover client). Leases renew under a context deadline; create the client
-// with Options.ContextTimeoutEnabled so that go-redis honours it, or its
-// ReadTimeout bounds each renewal instead. go-redis retries a command whose
-// connection failed; Acquire and Renew are idempotent, a retried Release
-// reports ErrNotHeld, which a lease ignores, and a retried call that
-// re-initialised the namespace reports ErrReset again.
+// OpenWorkers opens a coordinator URL (the --coordinator flag of the
+// flakeid command):
+//
+//	redis://[[user]:password@]host:port[/db][?prefix=P&registry=R&…]
+//	rediss://…   (TLS)
+//
+// with a client of its own, which its Close closes. NewWorkers takes any
+// go-redis UniversalClient (a *redis.Client, a cluster or failover client),
+// which stays the caller's. Leases renew under a context deadline; create
+// the client with Options.ContextTimeoutEnabled (OpenWorkers does) so that
+// go-redis honours it, or its ReadTimeout bounds each renewal instead.
+// go-redis retries a command whose connection failed; Acquire and Renew are
+// idempotent, a retried Release reports ErrNotHeld, which a lease ignores,
+// and a retried call that re-initialised the namespace reports ErrReset
+// again.
 package redis
 
 import (
@@ -157,6 +165,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -398,11 +407,12 @@ type Workers struct {
 	acquire  *goredis.Script
 	renew    *goredis.Script
 	release  *goredis.Script
+	owned    bool // Close closes the client: OpenWorkers made it
 }
 
 var _ worker.Coordinator = (*Workers)(nil)
 
-// Option configures NewWorkers.
+// Option configures OpenWorkers and NewWorkers.
 type Option func(*Workers)
 
 // WithRegistry sets the key of the datacenter registry: a hash, shared by
@@ -422,7 +432,8 @@ func WithRegistry(key string) Option {
 // records in client under keys "<prefix>:<datacenter>" and claims its
 // datacenter ids in the registry (DefaultRegistry unless WithRegistry says
 // otherwise); an empty prefix means DefaultPrefix. Coordinators that share a
-// prefix (and a server) share worker ids.
+// prefix (and a server) share worker ids. Its Close leaves the client open:
+// closing it stays the caller's job.
 func NewWorkers(client goredis.UniversalClient, prefix string, opts ...Option) *Workers {
 	if prefix == "" {
 		prefix = DefaultPrefix
@@ -439,6 +450,43 @@ func NewWorkers(client goredis.UniversalClient, prefix string, opts ...Option) *
 		o(w)
 	}
 	return w
+}
+
+// OpenWorkers opens the coordinator a redis:// or rediss:// (TLS) URL names:
+//
+//	redis://[[user]:password@]host:port[/db][?prefix=P&registry=R&…]
+//
+// prefix= is the key prefix (DefaultPrefix when empty) and registry= the
+// datacenter registry's key (WithRegistry); opts come after them. They are
+// taken out of the URL, and the rest goes to go-redis's ParseURL: the
+// database number in the path and go-redis's own options in the query (an
+// unknown one is an error), with ContextTimeoutEnabled set so that each
+// call ends with its context. It does not contact Redis: the client
+// connects on first use, and a Redis that does not answer is reported then,
+// as worker.ErrUnavailable. The *Workers owns the client it made: Close
+// closes it.
+func OpenWorkers(ctx context.Context, u *url.URL, opts ...Option) (*Workers, error) {
+	if s := strings.ToLower(u.Scheme); s != "redis" && s != "rediss" {
+		return nil, coord.InvalidURL(fmt.Errorf("scheme %q, want redis or rediss", u.Scheme))
+	}
+	taken, rest := coord.TakeQuery(u, "prefix", "registry")
+	copts, err := goredis.ParseURL(rest.String())
+	if err != nil {
+		return nil, coord.InvalidURL(err)
+	}
+	copts.ContextTimeoutEnabled = true
+	w := NewWorkers(goredis.NewClient(copts), taken[0], append([]Option{WithRegistry(taken[1])}, opts...)...)
+	w.owned = true
+	return w, nil
+}
+
+// Close closes the Redis client if OpenWorkers made it; a Workers from
+// NewWorkers leaves its client open.
+func (w *Workers) Close() error {
+	if w.owned {
+		return w.client.Close()
+	}
+	return nil
 }
 
 // Prefix is the key prefix: the namespace.

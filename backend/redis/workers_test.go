@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -553,6 +554,100 @@ func TestUnreachableIsUnavailable(t *testing.T) {
 	wantErr(t, "Acquire", err, worker.ErrUnavailable, addr)
 	_, err = w.List(ctx, 0)
 	wantErr(t, "List", err, worker.ErrUnavailable)
+}
+
+// TestOpenWorkersURL: what OpenWorkers makes of a URL, with no Redis to
+// talk to (it connects on first use).
+func TestOpenWorkersURL(t *testing.T) {
+	for _, tc := range []struct {
+		url              string
+		prefix, registry string
+		addr             string
+		db               int
+		tls              bool
+	}{
+		{"redis://127.0.0.1:1", DefaultPrefix, DefaultRegistry, "127.0.0.1:1", 0, false},
+		{"redis://:pw@127.0.0.1:1/3?prefix=p&registry=r&dial_timeout=2s", "p", "r", "127.0.0.1:1", 3, false},
+		{"rediss://127.0.0.1:1/?prefix=", DefaultPrefix, DefaultRegistry, "127.0.0.1:1", 0, true},
+	} {
+		u, err := url.Parse(tc.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := OpenWorkers(t.Context(), u)
+		if err != nil {
+			t.Errorf("OpenWorkers(%s): %v", tc.url, err)
+			continue
+		}
+		o := w.client.(*goredis.Client).Options()
+		if w.Prefix() != tc.prefix || w.Registry() != tc.registry || o.Addr != tc.addr || o.DB != tc.db ||
+			(o.TLSConfig != nil) != tc.tls || !o.ContextTimeoutEnabled {
+			t.Errorf("OpenWorkers(%s): prefix %q, registry %q, addr %s, db %d, TLS %v, ContextTimeoutEnabled %v; want %q, %q, %s, %d, %v, true",
+				tc.url, w.Prefix(), w.Registry(), o.Addr, o.DB, o.TLSConfig != nil, o.ContextTimeoutEnabled,
+				tc.prefix, tc.registry, tc.addr, tc.db, tc.tls)
+		}
+		if err := w.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	}
+	// An option comes after the URL's.
+	u, _ := url.Parse("redis://127.0.0.1:1?registry=r")
+	if w, err := OpenWorkers(t.Context(), u, WithRegistry("mine")); err != nil || w.Registry() != "mine" {
+		t.Errorf("OpenWorkers(%s, WithRegistry(mine)): %v; want the option's registry", u, err)
+	} else {
+		w.Close()
+	}
+
+	for _, tc := range []struct{ url, want string }{
+		{"etcd://127.0.0.1:1", `scheme "etcd", want redis or rediss`},
+		{"redis://127.0.0.1:1/x", "invalid database number"},
+		{"redis://127.0.0.1:1?table=t", "unexpected option: table"},
+	} {
+		u, err := url.Parse(tc.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := OpenWorkers(t.Context(), u)
+		if err == nil {
+			w.Close()
+			t.Errorf("OpenWorkers(%s) succeeded", tc.url)
+			continue
+		}
+		if !errors.Is(err, worker.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("OpenWorkers(%s): %v; want ErrInvalidConfig saying %s", tc.url, err, tc.want)
+		}
+	}
+}
+
+// TestOpenWorkers opens a coordinator of a real Redis from its URL and
+// leases through it; its Close closes the client it made, and only that.
+func TestOpenWorkers(t *testing.T) {
+	addr := testenv.Redis().Require(t)
+	prefix := newPrefix(t, addr)
+	u, _ := url.Parse("redis://" + addr + "/0?prefix=" + url.QueryEscape(prefix) + "&registry=" + url.QueryEscape(prefix+":datacenters"))
+	w, err := OpenWorkers(t.Context(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Prefix() != prefix || w.Registry() != prefix+":datacenters" {
+		t.Fatalf("Prefix, Registry = %q, %q", w.Prefix(), w.Registry())
+	}
+	workertest.Smoke(t, w, testTTL)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.client.Ping(t.Context()).Err(); !errors.Is(err, goredis.ErrClosed) {
+		t.Fatalf("Ping through the client OpenWorkers made, after Close: %v; want %v", err, goredis.ErrClosed)
+	}
+
+	// A Workers of the caller's client leaves it open.
+	c := newClient(t, addr)
+	if err := NewWorkers(c, prefix).Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Ping(t.Context()).Err(); err != nil {
+		t.Fatalf("the caller's client after the Workers' Close: %v", err)
+	}
 }
 
 func TestInvalidRequests(t *testing.T) {

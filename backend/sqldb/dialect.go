@@ -11,7 +11,6 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
-	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 
 	"github.com/flakeid/flakeid/internal/backoff"
 	"github.com/flakeid/flakeid/worker"
@@ -44,7 +43,8 @@ func (d Dialect) String() string {
 
 func (d Dialect) valid() bool { return d == Postgres || d == MySQL }
 
-// DefaultTable is the table name NewWorkers and Open use when none is given.
+// DefaultTable is the table name NewWorkers and OpenWorkers use when none is
+// given.
 const DefaultTable = "flakeid_workers"
 
 // validTableName reports whether name matches ^[A-Za-z_][A-Za-z0-9_]{0,62}$:
@@ -91,8 +91,8 @@ func (d Dialect) nowMs() string {
 	return "(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT)"
 }
 
-// DefaultRegistry is the datacenter registry table NewWorkers and Open use
-// when WithRegistry names none.
+// DefaultRegistry is the datacenter registry table NewWorkers and
+// OpenWorkers use when neither WithRegistry nor ?registry= names one.
 const DefaultRegistry = "flakeid_datacenters"
 
 // SchemaSQL returns the DDL of the worker-id table for dialect d, followed
@@ -326,66 +326,6 @@ func dollarParams(q string) string {
 	return b.String()
 }
 
-// DialectOf tells the dialect of a DSN, without connecting:
-//
-//   - "postgres://…" or "postgresql://…" (a URL, any letter case of the
-//     scheme) is PostgreSQL, opened with pgx;
-//   - anything else is a go-sql-driver/mysql DSN
-//     ("user:pass@tcp(host:3306)/db?param=value"), which must parse.
-//
-// PostgreSQL's key=value DSN form is not recognised: use the URL form.
-func DialectOf(dsn string) (Dialect, error) {
-	l := strings.ToLower(dsn)
-	if strings.HasPrefix(l, "postgres://") || strings.HasPrefix(l, "postgresql://") {
-		return Postgres, nil
-	}
-	if _, err := mysql.ParseDSN(dsn); err != nil {
-		return 0, fmt.Errorf("%w: sqldb: the DSN is neither a postgres:// URL nor a MySQL DSN: %w", worker.ErrInvalidConfig, err)
-	}
-	return MySQL, nil
-}
-
-// OpenDB opens a *sql.DB for dsn, with the dialect DialectOf tells, without
-// connecting yet. A MySQL DSN is opened with clientFoundRows=true (so that
-// an UPDATE reports the rows it matched), interpolateParams=true (one round
-// trip per statement) and a 10s dial timeout unless it sets one; the
-// database's own settings (time zone, parseTime) do not matter to this
-// package. The pool is kept small: at most 4 open connections, idle ones
-// closed after a minute.
-func OpenDB(dsn string) (*sql.DB, Dialect, error) {
-	d, err := DialectOf(dsn)
-	if err != nil {
-		return nil, 0, err
-	}
-	var db *sql.DB
-	switch d {
-	case Postgres:
-		db, err = sql.Open("pgx", dsn)
-		if err != nil {
-			return nil, 0, fmt.Errorf("%w: sqldb: postgres DSN: %w", worker.ErrInvalidConfig, err)
-		}
-	case MySQL:
-		cfg, err := mysql.ParseDSN(dsn)
-		if err != nil {
-			return nil, 0, fmt.Errorf("%w: sqldb: mysql DSN: %w", worker.ErrInvalidConfig, err)
-		}
-		cfg.ClientFoundRows = true
-		cfg.InterpolateParams = true
-		if cfg.Timeout == 0 {
-			cfg.Timeout = 10 * time.Second
-		}
-		conn, err := mysql.NewConnector(cfg)
-		if err != nil {
-			return nil, 0, fmt.Errorf("%w: sqldb: mysql DSN: %w", worker.ErrInvalidConfig, err)
-		}
-		db = sql.OpenDB(conn)
-	}
-	db.SetMaxOpenConns(4)
-	db.SetMaxIdleConns(4)
-	db.SetConnMaxIdleTime(time.Minute)
-	return db, d, nil
-}
-
 // createTable runs schema, a CREATE TABLE IF NOT EXISTS, so that several
 // nodes may run it at once. MySQL serialises such statements itself (a
 // metadata lock). PostgreSQL does not: two sessions creating the same table
@@ -402,7 +342,7 @@ func createTable(ctx context.Context, db *sql.DB, schema string) error {
 		if _, err = db.ExecContext(ctx, schema); err == nil || !retryable(err) && !duplicateObject(err) || attempt == attempts-1 {
 			break
 		}
-		if sleepCtx(ctx, bo.Next(attempt)) != nil {
+		if backoff.Sleep(ctx, bo.Next(attempt)) != nil {
 			break
 		}
 	}

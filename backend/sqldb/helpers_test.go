@@ -162,21 +162,3 @@ func checkRefusesTables(t *testing.T, what string, newStore func(*sql.DB, Dialec
 		t.Errorf("%s with no db: %v", what, err)
 	}
 }
-
-// checkOpenFails checks that open refuses a DSN of no known form with
-// ErrInvalidConfig, and reports a server that does not answer with
-// unavailable; what names open in the messages.
-func checkOpenFails(t *testing.T, what string, open func(context.Context, string) error, unavailable error) {
-	t.Helper()
-	if err := open(t.Context(), "nonsense"); !errors.Is(err, worker.ErrInvalidConfig) {
-		t.Errorf("%s of a bad DSN: %v, want ErrInvalidConfig", what, err)
-	}
-	// Nothing listens on port 1.
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
-	for _, dsn := range []string{"postgres://u@127.0.0.1:1/x?sslmode=disable", "u@tcp(127.0.0.1:1)/x"} {
-		if err := open(ctx, dsn); !errors.Is(err, unavailable) {
-			t.Errorf("%s(%q) with no server: %v, want %v", what, dsn, err, unavailable)
-		}
-	}
-}

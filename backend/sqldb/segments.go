@@ -199,7 +199,8 @@ type Segments struct {
 // created: call CreateSegmentSchema, or apply SegmentSchemaSQL with a
 // migration tool, or point it at Leaf's existing table. table must match
 // ^[A-Za-z_][A-Za-z0-9_]{0,62}$. A missing db, a bad dialect or a bad table
-// name is an error wrapping worker.ErrInvalidConfig.
+// name is an error wrapping worker.ErrInvalidConfig. db stays the
+// caller's: the store's Close does not close it.
 func NewSegments(db *sql.DB, d Dialect, table string) (*Segments, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: sqldb: no database", worker.ErrInvalidConfig)
@@ -214,31 +215,8 @@ func NewSegments(db *sql.DB, d Dialect, table string) (*Segments, error) {
 	return &Segments{db: db, d: d, table: table, q: q}, nil
 }
 
-// OpenSegments opens the database dsn names (see DialectOf and OpenDB),
-// checks that it answers, and returns a store on its DefaultSegmentTable.
-// It does not create the table: call CreateSegmentSchema. Close closes the
-// database. A bad DSN wraps worker.ErrInvalidConfig; a database that does
-// not answer wraps segment.ErrUnavailable.
-func OpenSegments(ctx context.Context, dsn string) (*Segments, error) {
-	db, d, err := OpenDB(dsn)
-	if err != nil {
-		return nil, err
-	}
-	s, err := NewSegments(db, d, "")
-	if err != nil {
-		db.Close()
-		return nil, err
-	}
-	s.ownedDB = true
-	if err := db.PingContext(ctx); err != nil {
-		db.Close()
-		return nil, s.unavailable(ctx, "connecting", err)
-	}
-	return s, nil
-}
-
-// Close closes the database if OpenSegments opened it; a db given to
-// NewSegments is left to its owner.
+// Close closes the database if OpenSegments opened it; a Segments made by
+// NewSegments never closes the caller's db (its Close does nothing).
 func (s *Segments) Close() error {
 	if s.ownedDB {
 		return s.db.Close()
@@ -354,7 +332,7 @@ func (s *Segments) Fetch(ctx context.Context, tag string, n int64) (segment.Rang
 		if attempt+1 >= maxFetchAttempts || !errors.As(err, &moved) && !retryable(err) {
 			break
 		}
-		if sleepCtx(ctx, bo.Next(attempt)) != nil {
+		if backoff.Sleep(ctx, bo.Next(attempt)) != nil {
 			break
 		}
 	}

@@ -849,28 +849,6 @@ func TestSegmentsUpdateWithoutFoundRows(t *testing.T) {
 	}
 }
 
-func TestOpenSegments(t *testing.T) {
-	checkOpenFails(t, "OpenSegments", func(ctx context.Context, dsn string) error {
-		_, err := OpenSegments(ctx, dsn)
-		return err
-	}, segment.ErrUnavailable)
-	forEach(t, func(t *testing.T, dsn string) {
-		s, err := OpenSegments(ctx10(t), dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want, _ := DialectOf(dsn); s.Dialect() != want || s.Table() != DefaultSegmentTable {
-			t.Errorf("OpenSegments: dialect %v, table %q", s.Dialect(), s.Table())
-		}
-		if err := s.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.Get(ctx10(t), "x"); !errors.Is(err, segment.ErrUnavailable) {
-			t.Fatalf("Get after Close: %v, want ErrUnavailable", err)
-		}
-	})
-}
-
 // BenchmarkSegmentFetch measures Fetch on one tag: from one client, and
 // from 8 clients (each its own *sql.DB) contending for the row. ns/op is
 // the wall time per fetch of all clients together; µs/fetch is the mean

@@ -102,9 +102,16 @@
 //     the new expiry (RETURNING), MySQL hands it back in the reply's insert
 //     id (LAST_INSERT_ID(expr)), so the renewal stays one round trip.
 //
-// Open picks the dialect from the DSN: a postgres:// or postgresql:// URL is
-// PostgreSQL (driver github.com/jackc/pgx/v5/stdlib), anything else is a
-// github.com/go-sql-driver/mysql DSN.
+// Opening: OpenWorkers and OpenSegments open the database a URL names and
+// own it (Close closes it):
+//
+//	postgres://user[:password]@host:port/db[?table=T&registry=R&…]  (postgresql:// too; driver github.com/jackc/pgx/v5/stdlib, whose options pass through)
+//	mysql://user[:password]@host[:port]/db[?table=T&registry=R&…]   (port 3306 by default; driver github.com/go-sql-driver/mysql, whose options pass through)
+//
+// (?registry= is the coordinator's only.) The tables are created when
+// missing. NewWorkers and NewSegments work on a *sql.DB the caller opened
+// (OpenDB opens one from a driver's DSN with the settings this package
+// wants) and leave it to the caller to close.
 package sqldb
 
 import (
@@ -183,7 +190,7 @@ type Workers struct {
 	table    string
 	registry string
 	q        statements
-	ownedDB  bool // Close closes db: Open made it
+	ownedDB  bool // Close closes db: OpenWorkers made it
 
 	lockHold time.Duration // lockHoldLimit; tests shorten it
 	// idleTxTimeout is, on MySQL, whether the server has MariaDB's
@@ -194,8 +201,8 @@ type Workers struct {
 	testHookLocked func()
 }
 
-// WorkersOption is an option of NewWorkers.
-type WorkersOption func(*workersOptions)
+// Option is an option of NewWorkers and OpenWorkers.
+type Option func(*workersOptions)
 
 type workersOptions struct{ registry string }
 
@@ -204,7 +211,7 @@ type workersOptions struct{ registry string }
 // that names it, that records which worker table claimed each datacenter
 // id. It must match ^[A-Za-z_][A-Za-z0-9_]{0,62}$ and differ from the
 // worker table.
-func WithRegistry(table string) WorkersOption {
+func WithRegistry(table string) Option {
 	return func(o *workersOptions) { o.registry = table }
 }
 
@@ -217,8 +224,9 @@ func WithRegistry(table string) WorkersOption {
 // in the registry and in errors.
 //
 // A MySQL db should be opened with clientFoundRows=true (OpenDB does);
-// without it Renew reads the slot back when an UPDATE changed nothing.
-func NewWorkers(db *sql.DB, d Dialect, table string, opts ...WorkersOption) (*Workers, error) {
+// without it Renew reads the slot back when an UPDATE changed nothing. db
+// stays the caller's: the coordinator's Close does not close it.
+func NewWorkers(db *sql.DB, d Dialect, table string, opts ...Option) (*Workers, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: sqldb: no database", worker.ErrInvalidConfig)
 	}
@@ -239,30 +247,8 @@ func NewWorkers(db *sql.DB, d Dialect, table string, opts ...WorkersOption) (*Wo
 	return &Workers{db: db, d: d, table: table, registry: o.registry, q: q, lockHold: lockHoldLimit}, nil
 }
 
-// Open opens the database dsn names (see DialectOf and OpenDB), checks that
-// it answers, and returns a coordinator on its DefaultTable and
-// DefaultRegistry. It does not create the tables: call CreateSchema. Close
-// closes the database.
-func Open(ctx context.Context, dsn string) (*Workers, error) {
-	db, d, err := OpenDB(dsn)
-	if err != nil {
-		return nil, err
-	}
-	w, err := NewWorkers(db, d, "")
-	if err != nil {
-		db.Close()
-		return nil, err
-	}
-	w.ownedDB = true
-	if err := db.PingContext(ctx); err != nil {
-		db.Close()
-		return nil, w.unavailable(ctx, "connecting", err)
-	}
-	return w, nil
-}
-
-// Close closes the database if Open opened it; a db given to NewWorkers is
-// left to its owner.
+// Close closes the database if OpenWorkers opened it; a Workers made by
+// NewWorkers never closes the caller's db (its Close does nothing).
 func (w *Workers) Close() error {
 	if w.ownedDB {
 		return w.db.Close()
@@ -480,9 +466,6 @@ func validContract(contract string) error {
 // 1970.
 func ceilMs(t time.Time) int64 { return max(coord.CeilMs(t), 0) }
 
-// sleepCtx is coord.SleepCtx, for the retry loops of this package.
-func sleepCtx(ctx context.Context, d time.Duration) error { return coord.SleepCtx(ctx, d) }
-
 // errLostRace is an Acquire attempt that found its pick taken between the
 // read and the write; the transaction runs again.
 type errLostRace struct{ id int64 }
@@ -551,7 +534,7 @@ func (w *Workers) inLockedTx(ctx context.Context, dc int64, op string, fn func(*
 		if !errors.As(err, &lost) && !retryable(err) {
 			break
 		}
-		if serr := sleepCtx(ctx, bo.Next(attempt)); serr != nil {
+		if serr := backoff.Sleep(ctx, bo.Next(attempt)); serr != nil {
 			break
 		}
 	}

@@ -544,49 +544,6 @@ func TestWorkersConcurrentReset(t *testing.T) {
 	})
 }
 
-func TestDialectOf(t *testing.T) {
-	for dsn, want := range map[string]Dialect{
-		"postgres://postgres@127.0.0.1:5432/test?sslmode=disable": Postgres,
-		"postgresql://u:p@db/x":                                   Postgres,
-		"POSTGRES://u@db/x":                                       Postgres,
-		"root@tcp(127.0.0.1:3306)/test":                           MySQL,
-		"u:p@tcp(db:3306)/x?parseTime=true":                       MySQL,
-		"/test":                                                   MySQL,
-	} {
-		if got, err := DialectOf(dsn); err != nil || got != want {
-			t.Errorf("DialectOf(%q) = %v, %v; want %v", dsn, got, err, want)
-		}
-	}
-	for _, dsn := range []string{"host=db user=u", "mysql://root@db/x", "nonsense"} {
-		if got, err := DialectOf(dsn); !errors.Is(err, worker.ErrInvalidConfig) {
-			t.Errorf("DialectOf(%q) = %v, %v; want ErrInvalidConfig", dsn, got, err)
-		}
-	}
-	checkOpenFails(t, "Open", func(ctx context.Context, dsn string) error {
-		_, err := Open(ctx, dsn)
-		return err
-	}, worker.ErrUnavailable)
-}
-
-func TestOpen(t *testing.T) {
-	forEach(t, func(t *testing.T, dsn string) {
-		w, err := Open(ctx10(t), dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer w.Close()
-		if w.Table() != DefaultTable {
-			t.Fatalf("table %q", w.Table())
-		}
-		if want, _ := DialectOf(dsn); w.Dialect() != want {
-			t.Fatalf("dialect %v, want %v", w.Dialect(), want)
-		}
-		if err := w.db.PingContext(ctx10(t)); err != nil {
-			t.Fatal(err)
-		}
-	})
-}
-
 // The database's clock, not the process's, decides expiry. MySQL lets a
 // session set its clock (SET timestamp), which shows it.
 func TestExpiryUsesDatabaseClock(t *testing.T) {

@@ -286,6 +286,14 @@ func (c *claim) check(ctx context.Context, what, note string) error {
 			return err
 		}
 		old = &rec.Record
+		// Initialisation times are estimates of ZooKeeper's clock, late by up
+		// to 1 ms + the estimating read's round trip. A record re-created
+		// by another node just after ours can therefore look initialised
+		// before it, and be taken for an older copy: this claim then
+		// re-initialises the record once more, which costs the new holder a
+		// reset but can never cause a duplicate. No margin is applied on
+		// purpose: a margin would take a real older copy initialised within
+		// it for a newer record, and let its lower floor stand.
 		switch {
 		case rec.InitialisedMs < c.rec.InitialisedMs:
 			found = fmt.Sprintf("the namespace record of %s was initialised at %s (incarnation %s), before the %s of the incarnation %s this holder acquired under: ZooKeeper went back to an older copy",

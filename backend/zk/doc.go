@@ -5,16 +5,19 @@
 //
 // # Configuration
 //
-// Point every node of a cluster at the same servers and the same path:
+// Point every node of a cluster at the same servers and the same path, with
+// a coordinator URL (the --coordinator flag of the flakeid command):
 //
-//	w, err := zk.Dial(ctx, []string{"10.0.0.1:2181", "10.0.0.2:2181", "10.0.0.3:2181"}, "/flakeid/workers")
+//	zk://host:port[,host:port…][/path][?registry=R&leaf=/snowflake/NAME&leaf_interval=D&leaf_margin=D]
+//
+// opened by OpenWorkers:
+//
+//	u, err := url.Parse("zk://10.0.0.1:2181,10.0.0.2:2181,10.0.0.3:2181/flakeid/workers")
+//	if err != nil { … }
+//	w, err := zk.OpenWorkers(ctx, u)
 //	if err != nil { … }
 //	defer w.Close()
 //	leaser, err := worker.NewLeaser(w, worker.Config{Datacenter: 1})
-//
-// or open a coordinator URL with OpenURL (see ParseURL):
-//
-//	zk://host:port[,host:port…]/path?registry=R&leaf=/snowflake/NAME&leaf_interval=D&leaf_margin=D
 //
 // The path defaults to DefaultPrefix, the datacenter registry to
 // DefaultRegistry (WithRegistry, registry=).
@@ -193,7 +196,7 @@
 // Leaf's snowflake mode registers each server as a persistent sequential
 // node <leaf path>/forever/<ip>:<port>-<seq10>, whose sequence number is its
 // worker id (0–1023), with {"ip", "port", "timestamp"} as data, uploaded
-// every 3 s while the server runs; its IDs are snowflake.LeafLayout(). With
+// every 3 s while the server runs; its IDs are of snowflake.Preset("leaf"). With
 // WithLeaf (leaf= in a URL), Acquire refuses (worker.ErrContract) anything
 // but datacenter 0 with that layout — an ID of another layout could equal a
 // Leaf ID anywhere — and more than 1024 workers, reads forever/ (a missing

@@ -12,12 +12,16 @@ import (
 	"github.com/flakeid/flakeid/worker"
 )
 
-// Every node of a cluster dials the same ZooKeeper ensemble with the same
+// Every node of a cluster opens the same ZooKeeper ensemble with the same
 // path, and leases its worker id through it.
-func ExampleDial() {
+func ExampleOpenWorkers() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	coord, err := zk.Dial(ctx, []string{"10.0.0.1:2181", "10.0.0.2:2181", "10.0.0.3:2181"}, "/flakeid/workers")
+	u, err := url.Parse("zk://10.0.0.1:2181,10.0.0.2:2181,10.0.0.3:2181/flakeid/workers")
+	if err != nil {
+		log.Fatal(err)
+	}
+	coord, err := zk.OpenWorkers(ctx, u)
 	if err != nil {
 		log.Fatal(err) // wraps worker.ErrUnavailable when ZooKeeper does not answer
 	}
@@ -45,12 +49,16 @@ func ExampleWithLeaf() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	u, _ := url.Parse("zk://10.0.0.1:2181,10.0.0.2:2181/flakeid/workers?leaf=/snowflake/myapp&leaf_margin=5s")
-	coord, err := zk.OpenURL(ctx, u) // the same as zk.Dial(…, zk.WithLeaf(zk.LeafConfig{Path: "/snowflake/myapp"}))
+	coord, err := zk.OpenWorkers(ctx, u) // leaf=… is the same as the option zk.WithLeaf(zk.LeafConfig{Path: "/snowflake/myapp", Margin: 5 * time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer coord.Close()
-	leaser, err := worker.NewLeaser(coord, worker.Config{Workers: zk.MaxLeafWorkers, Contract: snowflake.LeafLayout().String()})
+	leaf, err := snowflake.Preset("leaf")
+	if err != nil {
+		log.Fatal(err)
+	}
+	leaser, err := worker.NewLeaser(coord, worker.Config{Workers: zk.MaxLeafWorkers, Contract: leaf.String()})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -47,7 +47,7 @@ func (l *LeafConfig) after() time.Duration { return l.Interval + l.Margin }
 
 // WithLeaf makes the Workers take over the worker ids of the Leaf cluster
 // that cfg describes (see the package documentation): datacenter 0 only,
-// with snowflake.LeafLayout().
+// with the snowflake layout "leaf" (snowflake.Preset).
 func WithLeaf(cfg LeafConfig) Option {
 	return func(w *Workers) {
 		if cfg.Interval == 0 {
@@ -70,7 +70,11 @@ func (w *Workers) checkLeafRequest(req worker.Request) error {
 	if w.leaf == nil {
 		return nil
 	}
-	layout := snowflake.LeafLayout().String()
+	leaf, err := snowflake.Preset("leaf")
+	if err != nil {
+		return err
+	}
+	layout := leaf.String()
 	if req.Datacenter != 0 || !(req.Contract == layout || strings.HasPrefix(req.Contract, layout+";")) {
 		return fmt.Errorf("%w: taking over the Leaf worker ids under %s needs datacenter 0 and the Leaf layout %q; "+
 			"this request is for datacenter %d with the contract %q: IDs of any other layout or datacenter could equal Leaf's anywhere",

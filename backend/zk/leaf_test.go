@@ -17,7 +17,16 @@ import (
 )
 
 // leafContract is the contract a Leaser with the Leaf layout sends.
-func leafContract() string { return snowflake.LeafLayout().String() + "; quarantine 1s" }
+func leafContract() string { return preset("leaf").String() + "; quarantine 1s" }
+
+// preset is snowflake.Preset(name), which cannot fail for the names used here.
+func preset(name string) snowflake.Layout {
+	l, err := snowflake.Preset(name)
+	if err != nil {
+		panic(err)
+	}
+	return l
+}
 
 // leafTree is a Leaf-shaped tree a test writes: /…/snowflake/app/forever/.
 type leafTree struct {
@@ -196,7 +205,7 @@ func TestLeafRefusals(t *testing.T) {
 		want error
 	}{
 		{"default layout", func(r *worker.Request) { r.Contract = snowflake.DefaultLayout().String() + "; quarantine 1s" }, worker.ErrContract},
-		{"twitter layout", func(r *worker.Request) { r.Contract = snowflake.TwitterLayout().String() + "; quarantine 1s" }, worker.ErrContract},
+		{"twitter layout", func(r *worker.Request) { r.Contract = preset("twitter").String() + "; quarantine 1s" }, worker.ErrContract},
 		{"datacenter 1", func(r *worker.Request) { r.Datacenter = 1 }, worker.ErrContract},
 		{"2048 workers", func(r *worker.Request) { r.Workers = 2048 }, worker.ErrInvalidConfig},
 	} {
@@ -205,7 +214,7 @@ func TestLeafRefusals(t *testing.T) {
 		_, err := w.Acquire(t.Context(), r)
 		if !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
-		} else if tc.want == worker.ErrContract && !strings.Contains(err.Error(), snowflake.LeafLayout().String()) {
+		} else if tc.want == worker.ErrContract && !strings.Contains(err.Error(), preset("leaf").String()) {
 			t.Errorf("%s: %v does not name the Leaf layout", tc.name, err)
 		}
 	}

@@ -10,17 +10,35 @@ import (
 	"github.com/flakeid/flakeid/worker"
 )
 
-// ParseURL reads a coordinator URL
+// OpenWorkers opens the coordinator a zk:// URL names:
 //
-//	zk://host:port[,host:port…]/path?registry=R&leaf=/snowflake/NAME&leaf_interval=D&leaf_margin=D
+//	zk://host:port[,host:port…][/path][?registry=R&leaf=/snowflake/NAME&leaf_interval=D&leaf_margin=D]
 //
-// into Dial's arguments: the servers, the namespace's path ("" or "/" for
-// DefaultPrefix), and the options (WithRegistry for registry=, WithLeaf for
-// leaf= with leaf_interval= and leaf_margin= as Go durations). Any other
-// query key is an error naming it; every error wraps worker.ErrInvalidConfig.
-func ParseURL(u *url.URL) (servers []string, prefix string, opts []Option, err error) {
+// The servers are "host:port", or "host" for port 2181. The path is the
+// namespace's (DefaultPrefix when there is none, or "/"), registry= the
+// datacenter registry's path (WithRegistry), and leaf= with leaf_interval=
+// and leaf_margin= (Go durations) the Meituan Leaf cluster to take over
+// (WithLeaf); opts come after the URL's. Any other query parameter, or
+// credentials, is an error naming it, wrapping worker.ErrInvalidConfig. It
+// connects and checks that ZooKeeper answers, within ctx or
+// DefaultDialTimeout when ctx has no deadline: an ensemble that does not is
+// reported as worker.ErrUnavailable. The *Workers owns its connection: Close
+// closes it; claims keep their own sessions, which Release closes.
+func OpenWorkers(ctx context.Context, u *url.URL, opts ...Option) (*Workers, error) {
+	servers, prefix, uopts, err := parseURL(u)
+	if err != nil {
+		return nil, err
+	}
+	return connectWorkers(ctx, servers, prefix, append(uopts, opts...)...)
+}
+
+// parseURL reads a URL of OpenWorkers into the servers, the namespace's path
+// and the options (WithRegistry for registry=, WithLeaf for leaf= with
+// leaf_interval= and leaf_margin=). Every error wraps
+// worker.ErrInvalidConfig, and none shows the URL: the caller does.
+func parseURL(u *url.URL) (servers []string, prefix string, opts []Option, err error) {
 	bad := func(format string, args ...any) ([]string, string, []Option, error) {
-		return nil, "", nil, fmt.Errorf("%w: coordinator URL %s: "+format, append([]any{worker.ErrInvalidConfig, u.Redacted()}, args...)...)
+		return nil, "", nil, fmt.Errorf("%w: "+format, append([]any{worker.ErrInvalidConfig}, args...)...)
 	}
 	if u.Scheme != "zk" {
 		return bad("scheme %q, want zk://", u.Scheme)
@@ -89,14 +107,4 @@ func ParseURL(u *url.URL) (servers []string, prefix string, opts []Option, err e
 		opts = append(opts, WithLeaf(*leaf))
 	}
 	return servers, prefix, opts, nil
-}
-
-// OpenURL dials the coordinator a zk:// URL names (see ParseURL); extra
-// options follow the URL's.
-func OpenURL(ctx context.Context, u *url.URL, extra ...Option) (*Workers, error) {
-	servers, prefix, opts, err := ParseURL(u)
-	if err != nil {
-		return nil, err
-	}
-	return Dial(ctx, servers, prefix, append(opts, extra...)...)
 }

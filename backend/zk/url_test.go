@@ -10,8 +10,10 @@ import (
 
 	"github.com/flakeid/flakeid/internal/testenv"
 	"github.com/flakeid/flakeid/worker"
+	"github.com/flakeid/flakeid/worker/workertest"
 )
 
+// TestParseURL: what OpenWorkers makes of a URL, before it connects.
 func TestParseURL(t *testing.T) {
 	for _, tc := range []struct {
 		url      string
@@ -33,7 +35,7 @@ func TestParseURL(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		servers, prefix, opts, err := ParseURL(u)
+		servers, prefix, opts, err := parseURL(u)
 		if err != nil {
 			t.Errorf("%s: %v", tc.url, err)
 			continue
@@ -65,30 +67,31 @@ func TestParseURL(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, _, _, err = ParseURL(u)
+		_, _, _, err = parseURL(u)
 		if !errors.Is(err, worker.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v; want ErrInvalidConfig saying %s", tc.url, err, tc.want)
 		}
-		if err != nil && strings.Contains(err.Error(), "pw") {
-			t.Errorf("%s: the error shows the password: %v", tc.url, err)
+		// The caller shows the URL (redacted) before the error.
+		if err != nil && strings.Contains(err.Error(), "a:1") {
+			t.Errorf("%s: the error shows the URL: %v", tc.url, err)
 		}
 	}
 }
 
-func TestOpenURL(t *testing.T) {
+// TestOpenWorkers opens a coordinator of a real ZooKeeper from its URL and
+// leases through it.
+func TestOpenWorkers(t *testing.T) {
 	t.Parallel()
 	addr := testenv.ZooKeeper().Require(t)
 	sp := testSpace(t, addr)
 	u, _ := url.Parse("zk://" + addr + sp.prefix + "?registry=" + sp.registry)
-	w, err := OpenURL(t.Context(), u)
+	w, err := OpenWorkers(t.Context(), u)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	if w.Prefix() != sp.prefix || w.Registry() != sp.registry || !slices.Equal(w.Servers(), []string{addr}) {
-		t.Fatalf("OpenURL(%s) = %s, %s, %v", u, w.Prefix(), w.Registry(), w.Servers())
+	if w.Prefix() != sp.prefix || w.Registry() != sp.registry || !slices.Equal(w.servers, []string{addr}) {
+		t.Fatalf("OpenWorkers(%s) = %s, %s, %v", u, w.Prefix(), w.Registry(), w.servers)
 	}
-	if _, err := w.Acquire(t.Context(), worker.Request{Workers: 1, Owner: "o", TTL: testTTL, Reserve: time.Now()}); err != nil {
-		t.Fatal(err)
-	}
+	workertest.Smoke(t, w, testTTL)
 }

@@ -18,15 +18,15 @@ import (
 	"github.com/flakeid/flakeid/worker"
 )
 
-// DefaultPrefix is the path of Dial when it is given "" or "/".
+// DefaultPrefix is the namespace's path when the URL has none (or "/").
 const DefaultPrefix = "/flakeid/workers"
 
 // DefaultRegistry is the path of the datacenter registry, shared by every
 // namespace of a ZooKeeper ensemble, unless WithRegistry names another.
 const DefaultRegistry = "/flakeid/datacenters"
 
-// DefaultDialTimeout bounds Dial's connection and check when its context has
-// no deadline.
+// DefaultDialTimeout bounds OpenWorkers's connection and check when its
+// context has no deadline.
 const DefaultDialTimeout = 5 * time.Second
 
 // sharedSessionTimeout is the session timeout of a Workers' own connection,
@@ -56,7 +56,7 @@ type Workers struct {
 
 var _ worker.Coordinator = (*Workers)(nil)
 
-// An Option configures Dial.
+// An Option configures OpenWorkers.
 type Option func(*Workers)
 
 // WithRegistry keeps the datacenter registry under path instead of
@@ -77,12 +77,11 @@ func WithLogger(l *slog.Logger) Option {
 	return func(w *Workers) { w.log = l }
 }
 
-// Dial connects to the ZooKeeper ensemble at servers ("host:port", or
-// "host" for port 2181) and checks that it answers, within ctx or
+// connectWorkers connects to the ZooKeeper ensemble at servers ("host:port",
+// or "host" for port 2181) and checks that it answers, within ctx or
 // DefaultDialTimeout when ctx has no deadline. prefix is the namespace's
-// path ("" or "/" for DefaultPrefix). Close the returned Workers to close the
-// connection; claims keep their own sessions, which Release closes.
-func Dial(ctx context.Context, servers []string, prefix string, opts ...Option) (*Workers, error) {
+// path ("" or "/" for DefaultPrefix).
+func connectWorkers(ctx context.Context, servers []string, prefix string, opts ...Option) (*Workers, error) {
 	if len(servers) == 0 {
 		return nil, fmt.Errorf("%w: no ZooKeeper servers", worker.ErrInvalidConfig)
 	}
@@ -276,9 +275,6 @@ func (w *Workers) Prefix() string { return w.prefix }
 
 // Registry is the path of the datacenter registry, without a trailing "/".
 func (w *Workers) Registry() string { return w.registry }
-
-// Servers are the ZooKeeper servers Dial was given.
-func (w *Workers) Servers() []string { return slices.Clone(w.servers) }
 
 func (w *Workers) dcPath(dc int64) string { return w.prefix + "/" + strconv.FormatInt(dc, 10) }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -77,15 +78,16 @@ func testSpace(t testing.TB, addr string) space {
 	return space{base: base, prefix: base + "/workers", other: base + "/other", registry: base + "/datacenters", admin: admin}
 }
 
-// dial is a coordinator of prefix through the server at addr, closed when
-// the test ends.
+// dial is a coordinator of prefix through the server at addr, opened from
+// its URL and closed when the test ends.
 func dial(t testing.TB, addr, prefix string, opts ...Option) *Workers {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	w, err := Dial(ctx, []string{addr}, prefix, opts...)
+	u := &url.URL{Scheme: "zk", Host: addr, Path: prefix}
+	w, err := OpenWorkers(ctx, u, opts...)
 	if err != nil {
-		t.Fatalf("Dial(%s, %s): %v", addr, prefix, err)
+		t.Fatalf("OpenWorkers(%s): %v", u, err)
 	}
 	t.Cleanup(func() { w.Close() })
 	return w
@@ -481,9 +483,10 @@ func TestRecreatedNodesDetected(t *testing.T) {
 	}
 }
 
-// TestDialErrors: a server that does not answer gives ErrUnavailable
-// within the deadline; bad arguments give ErrInvalidConfig.
-func TestDialErrors(t *testing.T) {
+// TestOpenWorkersErrors: a server that does not answer gives ErrUnavailable
+// within the deadline; bad options give ErrInvalidConfig (bad URLs:
+// TestParseURL).
+func TestOpenWorkersErrors(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -494,9 +497,9 @@ func TestDialErrors(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 1500*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err = Dial(ctx, []string{dead}, "/x")
+	_, err = OpenWorkers(ctx, &url.URL{Scheme: "zk", Host: dead, Path: "/x"})
 	if !errors.Is(err, worker.ErrUnavailable) || time.Since(start) > 2500*time.Millisecond || !strings.Contains(err.Error(), dead) {
-		t.Fatalf("Dial(%s) = %v after %v; want ErrUnavailable naming it, within the deadline", dead, err, time.Since(start))
+		t.Fatalf("OpenWorkers(zk://%s/x) = %v after %v; want ErrUnavailable naming it, within the deadline", dead, err, time.Since(start))
 	}
 	// A server that accepts connections and never answers.
 	mute, err := net.Listen("tcp", "127.0.0.1:0")
@@ -516,24 +519,17 @@ func TestDialErrors(t *testing.T) {
 	ctx, cancel = context.WithTimeout(t.Context(), time.Second)
 	defer cancel()
 	start = time.Now()
-	_, err = Dial(ctx, []string{mute.Addr().String()}, "/x")
+	_, err = OpenWorkers(ctx, &url.URL{Scheme: "zk", Host: mute.Addr().String(), Path: "/x"})
 	if !errors.Is(err, worker.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 1500*time.Millisecond {
-		t.Fatalf("Dial of a mute server = %v after %v; want ErrUnavailable at the deadline", err, time.Since(start))
+		t.Fatalf("OpenWorkers of a mute server = %v after %v; want ErrUnavailable at the deadline", err, time.Since(start))
 	}
-	for _, tc := range []struct {
-		servers []string
-		prefix  string
-		opts    []Option
-	}{
-		{nil, "/x", nil},
-		{[]string{dead}, "relative", nil},
-		{[]string{dead}, "/a//b", nil},
-		{[]string{dead}, "/x", []Option{WithRegistry("nope")}},
-		{[]string{dead}, "/x", []Option{WithLeaf(LeafConfig{Path: "snowflake"})}},
-		{[]string{dead}, "/x", []Option{WithLeaf(LeafConfig{Path: "/snowflake/a", Margin: -time.Second})}},
+	for _, opt := range []Option{
+		WithRegistry("nope"),
+		WithLeaf(LeafConfig{Path: "snowflake"}),
+		WithLeaf(LeafConfig{Path: "/snowflake/a", Margin: -time.Second}),
 	} {
-		if _, err := Dial(t.Context(), tc.servers, tc.prefix, tc.opts...); !errors.Is(err, worker.ErrInvalidConfig) {
-			t.Errorf("Dial(%v, %q): %v, want ErrInvalidConfig", tc.servers, tc.prefix, err)
+		if _, err := OpenWorkers(t.Context(), &url.URL{Scheme: "zk", Host: dead, Path: "/x"}, opt); !errors.Is(err, worker.ErrInvalidConfig) {
+			t.Errorf("OpenWorkers(zk://%s/x, an invalid option): %v, want ErrInvalidConfig", dead, err)
 		}
 	}
 }

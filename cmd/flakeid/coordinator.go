@@ -3,14 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/flakeid/flakeid/node"
 	"github.com/flakeid/flakeid/worker"
 )
 
@@ -77,14 +74,6 @@ func (f *coordFlags) clock() func() time.Time {
 	return nil
 }
 
-// now reads the node's clock: the test clock when one is set.
-func (f *coordFlags) now() time.Time {
-	if c := f.clock(); c != nil {
-		return c()
-	}
-	return time.Now()
-}
-
 // testClock is the shiftable clock of the test flags, or nil.
 func (f *coordFlags) testClock() *shiftClock {
 	if f.TestClockOffset == 0 && !f.TestClockAdmin {
@@ -97,33 +86,14 @@ func (f *coordFlags) testClock() *shiftClock {
 	return f.shift
 }
 
-// open returns the coordinator the flags name and a function that closes its
-// client; the default is a file under the data directory.
-func (f *coordFlags) open(ctx context.Context, data *dataFlags) (worker.Coordinator, func() error, error) {
+// open opens the coordinator the flags name (see backends in open.go); the
+// default is a file under the data directory. Close releases it.
+func (f *coordFlags) open(ctx context.Context, data *dataFlags) (coordinator, error) {
 	raw, err := f.url(data)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--coordinator is not a URL: %w", urlParseError(err))
-	}
-	switch strings.ToLower(u.Scheme) {
-	case "file":
-		path := u.Path
-		if u.Host != "" && u.Host != "localhost" {
-			path = filepath.Join(u.Host, u.Path) // file://relative/path
-		}
-		if path == "" {
-			return nil, nil, fmt.Errorf("--coordinator %q: no file path", raw)
-		}
-		w, closeDir, err := openWorkersFile(ctx, path)
-		if err != nil {
-			return nil, nil, err
-		}
-		return w, closeDir, nil
-	}
-	return openRemote(ctx, u)
+	return openCoordinator(ctx, raw)
 }
 
 // url is --coordinator, or the default: workers.db under the data
@@ -143,8 +113,8 @@ func (f *coordFlags) url(data *dataFlags) (string, error) {
 // clock-skew bound and quarantine, and whether to wait while every worker id
 // is held. The node derives the rest — the datacenter, the worker ids and
 // the ID-space contract — from the layout and the datacenter id it is given.
-func (f *coordFlags) leaseConfig(wait bool) node.LeaseConfig {
-	return node.LeaseConfig{
+func (f *coordFlags) leaseConfig(wait bool) worker.Config {
+	return worker.Config{
 		TTL:          f.LeaseTTL,
 		MaxClockSkew: f.MaxClockSkew,
 		Quarantine:   f.Quarantine,

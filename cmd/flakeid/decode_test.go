@@ -72,7 +72,10 @@ func TestDecodeJSON(t *testing.T) {
 
 func TestDecodeLayout(t *testing.T) {
 	t.Parallel()
-	l := snowflake.SonyflakeLayout()
+	l, err := snowflake.Preset("sonyflake")
+	if err != nil {
+		t.Fatal(err)
+	}
 	id, err := l.Compose(snowflake.Parts{Tick: 100, Worker: 65535, Sequence: 255})
 	if err != nil {
 		t.Fatal(err)

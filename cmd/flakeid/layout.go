@@ -17,7 +17,7 @@ import (
 const warnWithin = 10 // years
 
 // layoutCmd explains a layout. It validates the layout against the current
-// time (snowflake.Layout.ValidateAt), so an epoch in the future or a time
+// time (as snowflake.New does), so an epoch in the future or a time
 // field that has already run out is an error, like it is for next.
 type layoutCmd struct {
 	JSON bool `name:"json" env:"FLAKEID_JSON" help:"Print the layout as one JSON object."`
@@ -56,7 +56,7 @@ func (c *layoutCmd) Run(out *streams) error {
 		return err
 	}
 	now := time.Now()
-	if err := l.ValidateAt(now); err != nil {
+	if _, err := snowflake.New(snowflake.Settings{Layout: l}); err != nil { // epoch in the future, time field run out
 		return err
 	}
 	capa := l.Capacity()

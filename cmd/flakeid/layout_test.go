@@ -79,7 +79,11 @@ func TestLayoutJSON(t *testing.T) {
 	if err := dec.Decode(&got); err != nil {
 		t.Fatalf("not a layout JSON object: %v\n%s", err, r.stdout)
 	}
-	c := snowflake.JSSafeLayout().Capacity()
+	js, err := snowflake.Preset("jssafe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := js.Capacity()
 	want := layoutInfo{Preset: "jssafe", Fields: "0 | unused 10 | time 38 | worker 6 | seq 9",
 		TimeBits: 38, WorkerBits: 6, SequenceBits: 9, UnusedBits: 10,
 		Epoch: "2025-01-01T00:00:00Z", EpochUnixMilli: 1735689600000, TimeUnit: "10ms", TimeUnitNanos: 1e7,

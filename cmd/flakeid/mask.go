@@ -170,14 +170,14 @@ func (c *maskCmd) Run(out *streams) error {
 			return "", err
 		}
 		if c.Form == "decimal" {
-			v, err := m.Mask(id.Int64())
+			v, err := m.Mask(int64(id))
 			return strconv.FormatInt(v, 10), err
 		}
 		f, err := idmask.ParseForm(c.Form)
 		if err != nil {
 			return "", err
 		}
-		return m.MaskText(id.Int64(), f)
+		return m.MaskText(int64(id), f)
 	})
 }
 
@@ -208,7 +208,7 @@ func (c *unmaskCmd) Run(out *streams) error {
 		case "decimal":
 			var v snowflake.ID
 			if v, err = snowflake.Parse(arg); err == nil {
-				id, err = m.Unmask(v.Int64())
+				id, err = m.Unmask(int64(v))
 			}
 		case "auto":
 			id, err = ring.UnmaskText(arg)

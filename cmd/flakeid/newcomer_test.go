@@ -375,7 +375,7 @@ func TestConfigServeTimeouts(t *testing.T) {
 		conns, tags               int
 	}
 	if g, w := (fields{got.ReadTimeout, got.ReadHeaderTimeout, got.WriteTimeout, got.IdleTimeout, got.MaxConns, got.MetricsMaxTags}),
-		(fields{5 * time.Second, 5 * time.Second, 2 * time.Minute, time.Hour, 7, 0}); g != w {
+		(fields{5 * time.Second, 5 * time.Second, 2 * time.Minute, time.Hour, 7, -1}); g != w { // tags 0: none (-1)
 		t.Errorf("flags: %+v, want %+v", g, w)
 	}
 	for _, bad := range [][]string{{"--read-timeout", "0s"}, {"--read-timeout", "6m"}, {"--write-timeout", "11m"},

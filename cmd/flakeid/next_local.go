@@ -22,7 +22,7 @@ func (c *nextCmd) local(ctx context.Context, out *streams) error {
 	}
 	// A layout that cannot issue now (epoch in the future, time field run
 	// out) is refused before a worker id is leased and its contract recorded.
-	if err := l.ValidateAt(c.Coord.now()); err != nil {
+	if _, err := snowflake.New(snowflake.Settings{Layout: l, Now: c.Coord.clock()}); err != nil {
 		return err
 	}
 	s := snowflake.Settings{Layout: l, DatacenterID: c.Coord.Datacenter, MaxWait: c.MaxWait, Now: c.Coord.clock()}
@@ -36,11 +36,11 @@ func (c *nextCmd) local(ctx context.Context, out *streams) error {
 	cfg := node.Config{Settings: s, Logger: log, StaticWorkerID: c.Worker}
 	if c.Worker == nil {
 		cfg.Lease = c.Coord.leaseConfig(c.WaitLease)
-		coord, closeCoord, err := c.Coord.open(ctx, &c.Data)
+		coord, err := c.Coord.open(ctx, &c.Data)
 		if err != nil {
 			return err
 		}
-		defer closeCoord()
+		defer coord.Close()
 		cfg.Coordinator = coord
 	}
 	n, err := node.Start(ctx, cfg)
@@ -107,10 +107,10 @@ func (c *nextCmd) print(ctx context.Context, g *node.Node, out *streams) error {
 					buf = append(buf, ',')
 				}
 				buf = append(buf, "\n  \""...)
-				buf = strconv.AppendInt(buf, id.Int64(), 10)
+				buf = strconv.AppendInt(buf, int64(id), 10)
 				buf = append(buf, '"')
 			default:
-				buf = strconv.AppendInt(buf, id.Int64(), 10)
+				buf = strconv.AppendInt(buf, int64(id), 10)
 			}
 			if c.Format != "json" {
 				buf = append(buf, '\n')

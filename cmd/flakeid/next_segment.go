@@ -17,11 +17,11 @@ func (c *nextCmd) segments(ctx context.Context, out *streams) error {
 	if c.Format == "json" {
 		return fmt.Errorf("--format json is for Snowflake IDs; segment IDs print as decimal, base32 or base58")
 	}
-	store, closeStore, err := c.Store.open(ctx, &c.Data)
+	store, err := c.Store.open(ctx, &c.Data)
 	if err != nil {
 		return err
 	}
-	defer closeStore()
+	defer store.Close()
 	log := slog.New(slog.NewTextHandler(out.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	a, err := segment.New(segment.Config{Store: store, AutoCreate: c.CreateTag, Logger: log})
 	if err != nil {

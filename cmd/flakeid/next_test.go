@@ -73,8 +73,8 @@ func TestNextFormats(t *testing.T) {
 		parse  func(string) (snowflake.ID, error)
 	}{
 		{"decimal", 0, snowflake.Parse},
-		{"base32", 13, snowflake.ParseBase32},
-		{"base58", 11, snowflake.ParseBase58},
+		{"base32", 13, snowflake.ParseEncoded},
+		{"base58", 11, snowflake.ParseEncoded},
 	} {
 		t.Run(tc.format, func(t *testing.T) {
 			t.Parallel()
@@ -138,7 +138,7 @@ func TestNextNode(t *testing.T) {
 	}{
 		{"default", []string{"--datacenter", "3", "--worker", "31"}, snowflake.DefaultLayout(), 3, 31},
 		{"borrow", []string{"--datacenter", "31", "--worker", "0", "--policy", "borrow"}, snowflake.DefaultLayout(), 31, 0},
-		{"sonyflake", []string{"--preset", "sonyflake", "--worker", "65535"}, snowflake.SonyflakeLayout(), 0, 65535},
+		{"sonyflake", []string{"--preset", "sonyflake", "--worker", "65535"}, snowflake.Layout{TimeBits: 39, WorkerBits: 16, SequenceBits: 8}, 0, 65535},
 		{"overridden widths", []string{"--datacenter-bits", "0", "--worker-bits", "10", "--worker", "1000"},
 			snowflake.Layout{TimeBits: 41, WorkerBits: 10, SequenceBits: 12}, 0, 1000},
 	} {

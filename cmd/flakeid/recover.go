@@ -193,7 +193,6 @@ func (c *recoverCmd) inspect(ctx context.Context, dir string, m datadir.Marker) 
 // recreate moves the file aside and creates a new one past the floors.
 func (c *recoverCmd) recreate(ctx context.Context, d *datadir.Dir, f *stateFile, now time.Time, margin time.Duration, w io.Writer) error {
 	out := &strings.Builder{}
-	path := filepath.Join(d.Path(), f.name)
 	fmt.Fprintf(out, "  %s: %s\n", f.name, f.found)
 	rec := datadir.Recovery{At: now.UTC(), Found: f.found}
 	if f.exists {
@@ -211,10 +210,11 @@ func (c *recoverCmd) recreate(ctx context.Context, d *datadir.Dir, f *stateFile,
 			from, why = f.mtime, "the old file's last change, later than this machine's clock now: did the clock go back?"
 		}
 		floor := from.Add(margin).Truncate(time.Millisecond).Add(time.Millisecond)
-		ws, err := bolt.OpenWorkers(ctx, path)
+		ws, err := bolt.OpenWorkersForRecovery(ctx, d, f.name)
 		if err != nil {
 			return err
 		}
+		defer ws.Close()
 		if err := ws.RaiseFloor(ctx, floor); err != nil {
 			return err
 		}
@@ -222,10 +222,11 @@ func (c *recoverCmd) recreate(ctx context.Context, d *datadir.Dir, f *stateFile,
 		fmt.Fprintf(out, "    new %s: worker floor %s (%s + %v): no worker id issues before it\n", f.name, stamp(floor), why, margin)
 	}
 	if slices.Contains(f.kinds, datadir.Segments) {
-		s, err := bolt.OpenSegments(ctx, path)
+		s, err := bolt.OpenSegmentsForRecovery(ctx, d, f.name)
 		if err != nil {
 			return err
 		}
+		defer s.Close()
 		if c.TagFloorAll > 0 {
 			if err := s.RaiseFloor(ctx, c.TagFloorAll); err != nil {
 				return err

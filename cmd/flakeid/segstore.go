@@ -2,13 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"net/url"
 	"path/filepath"
-	"strings"
-
-	"github.com/flakeid/flakeid/backend/sqldb"
-	"github.com/flakeid/flakeid/segment"
 )
 
 // storeFlags say where segment mode keeps its tags; next --tag, tags and
@@ -29,53 +23,12 @@ func (f *storeFlags) url(data *dataFlags) (string, error) {
 	return "file://" + filepath.Join(dir, "segments.db"), nil
 }
 
-// open returns the segment store the flags name and a function that closes
-// it.
-func (f *storeFlags) open(ctx context.Context, data *dataFlags) (segment.Store, func() error, error) {
+// open opens the segment store the flags name (see backends in open.go); the
+// default is a file under the data directory. Close releases it.
+func (f *storeFlags) open(ctx context.Context, data *dataFlags) (store, error) {
 	raw, err := f.url(data)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--store is not a URL: %w", urlParseError(err))
-	}
-	switch strings.ToLower(u.Scheme) {
-	case "file":
-		path := u.Path
-		if u.Host != "" && u.Host != "localhost" {
-			path = filepath.Join(u.Host, u.Path)
-		}
-		if path == "" {
-			return nil, nil, fmt.Errorf("--store %q: no file path", raw)
-		}
-		s, closeDir, err := openSegmentsFile(ctx, path)
-		if err != nil {
-			return nil, nil, err
-		}
-		return s, closeDir, nil
-	case "postgres", "postgresql", "mysql":
-		dsn, table, err := sqlDSN("--store", u)
-		if err != nil {
-			return nil, nil, err
-		}
-		if table == "" {
-			table = "leaf_alloc"
-		}
-		db, d, err := sqldb.OpenDB(dsn)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--store %q: %w", redactedURL(u), err)
-		}
-		s, err := sqldb.NewSegments(db, d, table)
-		if err != nil {
-			db.Close()
-			return nil, nil, fmt.Errorf("--store %q: %w", redactedURL(u), err)
-		}
-		if err := s.CreateSegmentSchema(ctx); err != nil {
-			db.Close()
-			return nil, nil, fmt.Errorf("--store %q: %w", redactedURL(u), err)
-		}
-		return s, db.Close, nil
-	}
-	return nil, nil, fmt.Errorf("--store %q: unknown scheme %q (want file, postgres or mysql)", redactedURL(u), u.Scheme)
+	return openStore(ctx, raw)
 }

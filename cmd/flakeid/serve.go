@@ -55,12 +55,28 @@ type serveCmd struct {
 }
 
 // config maps the flags onto server.Config and checks it.
+//
+// The flags (and so the variables and config file keys) keep the ranges
+// their help states, which differ from server.Config's at 0: there a zero
+// field means its default, and "none" of ShutdownTimeout and MetricsMaxTags
+// is negative. So a flag whose range excludes 0 is refused at 0 here, and
+// --shutdown-timeout 0 (do not wait) and --metrics-max-tags 0 (no tag
+// labels) become negative.
 func (c *serveCmd) config() (server.Config, error) {
+	if err := c.checkRanges(); err != nil {
+		return server.Config{}, err
+	}
 	cfg := server.DefaultConfig()
 	cfg.Listen, cfg.MaxCount, cfg.StreamBatch = c.Listen, c.MaxCount, c.StreamBatch
 	cfg.TLSCert, cfg.TLSKey, cfg.ShutdownTimeout = c.TLSCert, c.TLSKey, c.ShutdownTimeout
 	cfg.ReadTimeout, cfg.WriteTimeout, cfg.IdleTimeout = c.ReadTimeout, c.WriteTimeout, c.IdleTimeout
 	cfg.MaxConns, cfg.MetricsMaxTags = c.MaxConns, c.MetricsMaxTags
+	if cfg.ShutdownTimeout == 0 {
+		cfg.ShutdownTimeout = -1 // do not wait
+	}
+	if cfg.MetricsMaxTags == 0 {
+		cfg.MetricsMaxTags = -1 // no tag labels
+	}
 	cfg.RESP = server.RESPConfig{Listen: c.RESPListen, MaxConns: c.RESPMaxConns, MaxArgs: c.RESPMaxArgs,
 		MaxRequest: c.RESPMaxRequest, IdleTimeout: c.RESPIdleTimeout}
 	if c.ReadTimeout >= time.Second {
@@ -91,6 +107,35 @@ func (c *serveCmd) config() (server.Config, error) {
 		return cfg, err
 	}
 	return cfg, cfg.Validate()
+}
+
+// checkRanges refuses what server.Config would read otherwise than the flags'
+// help says: 0 where the flag's range excludes it (the server would take
+// its default), and --shutdown-timeout and --metrics-max-tags outside
+// 0–5m and 0–100,000 (the server takes a negative value as none). The
+// errors read as the server's for the same values.
+func (c *serveCmd) checkRanges() error {
+	for _, r := range []struct {
+		bad  bool
+		what string
+	}{
+		{c.MaxCount == 0, "max count 0, want 1–10,000,000"},
+		{c.StreamBatch == 0, fmt.Sprintf("stream batch 0, want 1–%d (max count)", c.MaxCount)},
+		{c.ShutdownTimeout < 0 || c.ShutdownTimeout > 5*time.Minute, fmt.Sprintf("shutdown timeout %v, want 0–5m", c.ShutdownTimeout)},
+		{c.ReadTimeout == 0, "read timeout 0s, want 1s–5m"},
+		{c.WriteTimeout == 0, "write timeout 0s, want 1s–10m"},
+		{c.IdleTimeout == 0, "idle timeout 0s, want 1s–1h"},
+		{c.MaxConns == 0, "max conns 0, want 1–1,000,000"},
+		{c.MetricsMaxTags < 0 || c.MetricsMaxTags > 100_000, fmt.Sprintf("metrics max tags %d, want 0–100,000", c.MetricsMaxTags)},
+		{c.RESPMaxConns == 0, "resp max conns 0, want 1–1,000,000"},
+		{c.RESPMaxArgs == 0, "resp max args 0, want 1–1,048,576"},
+		{c.RESPMaxRequest == 0, "resp max request 0 bytes, want 1024–67,108,864"},
+	} {
+		if r.bad {
+			return fmt.Errorf("%w: %s", server.ErrInvalidConfig, r.what)
+		}
+	}
+	return nil
 }
 
 // startAttrs are the attributes of the log line serve starts with: the
@@ -135,17 +180,17 @@ func (c *serveCmd) Run(ctx context.Context, out *streams) error {
 	if err != nil {
 		return err
 	}
-	if err := l.ValidateAt(c.Coord.now()); err != nil {
+	if _, err := snowflake.New(snowflake.Settings{Layout: l, Now: c.Coord.clock()}); err != nil {
 		return err // before a worker id is leased and the layout recorded
 	}
 	log := c.logger(out)
 	log.Info("flakeid: starting", c.startAttrs(cfg, l)...)
 
-	coord, closeCoord, err := c.Coord.open(ctx, &c.Data)
+	coord, err := c.Coord.open(ctx, &c.Data)
 	if err != nil {
 		return err
 	}
-	defer closeCoord()
+	defer coord.Close()
 	settings := snowflake.Settings{Layout: l, DatacenterID: c.Coord.Datacenter, Now: c.Coord.clock()}
 	if c.Policy == "borrow" {
 		settings.Policy = snowflake.Borrow
@@ -160,11 +205,11 @@ func (c *serveCmd) Run(ctx context.Context, out *streams) error {
 	}
 	defer n.Close()
 
-	store, closeStore, err := c.Store.open(ctx, &c.Data)
+	store, err := c.Store.open(ctx, &c.Data)
 	if err != nil {
 		return err
 	}
-	defer closeStore()
+	defer store.Close()
 	segs, err := segment.New(segment.Config{Store: store, AutoCreate: c.AutoCreateTags,
 		SegmentDuration: c.SegmentDuration, MaxBatch: cfg.MaxCount, Logger: log})
 	if err != nil {

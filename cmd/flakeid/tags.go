@@ -25,11 +25,11 @@ type tagsLsCmd struct {
 
 // Run lists the tags.
 func (c *tagsLsCmd) Run(ctx context.Context, out *streams) error {
-	s, closeStore, err := c.Store.open(ctx, &c.Data)
+	s, err := c.Store.open(ctx, &c.Data)
 	if err != nil {
 		return err
 	}
-	defer closeStore()
+	defer s.Close()
 	tags, err := s.List(ctx)
 	if err != nil {
 		return err
@@ -66,11 +66,11 @@ type tagsCreateCmd struct {
 
 // Run creates the tag.
 func (c *tagsCreateCmd) Run(ctx context.Context, out *streams) error {
-	s, closeStore, err := c.Store.open(ctx, &c.Data)
+	s, err := c.Store.open(ctx, &c.Data)
 	if err != nil {
 		return err
 	}
-	defer closeStore()
+	defer s.Close()
 	t := segment.Tag{Name: c.Tag, Step: c.Step, MaxID: c.MaxID, Description: c.Description}
 	if err := s.Create(ctx, t); err != nil {
 		return err
@@ -96,11 +96,11 @@ func (c *tagsSetStepCmd) Run(ctx context.Context, out *streams) error {
 	if c.Step < 1 || c.Step > segment.MaxStep {
 		return fmt.Errorf("step %d is out of range: want 1 to %d", c.Step, segment.MaxStep)
 	}
-	s, closeStore, err := c.Store.open(ctx, &c.Data)
+	s, err := c.Store.open(ctx, &c.Data)
 	if err != nil {
 		return err
 	}
-	defer closeStore()
+	defer s.Close()
 	if err := s.Update(ctx, c.Tag, &c.Step, c.Description); err != nil {
 		return err
 	}

@@ -23,11 +23,11 @@ type workersLsCmd struct {
 
 // Run prints the datacenter's worker-id slots.
 func (c *workersLsCmd) Run(ctx context.Context, out *streams) error {
-	coord, closeCoord, err := c.Coord.open(ctx, &c.Data)
+	coord, err := c.Coord.open(ctx, &c.Data)
 	if err != nil {
 		return err
 	}
-	defer closeCoord()
+	defer coord.Close()
 	infos, err := coord.List(ctx, c.Coord.Datacenter)
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@
 package backoff
 
 import (
+	"context"
 	"math/rand/v2"
 	"time"
 )
@@ -30,4 +31,17 @@ func (b Backoff) Next(attempt int) time.Duration {
 	d = min(d, hi)
 	half := d / 2
 	return half + rand.N(d-half+1)
+}
+
+// Sleep waits for d, or until ctx ends, and then returns ctx's error: the
+// pause of a retry loop between two attempts.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }

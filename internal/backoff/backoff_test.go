@@ -1,6 +1,8 @@
 package backoff
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 )
@@ -26,5 +28,17 @@ func TestNextBounds(t *testing.T) {
 	}
 	if d := (Backoff{}).Next(1000); d < 2500*time.Millisecond || d > 5*time.Second {
 		t.Fatalf("zero Backoff, attempt 1000: %v, want within [2.5s, 5s]", d)
+	}
+}
+
+func TestSleep(t *testing.T) {
+	if err := Sleep(t.Context(), time.Millisecond); err != nil {
+		t.Fatalf("Sleep = %v", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	start := time.Now()
+	if err := Sleep(ctx, time.Hour); !errors.Is(err, context.Canceled) || time.Since(start) > time.Minute {
+		t.Fatalf("Sleep on an ended context = %v after %v, want context.Canceled at once", err, time.Since(start))
 	}
 }

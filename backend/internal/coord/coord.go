@@ -55,18 +55,6 @@ func CeilDurMs(d time.Duration) int64 {
 	return ms
 }
 
-// SleepCtx waits for d, or until ctx ends, and then returns ctx's error.
-func SleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
 // NewIncarnation is a fresh random incarnation token for a namespace record:
 // 16 hex digits.
 func NewIncarnation() string {

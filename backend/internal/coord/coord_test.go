@@ -45,18 +45,6 @@ func TestMilliseconds(t *testing.T) {
 	}
 }
 
-func TestSleepCtx(t *testing.T) {
-	if err := SleepCtx(t.Context(), time.Millisecond); err != nil {
-		t.Fatalf("SleepCtx = %v", err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	cancel()
-	start := time.Now()
-	if err := SleepCtx(ctx, time.Hour); !errors.Is(err, context.Canceled) || time.Since(start) > time.Minute {
-		t.Fatalf("SleepCtx on an ended context = %v after %v, want context.Canceled at once", err, time.Since(start))
-	}
-}
-
 func TestParseID(t *testing.T) {
 	for s, want := range map[string]int64{"0": 0, "7": 7, "9223372036854775807": 1<<63 - 1} {
 		if got, ok := ParseID(s); !ok || got != want {

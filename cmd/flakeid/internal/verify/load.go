@@ -19,6 +19,7 @@ import (
 	"connectrpc.com/connect"
 
 	flakeidv1 "github.com/flakeid/flakeid/gen/flakeid/v1"
+	"github.com/flakeid/flakeid/internal/backoff"
 	"github.com/flakeid/flakeid/snowflake"
 )
 
@@ -60,14 +61,8 @@ func (r *runner) client(ctx context.Context, i int, rec *recorder) {
 	}
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-}
+// sleepCtx waits for d, or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) { _ = backoff.Sleep(ctx, d) }
 
 // call makes one call of q.api to inc and records it; it reports whether
 // IDs came back.

@@ -280,7 +280,7 @@ func TestVerifyPickSpread(t *testing.T) {
 }
 
 func TestVerifyOtherLayout(t *testing.T) {
-	l, err := snowflake.Layout{TimeBits: 41, DatacenterBits: 5, WorkerBits: 2, SequenceBits: 12, Epoch: snowflake.DefaultEpoch(), TimeUnit: time.Millisecond}.Normalize()
+	l, err := snowflake.Layout{TimeBits: 41, DatacenterBits: 5, WorkerBits: 2, SequenceBits: 12, Epoch: snowflake.DefaultLayout().Epoch, TimeUnit: time.Millisecond}.Normalize()
 	if err != nil {
 		t.Fatal(err)
 	}
