@@ -35,15 +35,8 @@ func (s *Server) segmentsRefused() error {
 // 400 naming it. A store still behind is 409 failed_precondition, naming
 // both values.
 func (s *Server) handleTagsResume(w http.ResponseWriter, r *http.Request) error {
-	a, err := s.segments()
+	a, tag, err := s.adminTag(r)
 	if err != nil {
-		return err
-	}
-	if err := s.authorize(r.Header, "", false, true); err != nil {
-		return err
-	}
-	tag := r.PathValue("tag")
-	if err := segment.ValidName(tag); err != nil {
 		return err
 	}
 	members, err := readObject(w, r, true)

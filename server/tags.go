@@ -110,19 +110,30 @@ func (s *Server) tagRow(ctx context.Context, a *segment.Allocator, name string) 
 	return segment.Tag{}, fmt.Errorf("%w: %q", segment.ErrUnknownTag, name)
 }
 
+// adminTag is the start of a request that changes the tag in its path: the
+// allocator (404 without segment mode), an admin token, and the tag's name,
+// checked.
+func (s *Server) adminTag(r *http.Request) (*segment.Allocator, string, error) {
+	a, err := s.segments()
+	if err != nil {
+		return nil, "", err
+	}
+	if err := s.authorize(r.Header, "", false, true); err != nil {
+		return nil, "", err
+	}
+	tag := r.PathValue("tag")
+	if err := segment.ValidName(tag); err != nil {
+		return nil, "", err
+	}
+	return a, tag, nil
+}
+
 // handleTagsUpdate answers PATCH /v1/segment/tags/{tag}: {"step",
 // "description"}, at least one. tag and max_id cannot be changed; they and
 // any other key are a 400 naming them.
 func (s *Server) handleTagsUpdate(w http.ResponseWriter, r *http.Request) error {
-	a, err := s.segments()
+	a, tag, err := s.adminTag(r)
 	if err != nil {
-		return err
-	}
-	if err := s.authorize(r.Header, "", false, true); err != nil {
-		return err
-	}
-	tag := r.PathValue("tag")
-	if err := segment.ValidName(tag); err != nil {
 		return err
 	}
 	members, err := readObject(w, r, false)

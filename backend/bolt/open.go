@@ -72,13 +72,32 @@ func OpenSegments(ctx context.Context, u *url.URL) (*Segments, error) {
 // the marker is neither read nor written and no lock is taken. Close
 // releases nothing: the lock is the caller's.
 func OpenWorkersForRecovery(ctx context.Context, d *datadir.Dir, name string) (*Workers, error) {
-	return openWorkers(ctx, filepath.Join(d.Path(), name))
+	path, err := recoveryPath(d, name)
+	if err != nil {
+		return nil, err
+	}
+	return openWorkers(ctx, path)
 }
 
 // OpenSegmentsForRecovery is OpenWorkersForRecovery for the segment store
 // in the file name of d.
 func OpenSegmentsForRecovery(ctx context.Context, d *datadir.Dir, name string) (*Segments, error) {
-	return openSegments(ctx, filepath.Join(d.Path(), name))
+	path, err := recoveryPath(d, name)
+	if err != nil {
+		return nil, err
+	}
+	return openSegments(ctx, path)
+}
+
+// recoveryPath is the path of the file name in the locked directory d.
+func recoveryPath(d *datadir.Dir, name string) (string, error) {
+	switch {
+	case d == nil:
+		return "", errors.New("recovery: no data directory (lock it with datadir.Lock)")
+	case name == "" || filepath.Base(name) != name:
+		return "", fmt.Errorf("recovery: %q is not a file name", name)
+	}
+	return filepath.Join(d.Path(), name), nil
 }
 
 // filePath is the path a file URL names: file:///abs/path, or

@@ -327,3 +327,37 @@ func TestCloseWaits(t *testing.T) {
 	}
 	d.Close()
 }
+
+// TestRecoveryOpenersRefuse checks the recovery openers' arguments: no
+// directory, or a name that is not a file name in it, is refused before
+// anything is opened or created.
+func TestRecoveryOpenersRefuse(t *testing.T) {
+	d, err := datadir.Lock(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for _, tc := range []struct {
+		d    *datadir.Dir
+		name string
+		want string
+	}{
+		{nil, "workers.db", "no data directory"},
+		{d, "", `"" is not a file name`},
+		{d, "../workers.db", `"../workers.db" is not a file name`},
+		{d, "sub/workers.db", `"sub/workers.db" is not a file name`},
+	} {
+		if w, err := OpenWorkersForRecovery(t.Context(), tc.d, tc.name); err == nil || !strings.Contains(err.Error(), tc.want) {
+			if err == nil {
+				w.Close()
+			}
+			t.Errorf("OpenWorkersForRecovery(%q) = %v, want an error saying %s", tc.name, err, tc.want)
+		}
+		if s, err := OpenSegmentsForRecovery(t.Context(), tc.d, tc.name); err == nil || !strings.Contains(err.Error(), tc.want) {
+			if err == nil {
+				s.Close()
+			}
+			t.Errorf("OpenSegmentsForRecovery(%q) = %v, want an error saying %s", tc.name, err, tc.want)
+		}
+	}
+}

@@ -416,23 +416,8 @@ func (w *Workers) Prefix() string { return w.prefix }
 // trailing "/".
 func (w *Workers) Registry() string { return w.registry }
 
-func (w *Workers) dcPrefix(dc int64) string { return w.prefix + "/" + strconv.FormatInt(dc, 10) + "/" }
-
-func (w *Workers) holderKey(dc, id int64) string {
-	return w.dcPrefix(dc) + strconv.FormatInt(id, 10) + "/holder"
-}
-
-func (w *Workers) highKey(dc, id int64) string {
-	return w.dcPrefix(dc) + strconv.FormatInt(id, 10) + "/high"
-}
-
-func (w *Workers) nsKey(dc int64) string { return w.dcPrefix(dc) + "namespace" }
-
-func (w *Workers) clockPrefix(dc int64) string { return w.dcPrefix(dc) + "clock/" }
-
-func (w *Workers) clockKey(dc, id int64) string { return w.clockPrefix(dc) + strconv.FormatInt(id, 10) }
-
-func (w *Workers) regKey(dc int64) string { return w.registry + "/" + strconv.FormatInt(dc, 10) }
+// keys names this coordinator's keys.
+func (w *Workers) keys() coord.KVKeys { return coord.KVKeys{Prefix: w.prefix, Registry: w.registry} }
 
 func qo(ctx context.Context) *consulapi.QueryOptions {
 	return (&consulapi.QueryOptions{}).WithContext(ctx)
@@ -552,7 +537,7 @@ func (s *slot) held() bool { return s.holder != nil && s.holder.Session != "" }
 // slots parses the keys under dcPrefix(dc) into slots by worker id. Keys of
 // another shape (the namespace record, the clocks) are ignored.
 func (w *Workers) slots(dc int64, kvs []*consulapi.KVPair) (map[int64]*slot, error) {
-	pre := w.dcPrefix(dc)
+	pre := w.keys().DC(dc)
 	out := make(map[int64]*slot)
 	for _, kv := range kvs {
 		rest, ok := strings.CutPrefix(kv.Key, pre)
@@ -597,7 +582,7 @@ func parseMs(kv *consulapi.KVPair) (int64, error) {
 // newestPeer is the newest clock among the clock keys in kvs of datacenter
 // dc, leaving out worker id self's; 0 when there is none.
 func (w *Workers) newestPeer(dc, self int64, kvs []*consulapi.KVPair) int64 {
-	pre := w.clockPrefix(dc)
+	pre := w.keys().ClockPrefix(dc)
 	var newest int64
 	for _, kv := range kvs {
 		if kv == nil {
@@ -722,8 +707,8 @@ func (w *Workers) destroy(ctx context.Context, id string) {
 // read is the datacenter's keys and its registry entry, in one read.
 func (w *Workers) read(ctx context.Context, dc int64) (reg *consulapi.KVPair, kvs []*consulapi.KVPair, err error) {
 	var b txnb
-	ri := b.add(consulapi.KVGetOrEmpty, w.regKey(dc), nil, 0, "")
-	ti := b.add(consulapi.KVGetTree, w.dcPrefix(dc), nil, 0, "")
+	ri := b.add(consulapi.KVGetOrEmpty, w.keys().Registration(dc), nil, 0, "")
+	ti := b.add(consulapi.KVGetTree, w.keys().DC(dc), nil, 0, "")
 	ok, resp, err := w.run(ctx, &b)
 	if err != nil {
 		return nil, nil, unavailable(ctx, err, "reading the worker ids of datacenter %d in %s", dc, w.prefix)
@@ -749,7 +734,7 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 		return nil, err
 	}
 	dc := req.Datacenter
-	nk, rk := w.nsKey(dc), w.regKey(dc)
+	nk, rk := w.keys().Namespace(dc), w.keys().Registration(dc)
 	regKV, kvs, err := w.read(ctx, dc)
 	if err != nil {
 		return nil, err
@@ -804,7 +789,7 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 			s = &slot{}
 		}
 		high := max(s.highMs, reserveMs)
-		hk, wk, ck := w.holderKey(dc, id), w.highKey(dc, id), w.clockKey(dc, id)
+		hk, wk, ck := w.keys().Holder(dc, id), w.keys().High(dc, id), w.keys().Clock(dc, id)
 
 		var b txnb
 		recGet, regGet, highGet := -1, -1, -1
@@ -846,7 +831,7 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 		}
 		b.add(consulapi.KVDelete, ck, nil, 0, "")
 		b.add(consulapi.KVLock, ck, []byte(strconv.FormatInt(nodeMs, 10)), 0, session)
-		treeAt := b.add(consulapi.KVGetTree, w.clockPrefix(dc), nil, 0, "")
+		treeAt := b.add(consulapi.KVGetTree, w.keys().ClockPrefix(dc), nil, 0, "")
 
 		sent := time.Now()
 		won, resp, err := w.run(ctx, &b)
@@ -958,14 +943,14 @@ func (w *Workers) indexOf(resp *consulapi.TxnResponse, key string) (uint64, erro
 // was higher, and the holder and clock keys are deleted.
 func (w *Workers) repair(ctx context.Context, dc, id int64, session string, before *consulapi.KVPair, wrote int64, index uint64) error {
 	var b txnb
-	b.add(consulapi.KVCheckSession, w.holderKey(dc, id), nil, 0, session)
+	b.add(consulapi.KVCheckSession, w.keys().Holder(dc, id), nil, 0, session)
 	if before != nil {
 		if old, err := parseMs(before); err == nil && old > wrote {
-			b.add(consulapi.KVCAS, w.highKey(dc, id), []byte(strconv.FormatInt(old, 10)), index, "")
+			b.add(consulapi.KVCAS, w.keys().High(dc, id), []byte(strconv.FormatInt(old, 10)), index, "")
 		}
 	}
-	b.add(consulapi.KVDelete, w.holderKey(dc, id), nil, 0, "")
-	b.add(consulapi.KVDelete, w.clockKey(dc, id), nil, 0, "")
+	b.add(consulapi.KVDelete, w.keys().Holder(dc, id), nil, 0, "")
+	b.add(consulapi.KVDelete, w.keys().Clock(dc, id), nil, 0, "")
 	ok, resp, err := w.run(ctx, &b)
 	switch {
 	case err != nil:
@@ -981,7 +966,7 @@ func (w *Workers) repair(ctx context.Context, dc, id int64, session string, befo
 // List implements worker.Coordinator. Expires is the holder's last renewal
 // (by its clock) plus the session TTL: see the package documentation.
 func (w *Workers) List(ctx context.Context, datacenter int64) ([]worker.Info, error) {
-	kvs, _, err := w.client.KV().List(w.dcPrefix(datacenter), qo(ctx))
+	kvs, _, err := w.client.KV().List(w.keys().DC(datacenter), qo(ctx))
 	if err != nil {
 		return nil, unavailable(ctx, err, "listing the worker ids of datacenter %d in %s", datacenter, w.prefix)
 	}
@@ -1011,7 +996,7 @@ func (w *Workers) List(ctx context.Context, datacenter int64) ([]worker.Info, er
 
 // Namespace implements worker.Coordinator.
 func (w *Workers) Namespace(ctx context.Context, datacenter int64) (worker.Namespace, bool, error) {
-	kv, _, err := w.client.KV().Get(w.nsKey(datacenter), qo(ctx))
+	kv, _, err := w.client.KV().Get(w.keys().Namespace(datacenter), qo(ctx))
 	if err != nil {
 		return worker.Namespace{}, false, unavailable(ctx, err, "reading the namespace record of datacenter %d in %s", datacenter, w.prefix)
 	}
@@ -1104,12 +1089,12 @@ func (c *claim) moveSession(ctx context.Context, ttl time.Duration, reserve time
 	if err != nil {
 		return err
 	}
-	hk := c.w.holderKey(c.dc, c.id)
+	hk := c.w.keys().Holder(c.dc, c.id)
 	// The clock key is deleted and locked again by the new session after
 	// the ops, in guarded.
 	if err := c.guarded(ctx, "renewing", reserve, id,
 		op(consulapi.KVUnlock, hk, nil, c.session), op(consulapi.KVLock, hk, encodeHolder(c.owner, ttl), id),
-		op(consulapi.KVDelete, c.w.clockKey(c.dc, c.id), nil, "")); err != nil {
+		op(consulapi.KVDelete, c.w.keys().Clock(c.dc, c.id), nil, "")); err != nil {
 		c.w.destroy(ctx, id)
 		return err
 	}
@@ -1137,7 +1122,7 @@ func (c *claim) Release(ctx context.Context, reserve time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	err := c.guarded(ctx, "releasing", reserve, "",
-		op(consulapi.KVDelete, c.w.holderKey(c.dc, c.id), nil, ""), op(consulapi.KVDelete, c.w.clockKey(c.dc, c.id), nil, ""))
+		op(consulapi.KVDelete, c.w.keys().Holder(c.dc, c.id), nil, ""), op(consulapi.KVDelete, c.w.keys().Clock(c.dc, c.id), nil, ""))
 	if err == nil || errors.Is(err, worker.ErrNotHeld) {
 		// The session locks no key of ours any more.
 		c.w.destroy(ctx, c.session)
@@ -1152,7 +1137,7 @@ func (c *claim) Release(ctx context.Context, reserve time.Time) error {
 // node's clock locked by clockSession, and every peerReadEvery renewals
 // reads the peers'.
 func (c *claim) guarded(ctx context.Context, what string, reserve time.Time, clockSession string, ops ...txnOp) error {
-	nk, hk, wk, ck := c.w.nsKey(c.dc), c.w.holderKey(c.dc, c.id), c.w.highKey(c.dc, c.id), c.w.clockKey(c.dc, c.id)
+	nk, hk, wk, ck := c.w.keys().Namespace(c.dc), c.w.keys().Holder(c.dc, c.id), c.w.keys().High(c.dc, c.id), c.w.keys().Clock(c.dc, c.id)
 	renewing := clockSession != ""
 	for attempt := 1; ; attempt++ {
 		var b txnb
@@ -1176,7 +1161,7 @@ func (c *claim) guarded(ctx context.Context, what string, reserve time.Time, clo
 		treeAt := -1
 		if renewing {
 			if readPeers = c.renewals%peerReadEvery == peerReadEvery-1; readPeers {
-				treeAt = b.add(consulapi.KVGetTree, c.w.clockPrefix(c.dc), nil, 0, "")
+				treeAt = b.add(consulapi.KVGetTree, c.w.keys().ClockPrefix(c.dc), nil, 0, "")
 			}
 		}
 		sent := time.Now()
@@ -1241,7 +1226,7 @@ func (c *claim) guarded(ctx context.Context, what string, reserve time.Time, clo
 // each is nil when missing.
 func (c *claim) readKeys(ctx context.Context) (ns, holder, hw, reg *consulapi.KVPair, err error) {
 	var b txnb
-	keys := []string{c.w.nsKey(c.dc), c.w.holderKey(c.dc, c.id), c.w.highKey(c.dc, c.id), c.w.regKey(c.dc)}
+	keys := []string{c.w.keys().Namespace(c.dc), c.w.keys().Holder(c.dc, c.id), c.w.keys().High(c.dc, c.id), c.w.keys().Registration(c.dc)}
 	for _, k := range keys {
 		b.add(consulapi.KVGetOrEmpty, k, nil, 0, "")
 	}
@@ -1341,7 +1326,7 @@ func (c *claim) check(ctx context.Context, ns, holder, hw, reg *consulapi.KVPair
 // missing) — and the registry entry when it is missing (reg nil), without
 // touching any slot, and returns the ErrReset that says what was found.
 func (c *claim) reinit(ctx context.Context, oldKV *consulapi.KVPair, old *coord.Record, reg *consulapi.KVPair, found string) error {
-	nk, rk := c.w.nsKey(c.dc), c.w.regKey(c.dc)
+	nk, rk := c.w.keys().Namespace(c.dc), c.w.keys().Registration(c.dc)
 	rec := coord.Reinit(old, c.contract, c.w.now().UnixMilli(), c.quarantine)
 	var b txnb
 	if oldKV == nil {

@@ -355,7 +355,7 @@ func TestSessionDestroyedEndsClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	destroyed := time.Now()
-	if kv, _, err := admin.KV().Get(w.holderKey(0, 0), qo(ctx)); err != nil || kv != nil {
+	if kv, _, err := admin.KV().Get(w.keys().Holder(0, 0), qo(ctx)); err != nil || kv != nil {
 		t.Fatalf("holder key after the session was destroyed: %+v, %v; want it deleted (behavior delete)", kv, err)
 	}
 	err = cl.Renew(ctx, testTTL, mark.Add(time.Hour))
@@ -427,7 +427,7 @@ func TestSessionShape(t *testing.T) {
 			len(s.ServiceChecks) != 0 || len(s.Checks) != 0 || s.LockDelay != tc.delay || !strings.Contains(s.Name, sp.prefix) {
 			t.Fatalf("lease %v: session %+v; want behavior delete, TTL %v, no checks, lock-delay %v", tc.lease, s, tc.want, tc.delay)
 		}
-		h, _, err := admin.KV().Get(w.holderKey(0, cl.WorkerID()), qo(ctx))
+		h, _, err := admin.KV().Get(w.keys().Holder(0, cl.WorkerID()), qo(ctx))
 		if err != nil || h == nil || h.Session != s.ID || string(h.Value) != fmt.Sprintf(`{"owner":"o","ttl_ms":%d}`, tc.lease.Milliseconds()) {
 			t.Fatalf("holder key %+v, %v", h, err)
 		}
@@ -728,7 +728,7 @@ func TestRenewLongerTTL(t *testing.T) {
 	if s, _, err := admin.Session().Info(first, qo(ctx)); err != nil || s != nil {
 		t.Fatalf("old session: %+v, %v; want destroyed", s, err)
 	}
-	for _, k := range []string{w.holderKey(0, 0), w.clockKey(0, 0)} {
+	for _, k := range []string{w.keys().Holder(0, 0), w.keys().Clock(0, 0)} {
 		if kv, _, err := admin.KV().Get(k, qo(ctx)); err != nil || kv == nil || kv.Session != oc.session {
 			t.Fatalf("%s after the move: %+v, %v; want locked by %s", k, kv, err, oc.session)
 		}
@@ -1007,7 +1007,7 @@ func TestPeerClock(t *testing.T) {
 	if err := a.Renew(ctx, testTTL, aNow2.Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if kv, _, err := c.KV().Get(w.clockKey(0, a.WorkerID()), qo(ctx)); err != nil || kv == nil || string(kv.Value) != strconv.FormatInt(aNow2.UnixMilli(), 10) {
+	if kv, _, err := c.KV().Get(w.keys().Clock(0, a.WorkerID()), qo(ctx)); err != nil || kv == nil || string(kv.Value) != strconv.FormatInt(aNow2.UnixMilli(), 10) {
 		t.Fatalf("a's clock key after its Renew: %+v, %v; want %d", kv, err, aNow2.UnixMilli())
 	}
 	start := time.Now()
@@ -1063,7 +1063,7 @@ func TestIndexCoincidence(t *testing.T) {
 			return
 		}
 		for _, kv := range kvs {
-			if kv.Key == w.highKey(0, 0) {
+			if kv.Key == w.keys().High(0, 0) {
 				kv.Value = []byte(strconv.FormatInt(high.Add(-30*time.Minute).UnixMilli(), 10))
 				doctored++
 			}
@@ -1165,7 +1165,7 @@ func TestResetRecognised(t *testing.T) {
 		// Only the record is lost (an operator's delete of one key): the
 		// holder's Renew re-initialises it, the slots and marks stay.
 		_, w, c, cl := setup(t)
-		del(t, c, w.nsKey(0))
+		del(t, c, w.keys().Namespace(0))
 		wantReset(t, w, cl.Renew(t.Context(), testTTL, time.Now().Add(time.Second)), "is gone", true)
 		infos, err := w.List(t.Context(), 0)
 		if err != nil || len(infos) != 1 || infos[0].Holder != "holder" {
@@ -1183,7 +1183,7 @@ func TestResetRecognised(t *testing.T) {
 		conn, w, c, cl := setup(t)
 		conn.Wipe(t)
 		wantReset(t, w, cl.Renew(t.Context(), testTTL, time.Now().Add(time.Second)), "is gone", true)
-		reg, _, err := c.KV().Get(w.regKey(0), qo(t.Context()))
+		reg, _, err := c.KV().Get(w.keys().Registration(0), qo(t.Context()))
 		if err != nil || reg == nil || string(reg.Value) != `{"namespace":"`+w.Prefix()+`","contract":"c"}` {
 			t.Fatalf("registry entry after the reset: %+v, %v", reg, err)
 		}
@@ -1219,13 +1219,13 @@ func TestResetRecognised(t *testing.T) {
 
 	t.Run("MarkBelowStored", func(t *testing.T) {
 		_, w, c, cl := setup(t)
-		put(t, c, w.highKey(0, cl.WorkerID()), "1000")
+		put(t, c, w.keys().High(0, cl.WorkerID()), "1000")
 		wantReset(t, w, cl.Renew(t.Context(), testTTL, time.Now().Add(time.Second)), "high-water mark", true)
 	})
 
 	t.Run("MarkGone", func(t *testing.T) {
 		_, w, c, cl := setup(t)
-		del(t, c, w.highKey(0, cl.WorkerID()))
+		del(t, c, w.keys().High(0, cl.WorkerID()))
 		wantReset(t, w, cl.Release(t.Context(), time.Now()), "is gone", true)
 	})
 
@@ -1265,7 +1265,7 @@ func TestResetRecognised(t *testing.T) {
 		// from it.
 		_, w, c, cl := setup(t)
 		raised := time.Now().Add(time.Hour).UnixMilli()
-		put(t, c, w.highKey(0, cl.WorkerID()), strconv.FormatInt(raised, 10))
+		put(t, c, w.keys().High(0, cl.WorkerID()), strconv.FormatInt(raised, 10))
 		if err := cl.Renew(t.Context(), testTTL, time.Now().Add(time.Second)); err != nil {
 			t.Fatal(err)
 		}

@@ -140,7 +140,7 @@ func TestNewClusterBehindEndpoints(t *testing.T) {
 		t.Fatalf("the new cluster's record: %+v, %v, %v", ns, ok, err)
 	}
 	nearNow(t, "floor − quarantine", ns.Floor.Add(-3*time.Second))
-	if reg, err := c.Get(t.Context(), w.regKey(0)); err != nil || len(reg.Kvs) != 1 {
+	if reg, err := c.Get(t.Context(), w.keys().Registration(0)); err != nil || len(reg.Kvs) != 1 {
 		t.Fatalf("the new cluster's registry entry: %v, %v", reg, err)
 	}
 }
@@ -177,7 +177,7 @@ func TestRestoredCopy(t *testing.T) {
 	if err := cl.Renew(t.Context(), testTTL, time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	after, err := c.Get(t.Context(), w.highKey(0, cl.WorkerID()))
+	after, err := c.Get(t.Context(), w.keys().High(0, cl.WorkerID()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestRestoredCopy(t *testing.T) {
 	var holder *clientv3.GetResponse
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
-		holder, err = c.Get(ctx, w.holderKey(0, cl.WorkerID()))
+		holder, err = c.Get(ctx, w.keys().Holder(0, cl.WorkerID()))
 		cancel()
 		if err == nil || time.Now().After(deadline) {
 			break

@@ -301,23 +301,8 @@ func (w *Workers) Prefix() string { return w.prefix }
 // "/".
 func (w *Workers) Registry() string { return w.registry }
 
-func (w *Workers) dcPrefix(dc int64) string { return w.prefix + "/" + strconv.FormatInt(dc, 10) + "/" }
-
-func (w *Workers) holderKey(dc, id int64) string {
-	return w.dcPrefix(dc) + strconv.FormatInt(id, 10) + "/holder"
-}
-
-func (w *Workers) highKey(dc, id int64) string {
-	return w.dcPrefix(dc) + strconv.FormatInt(id, 10) + "/high"
-}
-
-func (w *Workers) nsKey(dc int64) string { return w.dcPrefix(dc) + "namespace" }
-
-func (w *Workers) clockPrefix(dc int64) string { return w.dcPrefix(dc) + "clock/" }
-
-func (w *Workers) clockKey(dc, id int64) string { return w.clockPrefix(dc) + strconv.FormatInt(id, 10) }
-
-func (w *Workers) regKey(dc int64) string { return w.registry + "/" + strconv.FormatInt(dc, 10) }
+// keys names this coordinator's keys.
+func (w *Workers) keys() coord.KVKeys { return coord.KVKeys{Prefix: w.prefix, Registry: w.registry} }
 
 // unavailable wraps an etcd or network failure in worker.ErrUnavailable,
 // keeping err (and so the context's error, which clientv3 returns as is)
@@ -336,7 +321,7 @@ type slot struct {
 // slots parses the keys under dcPrefix(dc) into slots by worker id. Keys of
 // another shape (the namespace record, the clocks) are ignored.
 func (w *Workers) slots(dc int64, kvs []*mvccpb.KeyValue) (map[int64]*slot, error) {
-	pre := w.dcPrefix(dc)
+	pre := w.keys().DC(dc)
 	out := make(map[int64]*slot)
 	for _, kv := range kvs {
 		rest, ok := strings.CutPrefix(string(kv.Key), pre)
@@ -372,7 +357,7 @@ func (w *Workers) slots(dc int64, kvs []*mvccpb.KeyValue) (map[int64]*slot, erro
 // newestPeer is the newest clock among the clock keys in kvs of datacenter
 // dc, leaving out worker id self's; 0 when there is none.
 func (w *Workers) newestPeer(dc, self int64, kvs []*mvccpb.KeyValue) int64 {
-	pre := w.clockPrefix(dc)
+	pre := w.keys().ClockPrefix(dc)
 	var newest int64
 	for _, kv := range kvs {
 		rest, ok := strings.CutPrefix(string(kv.Key), pre)
@@ -463,9 +448,9 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 		return nil, err
 	}
 	dc := req.Datacenter
-	nk, rk := w.nsKey(dc), w.regKey(dc)
+	nk, rk := w.keys().Namespace(dc), w.keys().Registration(dc)
 	read := func() []clientv3.Op {
-		return []clientv3.Op{clientv3.OpGet(w.dcPrefix(dc), clientv3.WithPrefix()), clientv3.OpGet(rk)}
+		return []clientv3.Op{clientv3.OpGet(w.keys().DC(dc), clientv3.WithPrefix()), clientv3.OpGet(rk)}
 	}
 	readSent := time.Now()
 	resp, err := w.client.Txn(ctx).Then(read()...).Commit()
@@ -512,7 +497,7 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 			s = &slot{}
 		}
 		high := max(s.highMs, reserveMs)
-		hk, wk := w.holderKey(dc, id), w.highKey(dc, id)
+		hk, wk := w.keys().Holder(dc, id), w.keys().High(dc, id)
 		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(hk), "=", 0)}
 		if s.highRaw == nil {
 			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(wk), "=", 0))
@@ -522,7 +507,7 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 		then := []clientv3.Op{
 			clientv3.OpPut(hk, req.Owner, clientv3.WithLease(lease.ID)),
 			clientv3.OpPut(wk, strconv.FormatInt(high, 10)),
-			clientv3.OpPut(w.clockKey(dc, id), strconv.FormatInt(nodeMs, 10), clientv3.WithLease(lease.ID)),
+			clientv3.OpPut(w.keys().Clock(dc, id), strconv.FormatInt(nodeMs, 10), clientv3.WithLease(lease.ID)),
 		}
 		var recRaw string
 		if recKV == nil {
@@ -589,7 +574,7 @@ func (w *Workers) abandon(ctx context.Context, lease *clientv3.LeaseGrantRespons
 // precision of whole seconds: the lease lapses before it, and within a
 // second of it.
 func (w *Workers) List(ctx context.Context, datacenter int64) ([]worker.Info, error) {
-	resp, err := w.client.Get(ctx, w.dcPrefix(datacenter), clientv3.WithPrefix())
+	resp, err := w.client.Get(ctx, w.keys().DC(datacenter), clientv3.WithPrefix())
 	if err != nil {
 		return nil, unavailable(ctx, err, "listing the worker ids of datacenter %d in %s", datacenter, w.prefix)
 	}
@@ -614,7 +599,7 @@ func (w *Workers) List(ctx context.Context, datacenter int64) ([]worker.Info, er
 
 // Namespace implements worker.Coordinator.
 func (w *Workers) Namespace(ctx context.Context, datacenter int64) (worker.Namespace, bool, error) {
-	resp, err := w.client.Get(ctx, w.nsKey(datacenter))
+	resp, err := w.client.Get(ctx, w.keys().Namespace(datacenter))
 	if err != nil {
 		return worker.Namespace{}, false, unavailable(ctx, err, "reading the namespace record of datacenter %d in %s", datacenter, w.prefix)
 	}
@@ -720,7 +705,7 @@ func (c *claim) moveLease(ctx context.Context, ttl time.Duration, reserve time.T
 	if err != nil {
 		return unavailable(ctx, err, "granting a %v lease", ttl)
 	}
-	if err := c.guarded(ctx, "renewing", reserve, g.ID, clientv3.OpPut(c.w.holderKey(c.dc, c.id), c.owner, clientv3.WithLease(g.ID))); err != nil {
+	if err := c.guarded(ctx, "renewing", reserve, g.ID, clientv3.OpPut(c.w.keys().Holder(c.dc, c.id), c.owner, clientv3.WithLease(g.ID))); err != nil {
 		c.w.revoke(ctx, g.ID)
 		return err
 	}
@@ -735,7 +720,7 @@ func (c *claim) Release(ctx context.Context, reserve time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	err := c.guarded(ctx, "releasing", reserve, clientv3.NoLease,
-		clientv3.OpDelete(c.w.holderKey(c.dc, c.id)), clientv3.OpDelete(c.w.clockKey(c.dc, c.id)))
+		clientv3.OpDelete(c.w.keys().Holder(c.dc, c.id)), clientv3.OpDelete(c.w.keys().Clock(c.dc, c.id)))
 	if err == nil || errors.Is(err, worker.ErrNotHeld) {
 		// The lease holds no key of ours any more.
 		c.w.revoke(ctx, c.lease)
@@ -750,7 +735,7 @@ func (c *claim) Release(ctx context.Context, reserve time.Time) error {
 // node's clock on clockLease, and every peerReadEvery renewals reads the
 // peers'.
 func (c *claim) guarded(ctx context.Context, what string, reserve time.Time, clockLease clientv3.LeaseID, ops ...clientv3.Op) error {
-	nk, hk, wk := c.w.nsKey(c.dc), c.w.holderKey(c.dc, c.id), c.w.highKey(c.dc, c.id)
+	nk, hk, wk := c.w.keys().Namespace(c.dc), c.w.keys().Holder(c.dc, c.id), c.w.keys().High(c.dc, c.id)
 	renewing := clockLease != clientv3.NoLease
 	for attempt := 1; ; attempt++ {
 		cmps := []clientv3.Cmp{
@@ -767,9 +752,9 @@ func (c *claim) guarded(ctx context.Context, what string, reserve time.Time, clo
 		then = append(then, ops...)
 		readPeers := false
 		if renewing {
-			then = append(then, clientv3.OpPut(c.w.clockKey(c.dc, c.id), strconv.FormatInt(coord.NodeMs(c.ahead, reserve, c.w.now), 10), clientv3.WithLease(clockLease)))
+			then = append(then, clientv3.OpPut(c.w.keys().Clock(c.dc, c.id), strconv.FormatInt(coord.NodeMs(c.ahead, reserve, c.w.now), 10), clientv3.WithLease(clockLease)))
 			if readPeers = c.renewals%peerReadEvery == peerReadEvery-1; readPeers {
-				then = append(then, clientv3.OpGet(c.w.clockPrefix(c.dc), clientv3.WithPrefix()))
+				then = append(then, clientv3.OpGet(c.w.keys().ClockPrefix(c.dc), clientv3.WithPrefix()))
 			}
 		}
 		sent := time.Now()
@@ -817,7 +802,7 @@ func (c *claim) guarded(ctx context.Context, what string, reserve time.Time, clo
 // lost tells why the claim's lease is gone: the coordinator lost its state
 // (ErrReset), or the lease expired (ErrNotHeld, saying why).
 func (c *claim) lost(ctx context.Context, what, why string) error {
-	nk, hk, wk := c.w.nsKey(c.dc), c.w.holderKey(c.dc, c.id), c.w.highKey(c.dc, c.id)
+	nk, hk, wk := c.w.keys().Namespace(c.dc), c.w.keys().Holder(c.dc, c.id), c.w.keys().High(c.dc, c.id)
 	tr, err := c.w.client.Txn(ctx).Then(clientv3.OpGet(nk), clientv3.OpGet(hk), clientv3.OpGet(wk)).Commit()
 	if err != nil {
 		return unavailable(ctx, err, "%s %s (%s): reading its keys", what, c.where(), why)
@@ -891,7 +876,7 @@ func (c *claim) check(ctx context.Context, ns, holder, hw *mvccpb.KeyValue) erro
 // missing) — without touching any slot, and returns the ErrReset that says
 // what was found.
 func (c *claim) reinit(ctx context.Context, oldKV *mvccpb.KeyValue, old *coord.Record, found string) error {
-	nk, rk := c.w.nsKey(c.dc), c.w.regKey(c.dc)
+	nk, rk := c.w.keys().Namespace(c.dc), c.w.keys().Registration(c.dc)
 	rec := coord.Reinit(old, c.contract, c.w.now().UnixMilli(), c.quarantine)
 	cmp := clientv3.Compare(clientv3.CreateRevision(nk), "=", 0)
 	if oldKV != nil {

@@ -701,7 +701,7 @@ func TestPeerClock(t *testing.T) {
 	if err := a.Renew(ctx, testTTL, aNow2.Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if kv, err := c.Get(ctx, w.clockKey(0, a.WorkerID())); err != nil || len(kv.Kvs) != 1 || string(kv.Kvs[0].Value) != strconv.FormatInt(aNow2.UnixMilli(), 10) {
+	if kv, err := c.Get(ctx, w.keys().Clock(0, a.WorkerID())); err != nil || len(kv.Kvs) != 1 || string(kv.Kvs[0].Value) != strconv.FormatInt(aNow2.UnixMilli(), 10) {
 		t.Fatalf("a's clock key after its Renew: %v, %v; want %d", kv, err, aNow2.UnixMilli())
 	}
 	start := time.Now()
@@ -752,7 +752,7 @@ func TestResetRecognised(t *testing.T) {
 		// Only the record is lost (an operator's del of one key): the
 		// holder's Renew re-initialises it, the slots and marks stay.
 		_, w, c, cl := setup(t)
-		if _, err := c.Delete(t.Context(), w.nsKey(0)); err != nil {
+		if _, err := c.Delete(t.Context(), w.keys().Namespace(0)); err != nil {
 			t.Fatal(err)
 		}
 		wantReset(t, w, cl.Renew(t.Context(), testTTL, time.Now().Add(time.Second)), "is gone", true)
@@ -795,7 +795,7 @@ func TestResetRecognised(t *testing.T) {
 
 	t.Run("MarkBelowStored", func(t *testing.T) {
 		_, w, c, cl := setup(t)
-		if _, err := c.Put(t.Context(), w.highKey(0, cl.WorkerID()), "1000"); err != nil {
+		if _, err := c.Put(t.Context(), w.keys().High(0, cl.WorkerID()), "1000"); err != nil {
 			t.Fatal(err)
 		}
 		wantReset(t, w, cl.Renew(t.Context(), testTTL, time.Now().Add(time.Second)), "high-water mark", true)
@@ -803,7 +803,7 @@ func TestResetRecognised(t *testing.T) {
 
 	t.Run("MarkGone", func(t *testing.T) {
 		_, w, c, cl := setup(t)
-		if _, err := c.Delete(t.Context(), w.highKey(0, cl.WorkerID())); err != nil {
+		if _, err := c.Delete(t.Context(), w.keys().High(0, cl.WorkerID())); err != nil {
 			t.Fatal(err)
 		}
 		wantReset(t, w, cl.Release(t.Context(), time.Now()), "is gone", true)
@@ -833,7 +833,7 @@ func TestResetRecognised(t *testing.T) {
 		// from it.
 		_, w, c, cl := setup(t)
 		raised := time.Now().Add(time.Hour).UnixMilli()
-		if _, err := c.Put(t.Context(), w.highKey(0, cl.WorkerID()), strconv.FormatInt(raised, 10)); err != nil {
+		if _, err := c.Put(t.Context(), w.keys().High(0, cl.WorkerID()), strconv.FormatInt(raised, 10)); err != nil {
 			t.Fatal(err)
 		}
 		if err := cl.Renew(t.Context(), testTTL, time.Now().Add(time.Second)); err != nil {

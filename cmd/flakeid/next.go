@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/flakeid/flakeid/internal/humanize"
@@ -53,4 +54,18 @@ func (c *nextCmd) Run(ctx context.Context, out *streams) error {
 		return c.segments(ctx, out)
 	}
 	return c.local(ctx, out)
+}
+
+// appendLine appends id in the line formats of --format (decimal, base32,
+// base58) and a newline.
+func (c *nextCmd) appendLine(buf []byte, id int64) []byte {
+	switch c.Format {
+	case "base32":
+		buf = append(buf, snowflake.ID(id).Base32()...)
+	case "base58":
+		buf = append(buf, snowflake.ID(id).Base58()...)
+	default:
+		buf = strconv.AppendInt(buf, id, 10)
+	}
+	return append(buf, '\n')
 }

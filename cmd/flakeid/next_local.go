@@ -96,24 +96,16 @@ func (c *nextCmd) print(ctx context.Context, g *node.Node, out *streams) error {
 		}
 		left -= b.Count
 		for id := range b.All() {
-			buf = buf[:0]
-			switch c.Format {
-			case "base32":
-				buf = append(buf, id.Base32()...)
-			case "base58":
-				buf = append(buf, id.Base58()...)
-			case "json":
+			if c.Format == "json" {
+				buf = buf[:0]
 				if !first {
 					buf = append(buf, ',')
 				}
 				buf = append(buf, "\n  \""...)
 				buf = strconv.AppendInt(buf, int64(id), 10)
 				buf = append(buf, '"')
-			default:
-				buf = strconv.AppendInt(buf, int64(id), 10)
-			}
-			if c.Format != "json" {
-				buf = append(buf, '\n')
+			} else {
+				buf = c.appendLine(buf[:0], int64(id))
 			}
 			first = false
 			if _, err := w.Write(buf); err != nil {

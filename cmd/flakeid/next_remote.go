@@ -6,12 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/flakeid/flakeid/client"
-	"github.com/flakeid/flakeid/snowflake"
 )
 
 // serverWants is what --server takes, as its errors say.
@@ -123,16 +121,7 @@ func (c *nextCmd) remote(ctx context.Context, out *streams) error {
 			}
 		}
 		for _, id := range ids {
-			buf = buf[:0]
-			switch c.Format {
-			case "base32":
-				buf = append(buf, snowflake.ID(id).Base32()...)
-			case "base58":
-				buf = append(buf, snowflake.ID(id).Base58()...)
-			default:
-				buf = strconv.AppendInt(buf, id, 10)
-			}
-			buf = append(buf, '\n')
+			buf = c.appendLine(buf[:0], id)
 			if _, err := w.Write(buf); err != nil {
 				return err
 			}

@@ -5,11 +5,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/flakeid/flakeid/segment"
-	"github.com/flakeid/flakeid/snowflake"
 )
 
 // segments prints c.Count IDs of c.Tag from the segment store.
@@ -56,16 +54,7 @@ func (c *nextCmd) segments(ctx context.Context, out *streams) error {
 		}
 		for _, sp := range spans {
 			for id := range sp.All() {
-				buf = buf[:0]
-				switch c.Format {
-				case "base32":
-					buf = append(buf, snowflake.ID(id).Base32()...)
-				case "base58":
-					buf = append(buf, snowflake.ID(id).Base58()...)
-				default:
-					buf = strconv.AppendInt(buf, id, 10)
-				}
-				buf = append(buf, '\n')
+				buf = c.appendLine(buf[:0], id)
 				if _, err := w.Write(buf); err != nil {
 					return err
 				}
