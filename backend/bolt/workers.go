@@ -166,19 +166,17 @@ func (w *Workers) open(ctx context.Context) (*bbolt.DB, error) {
 	return db, nil
 }
 
-func (w *Workers) update(ctx context.Context, fn func(*bbolt.Tx) error) (err error) {
-	w.mu.RLock()
-	defer w.mu.RUnlock()
-	db, err := w.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer onFault(w.path, &err)()
-	defer db.Close()
-	return db.Update(fn)
+func (w *Workers) update(ctx context.Context, fn func(*bbolt.Tx) error) error {
+	return w.tx(ctx, (*bbolt.DB).Update, fn)
 }
 
-func (w *Workers) view(ctx context.Context, fn func(*bbolt.Tx) error) (err error) {
+func (w *Workers) view(ctx context.Context, fn func(*bbolt.Tx) error) error {
+	return w.tx(ctx, (*bbolt.DB).View, fn)
+}
+
+// tx opens the file, runs fn in a transaction of kind (DB.Update or
+// DB.View) and closes the file.
+func (w *Workers) tx(ctx context.Context, kind func(*bbolt.DB, func(*bbolt.Tx) error) error, fn func(*bbolt.Tx) error) (err error) {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	db, err := w.open(ctx)
@@ -187,7 +185,7 @@ func (w *Workers) view(ctx context.Context, fn func(*bbolt.Tx) error) (err error
 	}
 	defer onFault(w.path, &err)()
 	defer db.Close()
-	return db.View(fn)
+	return kind(db, fn)
 }
 
 func get(b *bbolt.Bucket, dc, id int64) (record, bool, error) {
