@@ -27,28 +27,49 @@ func Kill(p *os.Process) {
 
 // Stop stops p's process group (SIGSTOP): its sockets stay open and nothing
 // it serves answers, as with a server that hangs. It returns once /proc says
-// the process is stopped (SIGSTOP takes a moment to stop every thread of a
-// process, which may answer a request meanwhile), at most a second later;
-// where there is no /proc, 100 ms later.
+// every thread of p is stopped (SIGSTOP stops the threads of a process one
+// by one, and one still running, such as a JVM's accept thread, may answer
+// a request meanwhile), at most a second later; where there is no /proc,
+// 100 ms later.
 func Stop(p *os.Process) error {
 	if err := signal(p, syscall.SIGSTOP); err != nil {
 		return err
 	}
-	stat := "/proc/" + strconv.Itoa(p.Pid) + "/stat"
 	deadline := time.Now().Add(time.Second)
 	for time.Now().Before(deadline) {
-		b, err := os.ReadFile(stat)
+		done, err := allStopped(p.Pid)
 		if err != nil {
 			time.Sleep(100 * time.Millisecond)
 			return nil
 		}
-		// pid (comm) state …: comm may hold spaces and parentheses.
-		if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) && (b[i+2] == 'T' || b[i+2] == 't') {
+		if done {
 			return nil
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	return nil
+}
+
+// allStopped reports whether every thread of process pid is stopped, from
+// /proc/pid/task/*/stat.
+func allStopped(pid int) (bool, error) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return false, err
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + "/" + t.Name() + "/stat")
+		if err != nil {
+			return false, nil // a thread that ended meanwhile: look again
+		}
+		// tid (comm) state …: comm may hold spaces and parentheses.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || i+2 >= len(b) || (b[i+2] != 'T' && b[i+2] != 't') {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // Continue continues p's stopped process group (SIGCONT).
