@@ -56,6 +56,7 @@ type Client struct {
 	cfg    Config   // with defaults applied
 	tags   sync.Map // segment tag → *buffer of IDs
 	tagTxt sync.Map // segment tag → *buffer of texts
+	spaces spaces   // what each endpoint issues Snowflake IDs from
 
 	bg     context.Context // the refills' context: ends at Close
 	cancel context.CancelFunc
@@ -345,10 +346,16 @@ func idsPath(tag string) string {
 // as ranges.
 func (c *Client) fetch(ctx context.Context, tag string, n int64) ([]span, error) {
 	var spans []span
-	err := c.t.get(ctx, idsPath(tag)+"?count="+strconv.FormatInt(n, 10)+"&format=ranges", func(r io.Reader) error {
+	e, err := c.t.getFrom(ctx, idsPath(tag)+"?count="+strconv.FormatInt(n, 10)+"&format=ranges", func(r io.Reader) error {
 		var err error
 		spans, err = parseRanges(r, n, tag)
 		return err
 	})
-	return spans, err
+	if err == nil && tag == "" {
+		err = c.spaces.vet(ctx, c.t, e)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return spans, nil
 }

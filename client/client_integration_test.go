@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,6 +24,7 @@ import (
 	"github.com/flakeid/flakeid/segment"
 	"github.com/flakeid/flakeid/segment/segmenttest"
 	"github.com/flakeid/flakeid/server"
+	"github.com/flakeid/flakeid/snowflake"
 )
 
 const integrationToken = "integration-token-0123456789"
@@ -37,6 +39,7 @@ type cluster struct {
 	cfg   server.Config
 	nodes []*node.Node
 	https []*httptest.Server
+	dc    int64 // the datacenter of the servers start runs
 }
 
 func newCluster(t *testing.T, servers int, tokens ...server.Token) *cluster {
@@ -70,7 +73,8 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 func (cl *cluster) start() string {
 	t := cl.t
 	t.Helper()
-	n, err := node.Start(t.Context(), node.Config{Coordinator: cl.coord, Logger: quietLogger()})
+	n, err := node.Start(t.Context(), node.Config{Coordinator: cl.coord, Logger: quietLogger(),
+		Settings: snowflake.Settings{DatacenterID: cl.dc}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,4 +262,52 @@ func TestIntegrationFailover(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestIntegrationOverlapRefused: two real servers that each lease from a
+// file of their own (flakeid serve's default) both hold worker 0 of
+// datacenter 0 and would issue the same IDs behind one load balancer. A
+// client given both refuses them with ErrOverlap naming both, and keeps
+// refusing; given a server of each on another datacenter, it uses both.
+func TestIntegrationOverlapRefused(t *testing.T) {
+	for _, buffered := range []bool{false, true} {
+		t.Run("buffered="+strconv.FormatBool(buffered), func(t *testing.T) {
+			a, b := newCluster(t, 1), newCluster(t, 1)
+			if sa, sb := a.nodes[0].Status(), b.nodes[0].Status(); sa.DatacenterID != sb.DatacenterID || sa.WorkerID != sb.WorkerID {
+				t.Fatalf("the two servers hold %d/%d and %d/%d, want the same pair", sa.DatacenterID, sa.WorkerID, sb.DatacenterID, sb.WorkerID)
+			}
+			cfg := Config{}
+			if buffered {
+				cfg.Buffer = BufferConfig{Snowflake: 1000}
+			}
+			c := newClient(t, cfg, a.urls()[0], b.urls()[0])
+			for range 2 {
+				_, err := c.NextID(t.Context())
+				if !errors.Is(err, ErrOverlap) {
+					t.Fatalf("NextID from two servers on one worker id: %v, want ErrOverlap", err)
+				}
+				for _, want := range []string{a.urls()[0], b.urls()[0], "datacenter 0, worker 0", "share no coordinator"} {
+					if !strings.Contains(err.Error(), want) {
+						t.Fatalf("%q does not say %q", err, want)
+					}
+				}
+			}
+			if _, err := c.NextText(t.Context()); !errors.Is(err, ErrOverlap) {
+				t.Fatalf("NextText: %v, want ErrOverlap", err)
+			}
+		})
+	}
+	t.Run("distinct datacenters", func(t *testing.T) {
+		one := func(dc int64) string {
+			cl := newClusterWith(t, 0, func(*server.Config) {})
+			cl.dc = dc
+			return cl.start()
+		}
+		c := newClient(t, Config{}, one(1), one(2))
+		for range 100 {
+			if _, err := c.NextID(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
 }

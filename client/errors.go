@@ -28,6 +28,12 @@ var (
 	ErrPermissionDenied = errors.New("client: permission denied")
 	// ErrClosed: the Client was closed.
 	ErrClosed = errors.New("client: closed")
+	// ErrOverlap: two endpoints of the client can issue the same Snowflake
+	// IDs — they hold the same (datacenter, worker) pair at once, or use
+	// different layouts — so they share no coordinator (two `flakeid serve`
+	// on their own file coordinators behind one load balancer, say). The
+	// error names both; the client hands out no Snowflake ID from then on.
+	ErrOverlap = errors.New("client: endpoints can issue the same IDs")
 )
 
 // APIError is an error answer of a server: a non-2xx status with the body

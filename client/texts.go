@@ -124,12 +124,18 @@ func (c *Client) fetchTextSpan(ctx context.Context, tag string, n int64) ([]span
 // "") as texts.
 func (c *Client) fetchTexts(ctx context.Context, tag string, n int) ([]string, error) {
 	var out []string
-	err := c.t.get(ctx, idsPath(tag)+"?count="+strconv.Itoa(n), func(r io.Reader) error {
+	e, err := c.t.getFrom(ctx, idsPath(tag)+"?count="+strconv.Itoa(n), func(r io.Reader) error {
 		var err error
 		out, err = parseTexts(r, n, tag)
 		return err
 	})
-	return out, err
+	if err == nil && tag == "" {
+		err = c.spaces.vet(ctx, c.t, e)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // parseTexts decodes a next answer of IDs and checks it holds exactly n (of

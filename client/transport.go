@@ -125,12 +125,18 @@ func (t *transport) order(now time.Time) []*endpoint {
 // The caller's ctx bounds everything; after MaxAttempts the last error is
 // returned, wrapped with ErrUnavailable.
 func (t *transport) get(ctx context.Context, path string, decode func(io.Reader) error) error {
+	_, err := t.getFrom(ctx, path, decode)
+	return err
+}
+
+// getFrom is get, and the endpoint that answered.
+func (t *transport) getFrom(ctx context.Context, path string, decode func(io.Reader) error) (*endpoint, error) {
 	order := t.order(time.Now())
 	var last error
 	for a := range t.attempts {
 		if a > 0 && a%len(order) == 0 {
 			if err := sleep(ctx, t.bo.Next(a/len(order)-1)); err != nil {
-				return ctxError(err, last)
+				return nil, ctxError(err, last)
 			}
 		}
 		e := order[a%len(order)]
@@ -138,18 +144,18 @@ func (t *transport) get(ctx context.Context, path string, decode func(io.Reader)
 		if err == nil {
 			e.ok()
 			t.preferred.Store(int64(e.index))
-			return nil
+			return e, nil
 		}
 		if ctx.Err() != nil {
-			return ctxError(ctx.Err(), err)
+			return nil, ctxError(ctx.Err(), err)
 		}
 		if ae, ok := errors.AsType[*APIError](err); ok && !retryable(ae.Status) {
-			return err
+			return nil, err
 		}
 		e.fail(t.bo, time.Now())
 		last = err
 	}
-	return fmt.Errorf("%w after %d attempts: %w", ErrUnavailable, t.attempts, last)
+	return nil, fmt.Errorf("%w after %d attempts: %w", ErrUnavailable, t.attempts, last)
 }
 
 // ctxError is the error of a call its context ended, with the last failure

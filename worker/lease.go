@@ -204,24 +204,35 @@ func (lr *leaser) Acquire(ctx context.Context) (Lease, error) {
 	bo := backoff.Backoff{Min: 50 * time.Millisecond, Max: 2 * time.Second}
 	var reason error // the last failure not caused by ctx ending
 	for attempt := 0; ; attempt++ {
-		start := time.Now()
-		sent := lr.cfg.Now()
-		reserve := ceilMilli(sent.Add(lr.cfg.ReserveAhead))
 		// An attempt that hangs (a coordinator that accepts connections
 		// but never answers) is abandoned and tried again: its answer
 		// would come too late to be a lease anyway.
 		actx, cancel := context.WithTimeout(ctx, lr.cfg.attemptTimeout())
-		claim, err := lr.coord.Acquire(actx, Request{
-			Datacenter: lr.cfg.Datacenter, Workers: lr.cfg.Workers, Owner: owner, TTL: lr.cfg.TTL, Reserve: reserve,
-			Now: sent, Contract: lr.cfg.contract(), Quarantine: lr.cfg.Quarantine,
-		})
+		req := lr.request(owner)
+		// The clock first, writing nothing: a node refused for clock skew
+		// leaves no trace in the coordinator.
+		err := lr.probeClock(actx, req)
+		if err != nil && errors.Is(err, ErrClockSkew) {
+			cancel()
+			lr.cfg.Logger.Error("worker: clock skew: refusing to issue", "datacenter", lr.cfg.Datacenter, "err", err)
+			return nil, err
+		}
+		start := time.Now()
+		sent := lr.cfg.Now()
+		reserve := ceilMilli(sent.Add(lr.cfg.ReserveAhead))
+		req.Now, req.Reserve = sent, reserve
+		var claim Claim
+		if err == nil {
+			claim, err = lr.coord.Acquire(actx, req)
+		}
 		timedOut := ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded)
 		cancel()
 		if err != nil && timedOut && !errors.Is(err, ErrUnavailable) {
 			err = fmt.Errorf("%w: no answer within %v: %w", ErrUnavailable, lr.cfg.attemptTimeout(), err)
 		}
 		if err == nil {
-			skew, serr := checkClock(claim, sent, lr.cfg.Now(), lr.cfg.MaxClockSkew)
+			at, stale := claim.Clock()
+			skew, serr := checkClock(at, stale, sent, lr.cfg.Now(), lr.cfg.MaxClockSkew)
 			if serr != nil {
 				rctx, cancel := context.WithTimeout(context.Background(), lr.cfg.TTL)
 				rerr := claim.Release(rctx, reserve)
@@ -277,11 +288,33 @@ func (lr *leaser) Acquire(ctx context.Context) (Lease, error) {
 	}
 }
 
-// checkClock compares the clock reading of a claim's last operation, sent
-// and answered at local times sent and recv, with the bound, and returns the
-// local clock minus the coordinator's (the midpoint of what is possible).
-func checkClock(c Claim, sent, recv time.Time, bound time.Duration) (time.Duration, error) {
-	at, stale := c.Clock()
+// request is the Request of an attempt to acquire for owner, without its
+// Now and Reserve.
+func (lr *leaser) request(owner string) Request {
+	return Request{
+		Datacenter: lr.cfg.Datacenter, Workers: lr.cfg.Workers, Owner: owner, TTL: lr.cfg.TTL,
+		Contract: lr.cfg.contract(), Space: lr.cfg.Contract, MaxClockSkew: lr.cfg.MaxClockSkew, Quarantine: lr.cfg.Quarantine,
+	}
+}
+
+// probeClock reads the coordinator's clock for req and checks this node's
+// against it: ErrClockSkew beyond MaxClockSkew, ErrUnavailable when it could
+// not be read.
+func (lr *leaser) probeClock(ctx context.Context, req Request) error {
+	sent := lr.cfg.Now()
+	at, stale, err := lr.coord.Clock(ctx, req)
+	if err != nil {
+		return err
+	}
+	_, err = checkClock(at, stale, sent, lr.cfg.Now(), lr.cfg.MaxClockSkew)
+	return err
+}
+
+// checkClock compares a coordinator clock reading (at, stale: see
+// Claim.Clock) of an operation sent and answered at local times sent and
+// recv with the bound, and returns the local clock minus the coordinator's
+// (the midpoint of what is possible).
+func checkClock(at time.Time, stale time.Duration, sent, recv time.Time, bound time.Duration) (time.Duration, error) {
 	if at.IsZero() {
 		return 0, nil
 	}
@@ -365,10 +398,20 @@ func (l *lease) ClockSkew() time.Duration {
 	return l.skew
 }
 
+// Err says what the fence says at the moment of asking: a lease whose
+// deadline has passed is lost now, even if its timer (late after the
+// process was paused, say) has not fired yet.
 func (l *lease) Err() error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.err
+	err, late := l.err, l.err == nil && !time.Now().Before(l.deadline)
+	l.mu.Unlock()
+	if late {
+		l.expire()
+		l.mu.Lock()
+		err = l.err
+		l.mu.Unlock()
+	}
+	return err
 }
 
 func (l *lease) Bind(f Fencer) {
@@ -433,7 +476,8 @@ func (l *lease) renewLoop() {
 		cancel()
 		if err == nil {
 			var skew time.Duration
-			skew, err = checkClock(l.claim, sent, l.clock(), l.cfg.MaxClockSkew)
+			at, stale := l.claim.Clock()
+			skew, err = checkClock(at, stale, sent, l.clock(), l.cfg.MaxClockSkew)
 			l.mu.Lock()
 			l.skew = skew
 			l.mu.Unlock()
@@ -451,6 +495,13 @@ func (l *lease) renewLoop() {
 			wait = l.cfg.RenewEvery
 		case l.ctx.Err() != nil:
 			return // closing
+		case errors.Is(err, ErrClockSkew):
+			// The coordinator refused the reservation as past the clock
+			// bound and stored nothing: end the lease at the reservation
+			// already held.
+			l.lose(fmt.Errorf("%w: worker id %d: %w", ErrLeaseLost, l.claim.WorkerID(), err))
+			l.releaseAfterLoss()
+			return
 		case errors.Is(err, ErrReset):
 			l.lose(fmt.Errorf("%w: worker id %d: %w", ErrLeaseLost, l.claim.WorkerID(), err))
 			return

@@ -475,23 +475,106 @@ func TestLeaseEndsOnReset(t *testing.T) {
 	}
 }
 
-// TestAcquireRefusesSkewedCoordinator: a coordinator whose clock is more
-// than MaxClockSkew ahead is refused with ErrClockSkew, and the id it
-// handed out is released at once, keeping the reservation.
+// TestAcquireRefusesSkewedCoordinator: a node whose clock is more than
+// MaxClockSkew off the coordinator's, either way, is refused with
+// ErrClockSkew before anything is written.
 func TestAcquireRefusesSkewedCoordinator(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		offset time.Duration // the coordinator's clock minus the node's
+		says   string
+	}{
+		{"coordinator ahead", 1500 * time.Millisecond, "1.5s behind"},
+		{"coordinator behind", -time.Hour, "1h0m0s ahead"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m := workertest.NewMemory(func() time.Time { return time.Now().Add(tc.offset) })
+				before := m.Dump()
+				l, err := newLeaser(t, m, memConfig(t, "a")).Acquire(t.Context())
+				if err == nil {
+					l.Close()
+					t.Fatalf("Acquire from a coordinator %v off succeeded", tc.offset)
+				}
+				if !errors.Is(err, worker.ErrClockSkew) || !strings.Contains(err.Error(), tc.says) {
+					t.Fatalf("Acquire: %v, want ErrClockSkew: %s", err, tc.says)
+				}
+				if after := m.Dump(); after != before {
+					t.Fatalf("the refused start changed the coordinator:\n%s\nwas\n%s", after, before)
+				}
+			})
+		})
+	}
+}
+
+// TestRestartLoopAheadLeavesNoTrace: a node whose clock runs an hour ahead,
+// restarted again and again (systemd, Kubernetes), never moves a mark: a
+// correct node that comes next starts at once, not an hour later.
+func TestRestartLoopAheadLeavesNoTrace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := workertest.NewMemory(func() time.Time { return time.Now().Add(1500 * time.Millisecond) })
-		t0 := time.Now()
-		l, err := newLeaser(t, m, memConfig(t, "a")).Acquire(t.Context())
-		if err == nil {
-			l.Close()
-			t.Fatal("Acquire from a coordinator 1.5s ahead succeeded")
+		m := workertest.NewMemory(nil)
+		cfg := memConfig(t, "correct")
+		cfg.Workers = 4
+		first := acquire(t, m, cfg)
+		sleepUntil(time.Now().Add(quarantine + probation))
+		if err := first.Close(); err != nil {
+			t.Fatal(err)
 		}
-		if !errors.Is(err, worker.ErrClockSkew) || !strings.Contains(err.Error(), "1.5s behind") {
-			t.Fatalf("Acquire: %v, want ErrClockSkew: 1.5s behind", err)
+		before := m.Dump()
+		ahead := memConfig(t, "ahead")
+		ahead.Workers = 4
+		ahead.Now = func() time.Time { return time.Now().Add(time.Hour) }
+		for i := range 10 {
+			if _, err := newLeaser(t, m, ahead).Acquire(t.Context()); !errors.Is(err, worker.ErrClockSkew) {
+				t.Fatalf("start %d of the node an hour ahead: %v, want ErrClockSkew", i, err)
+			}
+			time.Sleep(time.Second)
 		}
-		if s := slot0(t, m); s.Holder != "" || !s.HighWater.Equal(t0.Add(reserveAhead)) {
-			t.Fatalf("the refused lease left the slot %+v; want it free with the reservation %v", s, t0.Add(reserveAhead))
+		if after := m.Dump(); after != before {
+			t.Fatalf("the refused starts changed the coordinator:\n%s\nwas\n%s", after, before)
+		}
+		next := acquire(t, m, cfg)
+		defer next.Close()
+		if wait := time.Until(next.NotBefore()); wait > reserveAhead {
+			t.Fatalf("the next correct node waits %v for its mark, want at most the reservation %v", wait, reserveAhead)
+		}
+	})
+}
+
+// TestRenewalPastTheBoundEndsLease: a running node whose clock jumps ahead
+// by more than MaxClockSkew loses its lease at the next renewal, which the
+// coordinator refuses without raising the mark.
+func TestRenewalPastTheBoundEndsLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := workertest.NewMemory(nil)
+		var jump sync.Mutex
+		offset := time.Duration(0)
+		cfg := memConfig(t, "jumpy")
+		cfg.Now = func() time.Time {
+			jump.Lock()
+			defer jump.Unlock()
+			return time.Now().Add(offset)
+		}
+		l := acquire(t, m, cfg)
+		defer l.Close()
+		sleepUntil(time.Now().Add(quarantine + probation))
+		if !held(l) {
+			t.Fatalf("the lease is not held: %v", l.Err())
+		}
+		jump.Lock()
+		offset = 37 * time.Second
+		jump.Unlock()
+		jumped := time.Now()
+		select {
+		case <-l.Done():
+		case <-time.After(2 * renewEvery):
+			t.Fatal("the lease outlived a renewal 37s ahead of the coordinator")
+		}
+		if !errors.Is(l.Err(), worker.ErrClockSkew) {
+			t.Fatalf("the lease ended with %v, want ErrClockSkew", l.Err())
+		}
+		if high := slot0(t, m).HighWater; high.After(jumped.Add(reserveAhead)) {
+			t.Fatalf("the mark is %v, %v past the jump: the refused renewal moved it", high, high.Sub(jumped))
 		}
 	})
 }

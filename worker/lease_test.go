@@ -37,6 +37,11 @@ func (c *slowCoordinator) Namespace(context.Context, int64) (Namespace, bool, er
 	return Namespace{}, false, nil
 }
 
+// Clock has no clock to report.
+func (c *slowCoordinator) Clock(context.Context, Request) (time.Time, time.Duration, error) {
+	return time.Time{}, 0, nil
+}
+
 type slowClaim struct {
 	c     *slowCoordinator
 	taken time.Time

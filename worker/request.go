@@ -23,6 +23,17 @@ type Request struct {
 	// differs), and recorded again when the namespace is re-initialised
 	// after a reset. Any string; Leasers send Config.Contract.
 	Contract string
+	// Space is the ID space (layout, epoch, time unit) the requester's IDs
+	// follow: the coordinator's registry records the first one and refuses
+	// any other, on every namespace and datacenter (see Admit). Any string;
+	// Leasers send Config.Contract.
+	Space string
+	// MaxClockSkew bounds the high-water marks this request and the
+	// renewals of its claim may store: at most the coordinator's clock +
+	// (Reserve − Now) + MaxClockSkew (see MarkBound). A request past it is
+	// refused with ErrClockSkew and nothing written. 0 (or a zero Now)
+	// leaves the marks unbounded; Leasers send Config.MaxClockSkew.
+	MaxClockSkew time.Duration
 	// Quarantine is added to the coordinator's clock to make the Floor of
 	// a namespace (re)initialised by this request or by a later Renew or
 	// Release of its claim. ≥ 0.
@@ -30,7 +41,7 @@ type Request struct {
 }
 
 // Validate checks the fields every Coordinator needs in range: Datacenter
-// ≥ 0, Workers ≥ 1, a non-empty Owner, TTL > 0 and Quarantine ≥ 0. The
+// ≥ 0, Workers ≥ 1, a non-empty Owner, TTL > 0, MaxClockSkew ≥ 0 and Quarantine ≥ 0. The
 // error wraps ErrInvalidConfig and names every bad field with its value.
 // Coordinators call it first in Acquire, and after it check what their
 // store limits further (a TTL of whole milliseconds, an owner's length).
@@ -47,6 +58,9 @@ func (r Request) Validate() error {
 	}
 	if r.TTL <= 0 {
 		bad = append(bad, fmt.Sprintf("TTL %v, want > 0", r.TTL))
+	}
+	if r.MaxClockSkew < 0 {
+		bad = append(bad, fmt.Sprintf("max clock skew %v, want ≥ 0", r.MaxClockSkew))
 	}
 	if r.Quarantine < 0 {
 		bad = append(bad, fmt.Sprintf("quarantine %v, want ≥ 0", r.Quarantine))

@@ -55,14 +55,16 @@ var (
 	// coordinator has already re-initialised the namespace behind a
 	// quarantine, and the lease ends at once.
 	ErrReset = errors.New("worker: coordinator state lost or rolled back")
-	// ErrContract means the request's ID-space contract (layout, epoch, time
-	// unit, quarantine) differs from the one the coordinator recorded for the
-	// datacenter, or another namespace of the coordinator already claimed
-	// the datacenter id. The error shows both sides.
+	// ErrContract means Admit refused the request: its ID space (layout,
+	// epoch, time unit) differs from the one the coordinator's registry
+	// records, another namespace of the coordinator already claimed the
+	// datacenter id, or its contract (space and quarantine) differs from the
+	// one recorded for the datacenter. The error shows both sides.
 	ErrContract = errors.New("worker: ID-space contract conflict")
 	// ErrClockSkew means this node's clock differs from the coordinator's
 	// (or, without a coordinator clock, from its live peers') by more than
-	// Config.MaxClockSkew.
+	// Config.MaxClockSkew, or a reservation would raise a high-water mark
+	// past the request's MarkBound.
 	ErrClockSkew = errors.New("worker: clock skew beyond the bound")
 )
 
@@ -71,13 +73,17 @@ var (
 // clock, and a high-water mark that never decreases. Implementations live in
 // backend/<name>; worker/workertest checks them all the same way.
 type Coordinator interface {
-	// Acquire claims, for req.Owner and req.TTL, one worker id in
+	// Acquire decides by Admit whether req may have a worker id, refuses a
+	// req.Reserve past req.MarkBound (ErrClockSkew), and claims, for
+	// req.Owner and req.TTL, one worker id in
 	// [0, req.Workers) of req.Datacenter that nobody holds: never held,
 	// released, or expired. Among free ids it prefers one whose high-water
 	// mark has passed. In the same atomic step it raises the id's high-water
 	// mark to at least req.Reserve and reports the mark stored before. When
 	// every id is held it fails with an error wrapping ErrExhausted that says
 	// how many are held; an unreachable coordinator gives ErrUnavailable.
+	// A refused Acquire writes nothing: no mark, slot, namespace record,
+	// registry claim or ID space.
 	Acquire(ctx context.Context, req Request) (Claim, error)
 	// List reports the worker ids of a datacenter that the coordinator has
 	// a record of (held now or held before), ordered by worker id.
@@ -85,6 +91,14 @@ type Coordinator interface {
 	// Namespace reports the namespace record of a datacenter, and false
 	// when the coordinator has none (never used, or its state was lost).
 	Namespace(ctx context.Context, datacenter int64) (Namespace, bool, error)
+	// Clock reads the coordinator's clock as an Acquire of req would find
+	// it, and writes no state (ZooKeeper, whose clock can only be read off a
+	// write, rewrites its empty clock node): the coordinator's time when the reply was made
+	// lies in [at, at+stale]. A Leaser checks its own clock against it
+	// before it asks for a worker id, so that a node refused for clock skew
+	// leaves no trace. A zero at means no clock (etcd and Consul with no
+	// live holder in the datacenter).
+	Clock(ctx context.Context, req Request) (at time.Time, stale time.Duration, err error)
 }
 
 // Namespace is the record a coordinator keeps for each datacenter of a
@@ -124,7 +138,9 @@ type Claim interface {
 	// before it.
 	Previous() time.Time
 	// Renew extends the lease to now+ttl (coordinator clock) and raises the
-	// high-water mark to at least reserve, or fails with ErrNotHeld.
+	// high-water mark to at least reserve, or fails with ErrNotHeld. A
+	// reserve past the MarkBound of the claim's request fails with
+	// ErrClockSkew and writes nothing.
 	Renew(ctx context.Context, ttl time.Duration, reserve time.Time) error
 	// Release raises the high-water mark to at least reserve and frees the
 	// id, or fails with ErrNotHeld.

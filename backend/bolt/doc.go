@@ -10,8 +10,8 @@
 //	file://relative/path/workers.db   (the host joined with the path)
 //	file://localhost/abs/path         (the host "localhost" is none)
 //
-// The query, if any, is ignored. A URL with no path is refused ("no file
-// path"), as is any other scheme.
+// A URL with a query parameter (it takes none), with no path ("no file
+// path") or with any other scheme is refused.
 //
 // The files go through their data directory (the directory holding them:
 // --data-dir for the defaults), which remembers the files it had
@@ -46,7 +46,15 @@
 //     datacenter (8 bytes, big-endian). Acquire writes it in the same
 //     transaction as the slot when it is missing (a new file, or slots of
 //     an older flakeid); it refuses a request whose contract differs
-//     (worker.ErrContract, both contracts shown).
+//     (worker.ErrContract, both contracts shown), or whose clock runs
+//     ahead of this machine's past its worker.MarkBound (a node started
+//     with another clock than the machine's), writing nothing.
+//   - "registry": the file's ID space (worker.Request.Space: the layout)
+//     under "space", written by the first Acquire. One file is one
+//     namespace and claims every datacenter; worker.Admit refuses a request
+//     with another ID space on any datacenter (worker.ErrContract), so that
+//     a restart with another layout on another datacenter cannot reissue
+//     the values the file's earlier nodes issued.
 //   - "recovery": the floor `flakeid recover` set when it re-created the
 //     file ({floor_ms} under "worker_floor", see Workers.RaiseFloor); a
 //     namespace record initialised in this file never has a lower floor.

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/flakeid/flakeid/backend/internal/coord"
 	"github.com/flakeid/flakeid/internal/datadir"
 )
 
@@ -116,6 +117,9 @@ func filePath(u *url.URL) (string, error) {
 	}
 	if path == "" {
 		return "", errors.New("no file path")
+	}
+	if err := coord.CheckParams(u); err != nil {
+		return "", err
 	}
 	return path, nil
 }

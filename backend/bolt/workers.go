@@ -44,7 +44,13 @@ const (
 	namespaceBucket = "namespace"
 	// recoveryBucket holds the floor `flakeid recover` set.
 	recoveryBucket = "recovery"
+	// registryBucket holds the file's ID space under spaceKey.
+	registryBucket = "registry"
 )
+
+// spaceKey is the key of the ID space (worker.Request.Space) in
+// registryBucket.
+const spaceKey = "space"
 
 // workerFloorKey is the key of the worker coordinator's floor in
 // recoveryBucket (segmentFloorKey is the segment store's).
@@ -276,18 +282,21 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 		if err != nil {
 			return err
 		}
-		switch {
-		case !ok:
-			// A new file, a file that lost its records, or slots of an
-			// older flakeid: the slots are kept, their marks honoured.
-			ns = coord.Record{Incarnation: incarnation, Contract: req.Contract, InitialisedMs: nowMs,
-				FloorMs: max(nowMs+coord.CeilDurMs(req.Quarantine), recoveryFloor(tx))}
-			if err := putNS(nsb, req.Datacenter, ns); err != nil {
-				return err
-			}
-		case ns.Contract != req.Contract:
-			return fmt.Errorf("%w: datacenter %d of %s is recorded with the contract %q since %s; this node's is %q: every node of a datacenter must use the same layout, epoch, time unit and quarantine",
-				worker.ErrContract, req.Datacenter, w.path, ns.Contract, coord.FormatMs(ns.InitialisedMs), req.Contract)
+		rb, err := tx.CreateBucketIfNotExists([]byte(registryBucket))
+		if err != nil {
+			return err
+		}
+		space := rb.Get([]byte(spaceKey))
+		// One file is one namespace: it claims every datacenter.
+		if err := worker.Admit(req, worker.Recorded{
+			Registry: "the file " + w.path, Namespace: w.path,
+			Space: string(space), HasSpace: space != nil,
+			Contract: ns.Contract, Initialised: coord.MsTime(ns.InitialisedMs), HasRecord: ok,
+		}); err != nil {
+			return err
+		}
+		if err := req.MarkBound().Check("acquiring", req.Reserve, now); err != nil {
+			return err
 		}
 		// The records of this datacenter, in worker order; an id without
 		// one was never used.
@@ -310,6 +319,21 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 		if !free {
 			return fmt.Errorf("%w: all %d worker ids of datacenter %d are held", worker.ErrExhausted, held, req.Datacenter)
 		}
+		// Admitted: create what is missing, in this transaction.
+		if space == nil {
+			if err := rb.Put([]byte(spaceKey), []byte(req.Space)); err != nil {
+				return err
+			}
+		}
+		if !ok {
+			// A new file, a file that lost its records, or slots of an
+			// older flakeid: the slots are kept, their marks honoured.
+			ns = coord.Record{Incarnation: incarnation, Contract: req.Contract, InitialisedMs: nowMs,
+				FloorMs: max(nowMs+coord.CeilDurMs(req.Quarantine), recoveryFloor(tx))}
+			if err := putNS(nsb, req.Datacenter, ns); err != nil {
+				return err
+			}
+		}
 		r, _, err := get(b, req.Datacenter, best)
 		if err != nil {
 			return err
@@ -323,7 +347,7 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 		}
 		c = &claim{w: w, dc: req.Datacenter, id: best, owner: req.Owner, prev: coord.MsTime(max(prev, ns.FloorMs)),
 			incarnation: ns.Incarnation, initMs: ns.InitialisedMs, contract: ns.Contract, quarantine: req.Quarantine,
-			storedMs: r.HighMs, clock: now, leaseMs: r.ExpiresMs}
+			storedMs: r.HighMs, clock: now, leaseMs: r.ExpiresMs, bound: req.MarkBound()}
 		return nil
 	})
 	if err != nil {
@@ -356,6 +380,12 @@ func (w *Workers) List(ctx context.Context, datacenter int64) ([]worker.Info, er
 		return nil
 	})
 	return infos, err
+}
+
+// Clock implements worker.Coordinator: this machine's clock, which is the
+// file's.
+func (w *Workers) Clock(context.Context, worker.Request) (time.Time, time.Duration, error) {
+	return w.now().Round(0), 0, nil
 }
 
 // Namespace implements worker.Coordinator.
@@ -446,6 +476,7 @@ type claim struct {
 	// successful Acquire or Renew (its clock then + that call's TTL, as
 	// stored in the slot); 0 once released.
 	leaseMs int64
+	bound   worker.MarkBound // of the request: what a renewal may reserve
 }
 
 func (c *claim) WorkerID() int64     { return c.id }
@@ -457,7 +488,7 @@ func (c *claim) Clock() (time.Time, time.Duration) { return c.clock, 0 }
 // change checks the namespace record and, if this owner still holds the
 // slot, applies fn to it. A lost or rolled-back namespace is re-initialised
 // (in the same transaction, committed) and reported with worker.ErrReset.
-func (c *claim) change(ctx context.Context, renew bool, fn func(r *record, nowMs int64)) error {
+func (c *claim) change(ctx context.Context, renew bool, reserve time.Time, fn func(r *record, nowMs int64)) error {
 	incarnation := coord.NewIncarnation()
 	var reset error
 	var stored, expires int64
@@ -532,6 +563,11 @@ func (c *claim) change(ctx context.Context, renew bool, fn func(r *record, nowMs
 			return fmt.Errorf("%w: worker %d of datacenter %d is held by %q until %s", worker.ErrNotHeld,
 				c.id, c.dc, r.Holder, coord.MsTime(r.ExpiresMs).Format(time.RFC3339Nano))
 		}
+		if renew {
+			if err := c.bound.Check("renewing", reserve, now); err != nil {
+				return err
+			}
+		}
 		fn(&r, nowMs)
 		stored, expires, clock = r.HighMs, r.ExpiresMs, now
 		return put(b, c.dc, c.id, r)
@@ -552,14 +588,14 @@ func (c *claim) change(ctx context.Context, renew bool, fn func(r *record, nowMs
 }
 
 func (c *claim) Renew(ctx context.Context, ttl time.Duration, reserve time.Time) error {
-	return c.change(ctx, true, func(r *record, nowMs int64) {
+	return c.change(ctx, true, reserve, func(r *record, nowMs int64) {
 		r.ExpiresMs = nowMs + ttl.Milliseconds()
 		r.HighMs = max(r.HighMs, reserve.UnixMilli())
 	})
 }
 
 func (c *claim) Release(ctx context.Context, reserve time.Time) error {
-	return c.change(ctx, false, func(r *record, _ int64) {
+	return c.change(ctx, false, reserve, func(r *record, _ int64) {
 		r.Holder, r.ExpiresMs = "", 0
 		r.HighMs = max(r.HighMs, reserve.UnixMilli())
 	})

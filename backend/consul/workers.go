@@ -379,7 +379,7 @@ func OpenWorkers(ctx context.Context, u *url.URL, opts ...Option) (*Workers, err
 		case "token":
 			cfg.Token, cfg.TokenFile = v, ""
 		default:
-			return nil, bad("unknown query parameter %q (known: registry, lock_delay, token)", k)
+			return nil, bad("%v", coord.UnknownParam(k, []string{"registry", "lock_delay", "token"}))
 		}
 	}
 	if _, ok := ctx.Deadline(); !ok {
@@ -622,13 +622,32 @@ func (w *Workers) registration(contract string) []byte {
 	return coord.Registration{Namespace: w.prefix, Contract: contract}.Encode()
 }
 
-// checkRegistry fails with worker.ErrContract when the registry entry kv of
-// datacenter dc names another namespace.
-func (w *Workers) checkRegistry(dc int64, kv *consulapi.KVPair) error {
+// entry is kv as coord.Admit reads it; nil when kv is.
+func entry(kv *consulapi.KVPair) *coord.Entry {
 	if kv == nil {
 		return nil
 	}
-	return coord.Registry{On: "this coordinator", Entry: "registry key"}.Check(dc, w.prefix, kv.Key, kv.Value)
+	return &coord.Entry{Key: kv.Key, Value: kv.Value}
+}
+
+// peerStale is how old a live peer's clock key may be for holders with a
+// lease TTL of lease: see Clock in the package documentation.
+func peerStale(lease time.Duration) time.Duration { return 2*wholeSeconds(lease) + lease }
+
+// Clock implements worker.Coordinator: Consul has no clock a client can
+// read, so it is the newest clock the datacenter's live holders wrote,
+// stale by up to peerStale(req.TTL), read without writing; the zero time
+// when no holder is live.
+func (w *Workers) Clock(ctx context.Context, req worker.Request) (time.Time, time.Duration, error) {
+	pairs, _, err := w.client.KV().List(w.keys().ClockPrefix(req.Datacenter), (&consulapi.QueryOptions{RequireConsistent: true}).WithContext(ctx))
+	if err != nil {
+		return time.Time{}, 0, unavailable(ctx, err, "reading the clocks of datacenter %d in %s", req.Datacenter, w.prefix)
+	}
+	newest := w.newestPeer(req.Datacenter, -1, pairs)
+	if newest == 0 {
+		return time.Time{}, 0, nil
+	}
+	return coord.MsTime(newest), peerStale(req.TTL), nil
 }
 
 // pick chooses a free id in [0, workers) as coord.Pick does: a slot whose
@@ -705,27 +724,32 @@ func (w *Workers) destroy(ctx context.Context, id string) {
 }
 
 // read is the datacenter's keys and its registry entry, in one read.
-func (w *Workers) read(ctx context.Context, dc int64) (reg *consulapi.KVPair, kvs []*consulapi.KVPair, err error) {
+func (w *Workers) read(ctx context.Context, dc int64) (reg, space *consulapi.KVPair, kvs []*consulapi.KVPair, err error) {
 	var b txnb
 	ri := b.add(consulapi.KVGetOrEmpty, w.keys().Registration(dc), nil, 0, "")
+	si := b.add(consulapi.KVGetOrEmpty, w.keys().Space(), nil, 0, "")
 	ti := b.add(consulapi.KVGetTree, w.keys().DC(dc), nil, 0, "")
 	ok, resp, err := w.run(ctx, &b)
 	if err != nil {
-		return nil, nil, unavailable(ctx, err, "reading the worker ids of datacenter %d in %s", dc, w.prefix)
+		return nil, nil, nil, unavailable(ctx, err, "reading the worker ids of datacenter %d in %s", dc, w.prefix)
 	}
 	if !ok {
-		return nil, nil, fmt.Errorf("%w: reading the worker ids of datacenter %d in %s: %s", worker.ErrUnavailable, dc, w.prefix, txnErrors(resp))
+		return nil, nil, nil, fmt.Errorf("%w: reading the worker ids of datacenter %d in %s: %s", worker.ErrUnavailable, dc, w.prefix, txnErrors(resp))
 	}
 	r, err := result(resp, ri)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
+	}
+	sp, err := result(resp, si)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	for _, res := range resp.Results[ti:] {
 		if res != nil && res.KV != nil {
 			kvs = append(kvs, res.KV)
 		}
 	}
-	return present(r), kvs, nil
+	return present(r), present(sp), kvs, nil
 }
 
 // Acquire implements worker.Coordinator.
@@ -734,11 +758,14 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 		return nil, err
 	}
 	dc := req.Datacenter
-	nk, rk := w.keys().Namespace(dc), w.keys().Registration(dc)
-	regKV, kvs, err := w.read(ctx, dc)
+	nk, rk, sk := w.keys().Namespace(dc), w.keys().Registration(dc), w.keys().Space()
+	readSent := time.Now()
+	regKV, spaceKV, kvs, err := w.read(ctx, dc)
 	if err != nil {
 		return nil, err
 	}
+	readRecv := time.Now()
+	bound := req.MarkBound()
 	if w.afterRead != nil {
 		w.afterRead(regKV, kvs)
 	}
@@ -752,19 +779,17 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 	}
 	delayed := map[int64]bool{} // ids whose keys are in their lock-delay
 	for attempt := 1; ; attempt++ {
-		if err := w.checkRegistry(dc, regKV); err != nil {
+		recKV := find(kvs, nk)
+		rec, err := coord.Admit(req, "the registry "+w.registry+" of this Consul", w.prefix, entry(regKV), entry(spaceKV), entry(recKV))
+		if err != nil {
 			return nil, abandon(err)
 		}
-		recKV := find(kvs, nk)
-		var rec coord.Record
-		if recKV != nil {
-			if rec, err = parseRecord(recKV); err != nil {
-				return nil, abandon(err)
-			}
-			if rec.Contract != req.Contract {
-				return nil, abandon(fmt.Errorf("%w: datacenter %d of %s is recorded with the contract %q; this node's is %q",
-					worker.ErrContract, dc, w.prefix, rec.Contract, req.Contract))
-			}
+		// The coordinator's clock is the live peers': the latest it can be.
+		var peers coord.PeerClock
+		peers.Read(w.newestPeer(dc, -1, kvs), readSent, readRecv)
+		if err := bound.Check(fmt.Sprintf("acquiring in datacenter %d of %s", dc, w.prefix), req.Reserve,
+			peers.Latest(time.Now(), peerStale(req.TTL))); err != nil {
+			return nil, abandon(err)
 		}
 		slots, err := w.slots(dc, kvs)
 		if err != nil {
@@ -792,7 +817,7 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 		hk, wk, ck := w.keys().Holder(dc, id), w.keys().High(dc, id), w.keys().Clock(dc, id)
 
 		var b txnb
-		recGet, regGet, highGet := -1, -1, -1
+		recGet, regGet, spaceGet, highGet := -1, -1, -1, -1
 		var recRaw []byte
 		if recKV == nil {
 			// A new datacenter, or one whose record is gone while its
@@ -813,6 +838,13 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 		} else {
 			b.add(consulapi.KVCheckIndex, rk, nil, regKV.ModifyIndex, "")
 			regGet = b.add(consulapi.KVGetOrEmpty, rk, nil, 0, "")
+		}
+		if spaceKV == nil {
+			b.add(consulapi.KVCheckNotExists, sk, nil, 0, "")
+			b.add(consulapi.KVSet, sk, []byte(req.Space), 0, "")
+		} else {
+			b.add(consulapi.KVCheckIndex, sk, nil, spaceKV.ModifyIndex, "")
+			spaceGet = b.add(consulapi.KVGetOrEmpty, sk, nil, 0, "")
 		}
 		if s.holder == nil {
 			b.add(consulapi.KVCheckNotExists, hk, nil, 0, "")
@@ -847,11 +879,11 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 			if err != nil {
 				return nil, abandon(err)
 			}
-			var before struct{ rec, reg, high *consulapi.KVPair }
+			var before struct{ rec, reg, space, high *consulapi.KVPair }
 			for _, g := range []struct {
 				i   int
 				dst **consulapi.KVPair
-			}{{recGet, &before.rec}, {regGet, &before.reg}, {highGet, &before.high}} {
+			}{{recGet, &before.rec}, {regGet, &before.reg}, {spaceGet, &before.space}, {highGet, &before.high}} {
 				if g.i >= 0 {
 					if *g.dst, err = result(resp, g.i); err != nil {
 						return nil, abandon(err)
@@ -860,11 +892,12 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 			}
 			changed := (before.rec != nil && string(before.rec.Value) != string(recRaw)) ||
 				(before.reg != nil && string(before.reg.Value) != string(regKV.Value)) ||
+				(before.space != nil && string(before.space.Value) != string(spaceKV.Value)) ||
 				(before.high != nil && string(before.high.Value) != string(s.high.Value))
 			if !changed {
 				c := &claim{
 					w: w, dc: dc, id: id, owner: req.Owner, prev: coord.MsTime(max(s.highMs, rec.FloorMs)),
-					contract: req.Contract, quarantine: req.Quarantine, ahead: ahead,
+					contract: req.Contract, quarantine: req.Quarantine, ahead: ahead, bound: bound,
 					session: session, sessTTL: sessTTL, lease: req.TTL, highMs: high, highIdx: highKV.ModifyIndex, maxMs: high,
 					rec: rec, recRaw: string(recRaw), recIdx: 0,
 				}
@@ -906,9 +939,11 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 			return nil, abandon(fmt.Errorf("%w: other nodes won the worker ids of datacenter %d in %s %d times in a row (last: %s)",
 				worker.ErrUnavailable, dc, w.prefix, attempt, txnErrors(resp)))
 		}
-		if regKV, kvs, err = w.read(ctx, dc); err != nil {
+		readSent = time.Now()
+		if regKV, spaceKV, kvs, err = w.read(ctx, dc); err != nil {
 			return nil, abandon(err)
 		}
+		readRecv = time.Now()
 	}
 }
 
@@ -1018,6 +1053,7 @@ type claim struct {
 	contract   string        // the request's, for a re-initialisation without a record
 	quarantine time.Duration // the request's
 	ahead      time.Duration // the request's Reserve − Now; < 0 when it had no Now
+	bound      worker.MarkBound
 
 	mu       sync.Mutex // claims are used by one goroutine at a time; this makes sure
 	session  string
@@ -1067,6 +1103,9 @@ func (c *claim) where() string {
 func (c *claim) Renew(ctx context.Context, ttl time.Duration, reserve time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := c.bound.Check(c.where()+": renewing", reserve, c.peers.Latest(time.Now(), c.peerStale())); err != nil {
+		return err
+	}
 	if ttl > c.sessTTL {
 		return c.moveSession(ctx, ttl, reserve)
 	}

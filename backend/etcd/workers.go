@@ -262,6 +262,9 @@ func OpenWorkers(ctx context.Context, u *url.URL, opts ...Option) (*Workers, err
 	if u.Host == "" {
 		return nil, coord.InvalidURL(errors.New("no etcd endpoint"))
 	}
+	if err := coord.CheckParams(u, "registry"); err != nil {
+		return nil, err
+	}
 	var endpoints []string
 	for _, h := range strings.Split(u.Host, ",") {
 		endpoints = append(endpoints, "http://"+h)
@@ -402,13 +405,28 @@ func (w *Workers) registration(contract string) string {
 	return string(coord.Registration{Namespace: w.prefix, Contract: contract}.Encode())
 }
 
-// checkRegistry fails with worker.ErrContract when the registry entry kv of
-// datacenter dc names another namespace.
-func (w *Workers) checkRegistry(dc int64, kv *mvccpb.KeyValue) error {
+// entry is kv as coord.Admit reads it; nil when kv is.
+func entry(kv *mvccpb.KeyValue) *coord.Entry {
 	if kv == nil {
 		return nil
 	}
-	return coord.Registry{On: "this coordinator", Entry: "registry key"}.Check(dc, w.prefix, string(kv.Key), kv.Value)
+	return &coord.Entry{Key: string(kv.Key), Value: kv.Value}
+}
+
+// Clock implements worker.Coordinator: etcd has no clock of its own, so it
+// is the newest clock the datacenter's live holders wrote, stale by up to
+// req.TTL (rounded up to whole seconds, etcd's lease granularity), read
+// without writing; the zero time when no holder is live.
+func (w *Workers) Clock(ctx context.Context, req worker.Request) (time.Time, time.Duration, error) {
+	resp, err := w.client.Get(ctx, w.keys().ClockPrefix(req.Datacenter), clientv3.WithPrefix())
+	if err != nil {
+		return time.Time{}, 0, unavailable(ctx, err, "reading the clocks of datacenter %d in %s", req.Datacenter, w.prefix)
+	}
+	newest := w.newestPeer(req.Datacenter, -1, resp.Kvs)
+	if newest == 0 {
+		return time.Time{}, 0, nil
+	}
+	return coord.MsTime(newest), time.Duration(ttlSeconds(req.TTL)) * time.Second, nil
 }
 
 // pick chooses a free id in [0, workers) as coord.Pick does; a slot with a
@@ -448,9 +466,9 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 		return nil, err
 	}
 	dc := req.Datacenter
-	nk, rk := w.keys().Namespace(dc), w.keys().Registration(dc)
+	nk, rk, sk := w.keys().Namespace(dc), w.keys().Registration(dc), w.keys().Space()
 	read := func() []clientv3.Op {
-		return []clientv3.Op{clientv3.OpGet(w.keys().DC(dc), clientv3.WithPrefix()), clientv3.OpGet(rk)}
+		return []clientv3.Op{clientv3.OpGet(w.keys().DC(dc), clientv3.WithPrefix()), clientv3.OpGet(rk), clientv3.OpGet(sk)}
 	}
 	readSent := time.Now()
 	resp, err := w.client.Txn(ctx).Then(read()...).Commit()
@@ -458,25 +476,23 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 		return nil, unavailable(ctx, err, "reading the worker ids of datacenter %d in %s", dc, w.prefix)
 	}
 	readRecv := time.Now()
-	kvs, reg := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
+	kvs, reg, spc := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs, resp.Responses[2].GetResponseRange().Kvs
 	reserveMs := coord.CeilMs(req.Reserve)
+	bound := req.MarkBound()
 	nodeMs, ahead := coord.NodeClock(req, w.now)
 	var lease *clientv3.LeaseGrantResponse
 	for attempt := 1; ; attempt++ {
-		regKV := find(reg, rk)
-		if err := w.checkRegistry(dc, regKV); err != nil {
+		regKV, spaceKV, recKV := find(reg, rk), find(spc, sk), find(kvs, nk)
+		rec, err := coord.Admit(req, "the registry "+w.registry+" of this etcd", w.prefix, entry(regKV), entry(spaceKV), entry(recKV))
+		if err != nil {
 			return nil, w.abandon(ctx, lease, err)
 		}
-		recKV := find(kvs, nk)
-		var rec coord.Record
-		if recKV != nil {
-			if rec, err = parseRecord(recKV); err != nil {
-				return nil, w.abandon(ctx, lease, err)
-			}
-			if rec.Contract != req.Contract {
-				return nil, w.abandon(ctx, lease, fmt.Errorf("%w: datacenter %d of %s is recorded with the contract %q; this node's is %q",
-					worker.ErrContract, dc, w.prefix, rec.Contract, req.Contract))
-			}
+		// The coordinator's clock is the live peers': the latest it can be.
+		var peers coord.PeerClock
+		peers.Read(w.newestPeer(dc, -1, kvs), readSent, readRecv)
+		if err := bound.Check(fmt.Sprintf("acquiring in datacenter %d of %s", dc, w.prefix), req.Reserve,
+			peers.Latest(time.Now(), time.Duration(ttlSeconds(req.TTL))*time.Second)); err != nil {
+			return nil, w.abandon(ctx, lease, err)
 		}
 		slots, err := w.slots(dc, kvs)
 		if err != nil {
@@ -529,6 +545,12 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 		} else {
 			cmps = append(cmps, clientv3.Compare(clientv3.Value(rk), "=", string(regKV.Value)))
 		}
+		if spaceKV == nil {
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(sk), "=", 0))
+			then = append(then, clientv3.OpPut(sk, req.Space))
+		} else {
+			cmps = append(cmps, clientv3.Compare(clientv3.Value(sk), "=", string(spaceKV.Value)))
+		}
 		sent := time.Now()
 		tr, err := w.client.Txn(ctx).If(cmps...).Then(then...).Else(read()...).Commit()
 		if err != nil {
@@ -540,7 +562,7 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 		if tr.Succeeded {
 			c := &claim{
 				w: w, dc: dc, id: id, owner: req.Owner, prev: coord.MsTime(max(s.highMs, rec.FloorMs)),
-				contract: req.Contract, quarantine: req.Quarantine, ahead: ahead,
+				contract: req.Contract, quarantine: req.Quarantine, ahead: ahead, bound: bound,
 				lease: lease.ID, ttl: lease.TTL, highMs: high, highRaw: strconv.FormatInt(high, 10), maxMs: high,
 				rec: rec, recRaw: recRaw,
 			}
@@ -557,7 +579,8 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 			return nil, w.abandon(ctx, lease, fmt.Errorf("%w: other nodes won the worker ids of datacenter %d in %s %d times in a row",
 				worker.ErrUnavailable, dc, w.prefix, attempt))
 		}
-		kvs, reg = tr.Responses[0].GetResponseRange().Kvs, tr.Responses[1].GetResponseRange().Kvs // the state that beat us
+		// the state that beat us
+		kvs, reg, spc = tr.Responses[0].GetResponseRange().Kvs, tr.Responses[1].GetResponseRange().Kvs, tr.Responses[2].GetResponseRange().Kvs
 		readSent, readRecv = sent, recv
 	}
 }
@@ -642,6 +665,7 @@ type claim struct {
 	contract   string        // the request's, for a re-initialisation without a record
 	quarantine time.Duration // the request's
 	ahead      time.Duration // the request's Reserve − Now; < 0 when it had no Now
+	bound      worker.MarkBound
 
 	mu       sync.Mutex // claims are used by one goroutine at a time; this makes sure
 	lease    clientv3.LeaseID
@@ -685,6 +709,9 @@ func (c *claim) where() string {
 func (c *claim) Renew(ctx context.Context, ttl time.Duration, reserve time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := c.bound.Check(c.where()+": renewing", reserve, c.peers.Latest(time.Now(), time.Duration(c.ttl)*time.Second)); err != nil {
+		return err
+	}
 	if secs := ttlSeconds(ttl); secs > c.ttl {
 		return c.moveLease(ctx, ttl, reserve)
 	}

@@ -36,17 +36,21 @@
 // # Datacenter registry
 //
 // A hash outside every namespace (DefaultRegistry, "flakeid:datacenters",
-// unless WithRegistry names another) maps each datacenter id to the prefix
-// that claimed it. Before every Acquire, Workers sends HSETNX <registry> <dc>
-// <prefix> and HGET <registry> <dc> in one pipeline (one round trip; an
-// Acquire is rare, and this also restores the entry after the registry was
-// lost): if the entry names another prefix, Acquire fails with
-// worker.ErrContract and nothing is written in this namespace. The entry is
-// never deleted by flakeid; delete it by hand to move a datacenter id to
-// another prefix. The registry is its own key, so on a Redis Cluster it may
-// live on another node than the namespace: it is a guard against two
-// clusters configured with one datacenter id, not part of the lease's
-// atomicity. Renewals never read it.
+// unless WithRegistry names another) holds the field "space", the ID space
+// (worker.Request.Space: the layout) every namespace and datacenter on the
+// registry shares, and maps each datacenter id to the prefix that claimed
+// it. Acquire reads the space, the claim and the namespace record in one
+// pipeline, decides by worker.Admit (refusing another layout, a datacenter
+// of another prefix, another contract: worker.ErrContract, nothing
+// written), and its script checks that the three are still what it read
+// before it writes anything — the missing ones among them with the slot —
+// or replies "changed", and Acquire reads and decides again. The script
+// touches the namespace's key and the registry's, so on a Redis Cluster
+// both must hash to one slot: give them one hash tag (prefix={fid}:workers,
+// registry={fid}:datacenters). flakeid never deletes a registry field;
+// delete it by hand to move a datacenter id to another prefix, or to change
+// the layout of a registry whose every ID is behind you. Renewals never
+// read the registry.
 //
 // # Reset: lost or rolled-back state
 //
@@ -106,12 +110,17 @@
 // the time with redis.call('TIME') inside the script: only Redis's clock
 // decides expiry. Redis 7 replicates the effects of scripts, not the scripts,
 // so reading TIME before writing is safe on replicas and AOF (the scripts
-// also ask for effects replication on the older servers that need it). Each script
-// touches one key, so a Redis Cluster works too.
+// also ask for effects replication on the older servers that need it).
+// Renew and Release touch one key; Acquire the namespace's and the
+// registry's (see above for a Redis Cluster).
 //
-//   - Acquire reads the namespace record and refuses (worker.ErrContract,
-//     showing both) a request whose contract differs from the recorded one.
-//     It reads the whole hash (HGETALL), counts the held ids in
+// A reservation past the request's worker.MarkBound — Redis's clock + the
+// reservation ahead + the clock skew allowed — is refused by the Acquire and
+// Renew scripts before they write (worker.ErrClockSkew), so a node whose
+// clock runs ahead never pushes a mark into the future; Clock reads TIME
+// for the leaser's check before it acquires.
+//
+//   - Acquire is admitted as above, then its script reads the whole hash (HGETALL), counts the held ids in
 //     [0, Workers), and takes a free one: among free ids (never used,
 //     released or lapsed) the lowest whose high-water mark has passed, else
 //     the one with the smallest mark. It initialises the record when there
@@ -188,6 +197,10 @@ const DefaultRegistry = "flakeid:datacenters"
 // record; every other field is a worker id.
 const nsField = "ns"
 
+// spaceField is the registry's field that holds the ID space; every other
+// field is a datacenter id.
+const spaceField = "space"
+
 // maxMs bounds every millisecond value the scripts handle: below 2^53, so
 // Lua's doubles hold them exactly (10^15 ms is the year 33658).
 const maxMs = 999_999_999_999_999
@@ -198,6 +211,7 @@ const (
 	codeNotHeld   = "FLAKEID_NOTHELD"
 	codeCorrupt   = "FLAKEID_CORRUPT"
 	codeReset     = "FLAKEID_RESET"
+	codeSkew      = "FLAKEID_SKEW"
 )
 
 // luaCommon parses slot values and namespace records and reads the clock;
@@ -244,13 +258,19 @@ local function ns_value(i, f, inc, c)
 end
 `
 
-// acquireScript: KEYS[1] the datacenter's hash; ARGV workers, owner, ttl_ms,
-// reserve_ms, contract, quarantine_ms, incarnation (for a new record).
+// acquireScript: KEYS[1] the datacenter's hash, KEYS[2] the registry; ARGV
+// workers, owner, ttl_ms, reserve_ms, contract, quarantine_ms, incarnation
+// (for a new record), the ID space, the prefix, the datacenter's registry
+// field, what Acquire read and admitted of the registry's space, of the
+// datacenter's claim and of the record's contract (each "" when absent,
+// else "=" and the value), and the mark bound's span in ms (-1: none).
 // Replies {worker id, previous ms (raised to the floor), now_us, incarnation,
-// initialised_ms, high-water ms stored, lease end ms}, or {'contract',
-// recorded contract}.
+// initialised_ms, high-water ms stored, lease end ms}; {'changed'} when what
+// was admitted is no longer what is recorded (nothing written: read and
+// decide again); {'skew', now_us} when the reservation is past the bound
+// (nothing written).
 const acquireScript = luaCommon + `
-local key = KEYS[1]
+local key, registry = KEYS[1], KEYS[2]
 local workers = tonumber(ARGV[1])
 local owner = ARGV[2]
 local ttl = tonumber(ARGV[3])
@@ -258,15 +278,22 @@ local reserve = tonumber(ARGV[4])
 local contract = ARGV[5]
 local quarantine = tonumber(ARGV[6])
 local fresh = ARGV[7]
+local space, prefix, dcfield = ARGV[8], ARGV[9], ARGV[10]
+local span = tonumber(ARGV[14])
 local now, now_us = clock()
+local function seen(v) if v then return '=' .. v end return '' end
+local reg_space = redis.call('HGET', registry, '` + spaceField + `')
+local reg_claim = redis.call('HGET', registry, dcfield)
 local rec = redis.call('HGET', key, '` + nsField + `')
-local init, floor, inc
+local init, floor, inc, c
 if rec then
-  local c
   init, floor, inc, c = parse_ns(rec)
   if not init then return corrupt_ns(key, rec) end
-  if c ~= contract then return {'contract', c} end
 end
+if seen(reg_space) ~= ARGV[11] or seen(reg_claim) ~= ARGV[12] or seen(c) ~= ARGV[13] then
+  return {'changed'}
+end
+if span >= 0 and reserve > now + span then return {'skew', now_us} end
 local flat = redis.call('HGETALL', key)
 local seen = {}
 local held = 0
@@ -320,6 +347,9 @@ if mine < 0 then
     return redis.error_reply('` + codeExhausted + ` ' .. held)
   end
 end
+-- Admitted: create what is missing.
+if not reg_space then redis.call('HSET', registry, '` + spaceField + `', space) end
+if not reg_claim then redis.call('HSET', registry, dcfield, prefix) end
 if not rec then
   init, floor, inc = now, now + quarantine, fresh
   redis.call('HSET', key, '` + nsField + `', ns_value(init, floor, inc, contract))
@@ -339,10 +369,12 @@ return {best, math.max(best_high, floor), now_us, inc, init, high, now + ttl}
 // field, owner, ttl_ms, reserve_ms, and the claim's incarnation,
 // initialised_ms, highest stored mark, contract, quarantine_ms, a fresh
 // incarnation, and the lease end ms its last successful Acquire or Renew
-// granted. It checks the namespace record (re-initialising it and
-// replying FLAKEID_RESET when the state was lost or rolled back), then
-// leaves e, h, p, now, now_us, high set when the owner holds the field, and
-// replies with an error otherwise.
+// granted, and the mark bound's span in ms (-1: none, as for Release). It
+// checks the namespace record (re-initialising it and replying
+// FLAKEID_RESET when the state was lost or rolled back), refuses a reserve
+// past now + span with FLAKEID_SKEW <now_us>, writing nothing, then leaves
+// e, h, p, now, now_us, high set when the owner holds the field, and replies
+// with an error otherwise.
 //
 // FLAKEID_RESET replies are "<kind> <new floor ms or 0> <number> <incarnation>",
 // except "taken <new floor ms> <slot's expires_ms> <now_ms> <holder>".
@@ -352,6 +384,7 @@ local ttl, reserve = tonumber(ARGV[3]), tonumber(ARGV[4])
 local cinc, cinit, cstored = ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
 local ccontract, quarantine, fresh = ARGV[8], tonumber(ARGV[9]), ARGV[10]
 local cend = tonumber(ARGV[11])
+local span = tonumber(ARGV[12])
 local now, now_us = clock()
 local rec = redis.call('HGET', key, '` + nsField + `')
 local v = redis.call('HGET', key, field)
@@ -381,6 +414,9 @@ if holder ~= owner or e <= now then
     return reinit(rf, rc, 'taken', e, fmt(now) .. ' ' .. holder)
   end
   return redis.error_reply('` + codeNotHeld + ` ' .. fmt(e) .. ' ' .. clean(holder))
+end
+if span >= 0 and reserve > now + span then
+  return redis.error_reply('` + codeSkew + ` ' .. fmt(now_us))
 end
 local high = math.max(h, reserve)
 `
@@ -469,6 +505,11 @@ func OpenWorkers(ctx context.Context, u *url.URL, opts ...Option) (*Workers, err
 	if s := strings.ToLower(u.Scheme); s != "redis" && s != "rediss" {
 		return nil, coord.InvalidURL(fmt.Errorf("scheme %q, want redis or rediss", u.Scheme))
 	}
+	// go-redis refuses an option it does not know, but cannot tell what a
+	// misspelling of ours meant.
+	if err := coord.CheckTypos(u, "prefix", "registry"); err != nil {
+		return nil, err
+	}
 	taken, rest := coord.TakeQuery(u, "prefix", "registry")
 	copts, err := goredis.ParseURL(rest.String())
 	if err != nil {
@@ -539,26 +580,43 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%w: redis: acquiring a worker id in %s: %w", worker.ErrUnavailable, key, err)
 	}
-	if err := w.claimDatacenter(ctx, req.Datacenter); err != nil {
-		return nil, err
-	}
 	inc, quarantine := coord.NewIncarnation(), coord.CeilDurMs(req.Quarantine)
-	res, err := w.acquire.Run(ctx, w.client, []string{key},
-		req.Workers, req.Owner, coord.CeilDurMs(req.TTL), reserve, req.Contract, quarantine, inc).Result()
-	if err != nil {
-		if rest, ok := replyCode(err, codeExhausted); ok {
-			return nil, fmt.Errorf("%w: all %s worker ids of datacenter %d are held (%s)", worker.ErrExhausted,
-				rest, req.Datacenter, key)
+	bound := req.MarkBound()
+	dcField := strconv.FormatInt(req.Datacenter, 10)
+	var res any
+	for attempt := 1; ; attempt++ {
+		seen, err := w.admit(ctx, req, key, dcField)
+		if err != nil {
+			return nil, err
 		}
-		return nil, w.failed("acquiring a worker id in "+key, err)
+		res, err = w.acquire.Run(ctx, w.client, []string{key, w.registry},
+			req.Workers, req.Owner, coord.CeilDurMs(req.TTL), reserve, req.Contract, quarantine, inc,
+			req.Space, w.prefix, dcField, seen[0], seen[1], seen[2], bound.Span()).Result()
+		if err != nil {
+			if rest, ok := replyCode(err, codeExhausted); ok {
+				return nil, fmt.Errorf("%w: all %s worker ids of datacenter %d are held (%s)", worker.ErrExhausted,
+					rest, req.Datacenter, key)
+			}
+			return nil, w.failed("acquiring a worker id in "+key, err)
+		}
+		vals, _ := res.([]any)
+		switch {
+		case len(vals) == 1 && vals[0] == "changed":
+			// The registry or the record changed between the read and the
+			// script: decide again on what is there now.
+			if attempt < 5 {
+				continue
+			}
+			return nil, fmt.Errorf("%w: redis: the registry %s or %s changed under %d attempts to acquire in a row",
+				worker.ErrUnavailable, w.registry, key, attempt)
+		case len(vals) == 2 && vals[0] == "skew":
+			if nowUs, ok := vals[1].(int64); ok {
+				return nil, bound.Refused("acquiring a worker id in "+key, req.Reserve, time.UnixMicro(nowUs).UTC())
+			}
+		}
+		break
 	}
 	vals, ok := res.([]any)
-	if ok && len(vals) == 2 && vals[0] == "contract" {
-		if recorded, ok := vals[1].(string); ok {
-			return nil, fmt.Errorf("%w: datacenter %d of %s is recorded with the contract %q; this node's is %q (%s)",
-				worker.ErrContract, req.Datacenter, w.prefix, recorded, req.Contract, key)
-		}
-	}
 	if !ok || len(vals) != 7 {
 		return nil, unexpected("acquire", key, res)
 	}
@@ -576,34 +634,56 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 	return &claim{
 		w: w, key: key, dc: req.Datacenter, id: id, owner: req.Owner, prev: coord.MsTime(prev),
 		incarnation: incarnation, initialised: init, stored: stored, end: end,
-		contract: req.Contract, quarantine: quarantine, clock: time.UnixMicro(nowUs).UTC(),
+		contract: req.Contract, quarantine: quarantine, clock: time.UnixMicro(nowUs).UTC(), bound: bound,
 	}, nil
 }
 
-// claimDatacenter creates the registry entry of datacenter dc if absent
-// (HSETNX) and reads it back, in one round trip; it fails with ErrContract
-// when the entry names another prefix.
-func (w *Workers) claimDatacenter(ctx context.Context, dc int64) error {
-	field := strconv.FormatInt(dc, 10)
-	var get *goredis.StringCmd
+// admit reads, in one round trip, the registry's ID space, the claim of
+// the datacenter (field dcField) and the namespace record of key, and
+// decides by worker.Admit. It returns what it read, each "" when absent and
+// "=" + the value otherwise, for the acquire script to check unchanged.
+func (w *Workers) admit(ctx context.Context, req worker.Request, key, dcField string) ([3]string, error) {
+	var cmds [3]*goredis.StringCmd
 	_, err := w.client.Pipelined(ctx, func(p goredis.Pipeliner) error {
-		p.HSetNX(ctx, w.registry, field, w.prefix)
-		get = p.HGet(ctx, w.registry, field)
+		cmds[0] = p.HGet(ctx, w.registry, spaceField)
+		cmds[1] = p.HGet(ctx, w.registry, dcField)
+		cmds[2] = p.HGet(ctx, key, nsField)
 		return nil
 	})
-	owner, gerr := get.Result()
-	switch {
-	case errors.Is(gerr, goredis.Nil):
-		// Deleted between the two commands (a loss as it happens): the
-		// next Acquire claims it again.
-		return nil
-	case err != nil:
-		return w.failed(fmt.Sprintf("claiming datacenter %d in the registry %s", dc, w.registry), err)
-	case owner != w.prefix:
-		return fmt.Errorf("%w: datacenter %d is claimed on this coordinator by the namespace %q (registry %s); "+
-			"this namespace is %q: give each cluster its own datacenter id", worker.ErrContract, dc, owner, w.registry, w.prefix)
+	if err != nil && !errors.Is(err, goredis.Nil) {
+		return [3]string{}, w.failed(fmt.Sprintf("reading the registry %s and the namespace record of %s", w.registry, key), err)
 	}
-	return nil
+	var seen [3]string
+	var vals [3]string
+	var has [3]bool
+	for i, c := range cmds {
+		v, err := c.Result()
+		if err == nil {
+			vals[i], has[i], seen[i] = v, true, "="+v
+		}
+	}
+	r := worker.Recorded{
+		Registry: "the registry " + w.registry, Namespace: w.prefix,
+		Space: vals[0], HasSpace: has[0], Claimant: vals[1], HasClaim: has[1],
+	}
+	if has[2] {
+		rec, err := parseRecord(vals[2])
+		if err != nil {
+			return seen, fmt.Errorf("%w: redis: %s: %w", worker.ErrUnavailable, key, err)
+		}
+		seen[2] = "=" + rec.contract
+		r.Contract, r.Initialised, r.HasRecord = rec.contract, coord.MsTime(rec.initialised), true
+	}
+	return seen, worker.Admit(req, r)
+}
+
+// Clock implements worker.Coordinator: Redis's TIME, read without writing.
+func (w *Workers) Clock(ctx context.Context, _ worker.Request) (time.Time, time.Duration, error) {
+	t, err := w.client.Time(ctx).Result()
+	if err != nil {
+		return time.Time{}, 0, w.failed("reading the clock (TIME)", err)
+	}
+	return t.UTC(), 0, nil
 }
 
 // Namespace implements worker.Coordinator.
@@ -784,6 +864,7 @@ type claim struct {
 	contract    string
 	quarantine  int64     // ms
 	clock       time.Time // Redis's clock at the last Acquire or Renew
+	bound       worker.MarkBound
 }
 
 func (c *claim) WorkerID() int64                   { return c.id }
@@ -795,7 +876,7 @@ func (c *claim) Renew(ctx context.Context, ttl time.Duration, reserve time.Time)
 	if ttl <= 0 || coord.CeilDurMs(ttl) > maxMs/2 {
 		return fmt.Errorf("%w: TTL %v", worker.ErrInvalidConfig, ttl)
 	}
-	vals, err := c.change(ctx, "renewing", c.w.renew, coord.CeilDurMs(ttl), reserve)
+	vals, err := c.change(ctx, "renewing", c.w.renew, coord.CeilDurMs(ttl), reserve, c.bound.Span())
 	if err != nil {
 		return err
 	}
@@ -817,7 +898,7 @@ func (c *claim) Renew(ctx context.Context, ttl time.Duration, reserve time.Time)
 
 // Release implements worker.Claim.
 func (c *claim) Release(ctx context.Context, reserve time.Time) error {
-	vals, err := c.change(ctx, "releasing", c.w.release, 0, reserve)
+	vals, err := c.change(ctx, "releasing", c.w.release, 0, reserve, -1)
 	if err != nil {
 		return err
 	}
@@ -832,7 +913,7 @@ func (c *claim) Release(ctx context.Context, reserve time.Time) error {
 
 // change runs the renew or release script and returns its reply, a
 // non-empty table.
-func (c *claim) change(ctx context.Context, verb string, s *goredis.Script, ttlMs int64, reserve time.Time) ([]any, error) {
+func (c *claim) change(ctx context.Context, verb string, s *goredis.Script, ttlMs int64, reserve time.Time, span int64) ([]any, error) {
 	r, err := checkReserve(reserve)
 	if err != nil {
 		return nil, err
@@ -843,8 +924,12 @@ func (c *claim) change(ctx context.Context, verb string, s *goredis.Script, ttlM
 	}
 	fresh := coord.NewIncarnation()
 	res, err := s.Run(ctx, c.w.client, []string{c.key}, strconv.FormatInt(c.id, 10), c.owner, ttlMs, r,
-		c.incarnation, c.initialised, c.stored, c.contract, c.quarantine, fresh, c.end).Result()
+		c.incarnation, c.initialised, c.stored, c.contract, c.quarantine, fresh, c.end, span).Result()
 	if err != nil {
+		if rest, ok := replyCode(err, codeSkew); ok {
+			us, _ := strconv.ParseInt(rest, 10, 64)
+			return nil, c.bound.Refused(what, reserve, time.UnixMicro(us).UTC())
+		}
 		if rest, ok := replyCode(err, codeNotHeld); ok {
 			return nil, c.notHeld(rest)
 		}

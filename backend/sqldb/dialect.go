@@ -245,7 +245,12 @@ type statements struct {
 	recordUpdate   string
 	regSelect      string // the registry row of a datacenter
 	regInsert      string // create it if absent
+	now            string // the database's clock, Unix ms
 }
+
+// maxSpan is the mark bound's span that a renewal without a bound sends:
+// no reservation a store accepts is that far past its clock.
+const maxSpan = int64(1) << 52
 
 func newStatements(d Dialect, table, registry string) (statements, error) {
 	schema, err := workersSchemaSQL(d, table)
@@ -281,7 +286,10 @@ func newStatements(d Dialect, table, registry string) (statements, error) {
 		recordInsert: "INSERT INTO " + t + " (datacenter, worker, holder, expires_at_ms, high_water_ms) VALUES (?, -2, ?, ?, ?)",
 		recordUpdate: "UPDATE " + t + " SET holder = ?, expires_at_ms = ?, high_water_ms = ? WHERE datacenter = ? AND worker = -2",
 		regSelect:    "SELECT namespace, contract, claimed_at_ms FROM " + reg + " WHERE datacenter = ?",
+		now:          "SELECT " + now,
 	}
+	// A renewal's reservation must be within its mark bound: reserve ≤ now + span.
+	bound := " AND ? <= " + now + " + ?"
 	if d == MySQL {
 		s.lockInsert = "INSERT INTO " + t + " (datacenter, worker) VALUES (?, -1) ON DUPLICATE KEY UPDATE worker = worker"
 		s.regInsert = "INSERT INTO " + reg + " (datacenter, namespace, contract, claimed_at_ms) VALUES (?, ?, ?, " + now + ")" +
@@ -291,7 +299,7 @@ func newStatements(d Dialect, table, registry string) (statements, error) {
 		// reply, in the same round trip.
 		join := "UPDATE " + t + " AS s JOIN " + t + " AS r ON r.datacenter = s.datacenter AND r.worker = -2"
 		s.renew = join + " SET s.expires_at_ms = LAST_INSERT_ID(" + now + " + ?), s.high_water_ms = GREATEST(s.high_water_ms, ?)" +
-			" WHERE" + slotGuard + " AND r.holder = ?"
+			" WHERE" + slotGuard + " AND r.holder = ?" + bound
 		s.release = join + " SET s.holder = '', s.expires_at_ms = 0, s.high_water_ms = GREATEST(s.high_water_ms, ?)" +
 			" WHERE" + slotGuard + " AND r.holder = ?"
 	} else {
@@ -300,10 +308,10 @@ func newStatements(d Dialect, table, registry string) (statements, error) {
 			" ON CONFLICT (datacenter) DO NOTHING"
 		record := " FROM " + t + " AS r WHERE" + slotGuard + " AND r.datacenter = s.datacenter AND r.worker = -2 AND r.holder = ?"
 		s.renew = "UPDATE " + t + " AS s SET expires_at_ms = " + now + " + ?, high_water_ms = GREATEST(s.high_water_ms, ?)" +
-			record + " RETURNING s.expires_at_ms"
+			record + bound + " RETURNING s.expires_at_ms"
 		s.release = "UPDATE " + t + " AS s SET holder = '', expires_at_ms = 0, high_water_ms = GREATEST(s.high_water_ms, ?)" + record
 		for _, p := range []*string{&s.lockInsert, &s.lockSelect, &s.slots, &s.insert, &s.take, &s.renew, &s.release, &s.slot,
-			&s.list, &s.record, &s.recordInsert, &s.recordUpdate, &s.regSelect, &s.regInsert} {
+			&s.list, &s.record, &s.recordInsert, &s.recordUpdate, &s.regSelect, &s.regInsert, &s.now} {
 			*p = dollarParams(*p)
 		}
 	}

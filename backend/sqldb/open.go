@@ -53,6 +53,11 @@ func workersOfURL(u *url.URL, opts ...Option) (*Workers, error) {
 	if err := checkScheme(u); err != nil {
 		return nil, err
 	}
+	// A misspelling of ours would reach the driver, which takes any name
+	// (a PostgreSQL runtime parameter, a MySQL system variable).
+	if err := coord.CheckTypos(u, "table", "registry"); err != nil {
+		return nil, err
+	}
 	// ?registry= names the datacenter registry table; not for the driver.
 	vals, rest := coord.TakeQuery(u, "registry")
 	if vals[0] != "" {
@@ -106,6 +111,9 @@ func OpenSegments(ctx context.Context, u *url.URL) (*Segments, error) {
 // opened (not connected) and owned by the returned store.
 func segmentsOfURL(u *url.URL) (*Segments, error) {
 	if err := checkScheme(u); err != nil {
+		return nil, err
+	}
+	if err := coord.CheckTypos(u, "table"); err != nil {
 		return nil, err
 	}
 	dsn, table, err := driverDSN(u)

@@ -67,11 +67,20 @@
 //   - The datacenter registry is a table outside every namespace (default
 //     "flakeid_datacenters", see RegistrySchemaSQL and WithRegistry), shared
 //     by the worker tables of the database that name it: one row per
-//     datacenter id naming the table that claimed it. Acquire creates its
-//     datacenter's row if absent (INSERT … ON CONFLICT DO NOTHING / ON
-//     DUPLICATE KEY UPDATE, in its transaction) and fails with
-//     worker.ErrContract when it names another table. flakeid never deletes
-//     a row: to give a datacenter id to another table, delete it by hand.
+//     datacenter id naming the table that claimed it, and the row of
+//     datacenter -1 (namespace "(ID space)") whose contract column is the ID
+//     space (worker.Request.Space: the layout) every namespace and
+//     datacenter on the registry shares. Acquire creates both rows if absent
+//     (INSERT … ON CONFLICT DO NOTHING / ON DUPLICATE KEY UPDATE, in its
+//     transaction: a concurrent creator waits on the unique key), reads
+//     them back with the record, and decides by worker.Admit: another ID
+//     space, a datacenter of another table or another contract is
+//     worker.ErrContract, and the transaction is rolled back, writing
+//     nothing. A reservation past the request's worker.MarkBound (the
+//     database's clock + the reservation ahead + the skew allowed) is
+//     worker.ErrClockSkew, likewise; a renewal's UPDATE carries the same
+//     bound. flakeid never deletes a row: to give a datacenter id to another
+//     table, delete it by hand.
 //   - How a reset looks here, and how a holder recognises it at its next
 //     Renew or Release (within one renewal period):
 //     a TRUNCATE, a DELETE of the rows, or a database recreated empty:
@@ -378,6 +387,16 @@ func (w *Workers) readRecord(ctx context.Context, q queryer, dc int64) (rec reco
 	return rec, err == nil, nowMs, err
 }
 
+// Clock implements worker.Coordinator: the database's clock, read without
+// writing.
+func (w *Workers) Clock(ctx context.Context, _ worker.Request) (time.Time, time.Duration, error) {
+	var nowMs int64
+	if err := w.db.QueryRowContext(ctx, w.q.now).Scan(&nowMs); err != nil {
+		return time.Time{}, 0, w.unavailable(ctx, "reading the database's clock", err)
+	}
+	return coord.MsTime(nowMs), 0, nil
+}
+
 // Namespace implements worker.Coordinator: the row (datacenter, -2).
 func (w *Workers) Namespace(ctx context.Context, datacenter int64) (worker.Namespace, bool, error) {
 	rec, ok, _, err := w.readRecord(ctx, w.db, datacenter)
@@ -410,31 +429,34 @@ func (w *Workers) registryError(ctx context.Context, dc int64, err error) error 
 	return w.unavailable(ctx, fmt.Sprintf("claiming datacenter %d in the registry table %s", dc, w.registry), err)
 }
 
-// claimDatacenter makes sure the registry gives datacenter dc to this
-// namespace: it creates the registry row if absent, and fails with
-// worker.ErrContract when it names another namespace. In the transaction
-// tx, so that a refused Acquire writes nothing.
-func (w *Workers) claimDatacenter(ctx context.Context, tx *sql.Tx, dc int64, contract string) error {
+// spaceRow is the registry row that holds the ID space every namespace
+// and datacenter on the registry shares: datacenter -1, namespace
+// spaceNamespace, the space in the contract column.
+const (
+	spaceRow       = -1
+	spaceNamespace = "(ID space)"
+)
+
+// registryRow reads, in the transaction tx, the registry row of datacenter
+// dc (spaceRow: the ID space), creating it with namespace and contract
+// first when it is absent. A refused Acquire rolls tx back, so the row it
+// created is gone again. It returns the row's namespace and contract.
+func (w *Workers) registryRow(ctx context.Context, tx *sql.Tx, dc int64, namespace, contract string) (string, string, error) {
 	var (
 		ns, theirs string
 		atMs       int64
 	)
 	err := tx.QueryRowContext(ctx, w.q.regSelect, dc).Scan(&ns, &theirs, &atMs)
 	if errors.Is(err, sql.ErrNoRows) {
-		if _, err := tx.ExecContext(ctx, w.q.regInsert, dc, w.table, contract); err != nil {
-			return w.registryError(ctx, dc, err)
+		if _, err := tx.ExecContext(ctx, w.q.regInsert, dc, namespace, contract); err != nil {
+			return "", "", w.registryError(ctx, dc, err)
 		}
 		err = tx.QueryRowContext(ctx, w.q.regSelect, dc).Scan(&ns, &theirs, &atMs)
 	}
 	if err != nil {
-		return w.registryError(ctx, dc, err)
+		return "", "", w.registryError(ctx, dc, err)
 	}
-	if ns != w.table {
-		return fmt.Errorf("%w: %s: datacenter %d is claimed on this coordinator by the namespace %q (registry table %s, since %s, contract %q); "+
-			"this namespace is %q: give each cluster its own datacenter id", worker.ErrContract, w.where("acquiring"),
-			dc, ns, w.registry, coord.FormatMs(atMs), theirs, w.table)
-	}
-	return nil
+	return ns, theirs, nil
 }
 
 func validOwner(owner string) error {
@@ -591,12 +613,26 @@ func (w *Workers) acquireLocked(ctx context.Context, tx *sql.Tx, req worker.Requ
 	if err != nil {
 		return nil, err
 	}
-	if err := w.claimDatacenter(ctx, tx, dc, req.Contract); err != nil {
+	// The space and the claim are created in tx when absent (a unique key
+	// makes a concurrent creator wait for this transaction), and read back.
+	_, space, err := w.registryRow(ctx, tx, spaceRow, spaceNamespace, req.Space)
+	if err != nil {
 		return nil, err
 	}
-	if found && rec.contract != req.Contract {
-		return nil, fmt.Errorf("%w: %s: datacenter %d of %s is recorded with the contract %q (since %s); this node's is %q",
-			worker.ErrContract, w.where("acquiring"), dc, w.table, rec.contract, coord.FormatMs(rec.initMs), req.Contract)
+	claimant, _, err := w.registryRow(ctx, tx, dc, w.table, req.Contract)
+	if err != nil {
+		return nil, err
+	}
+	if err := worker.Admit(req, worker.Recorded{
+		Registry: fmt.Sprintf("%s: the registry table %s", w.where("acquiring"), w.registry), Namespace: w.table,
+		Space: space, HasSpace: true, Claimant: claimant, HasClaim: true,
+		Contract: rec.contract, Initialised: coord.MsTime(rec.initMs), HasRecord: found,
+	}); err != nil {
+		return nil, err
+	}
+	bound := req.MarkBound()
+	if bound.Exceeds(ceilMs(req.Reserve), nowMs) {
+		return nil, bound.Refused(w.where("acquiring"), req.Reserve, coord.MsTime(nowMs))
 	}
 	if !found {
 		// Never used, lost, or written by a flakeid without records: the
@@ -669,6 +705,7 @@ func (w *Workers) acquireLocked(ctx context.Context, tx *sql.Tx, req worker.Requ
 		// The statement computed the expiry from a clock reading at or
 		// after nowMs: E is at most the lease granted, never later.
 		leaseEndMs: nowMs + ttl,
+		bound:      bound,
 	}, nil
 }
 
@@ -758,6 +795,7 @@ type claim struct {
 	// it, a consistent database cannot show the slot held by another, free
 	// or expired (see resetReason).
 	leaseEndMs int64
+	bound      worker.MarkBound // of the request: what a renewal may reserve
 }
 
 func (c *claim) WorkerID() int64     { return c.id }
@@ -774,7 +812,11 @@ func (c *claim) Renew(ctx context.Context, ttl time.Duration, reserve time.Time)
 		return fmt.Errorf("%w: sqldb: renewal TTL %v", worker.ErrInvalidConfig, ttl)
 	}
 	ttlMs, reserveMs := ttl.Milliseconds(), ceilMs(reserve)
-	args := []any{ttlMs, reserveMs, c.dc, c.id, c.owner, c.highMs, c.rec.holder}
+	span := c.bound.Span()
+	if span < 0 {
+		span = maxSpan
+	}
+	args := []any{ttlMs, reserveMs, c.dc, c.id, c.owner, c.highMs, c.rec.holder, reserveMs, span}
 	var expires int64
 	var err error
 	if c.w.d == Postgres {
@@ -884,6 +926,9 @@ func (c *claim) failed(ctx context.Context, op string, renewedTo int64) error {
 		return fmt.Errorf("%w: %s: worker %d of datacenter %d has no row", worker.ErrNotHeld, c.w.where(op), c.id, c.dc)
 	}
 	r := *slot
+	if renewedTo >= 0 && r.holder == c.owner && r.expiresMs > nowMs && c.bound.Exceeds(renewedTo, nowMs) {
+		return c.bound.Refused(fmt.Sprintf("%s: %s", c.w.where(op), what), coord.MsTime(renewedTo), coord.MsTime(nowMs))
+	}
 	if c.w.d == MySQL && renewedTo >= 0 && r.holder == c.owner && r.expiresMs > nowMs && r.highMs >= renewedTo {
 		// Matched, nothing to change (MySQL without clientFoundRows).
 		c.highMs = max(c.highMs, renewedTo)

@@ -44,6 +44,8 @@ type claim struct {
 	leaf          []leafFence
 	clockAt       time.Time
 	clockStale    time.Duration
+	clockSent     time.Time        // when the operation that read clockAt was sent
+	bound         worker.MarkBound // of the request: what a renewal may reserve
 }
 
 func (c *claim) WorkerID() int64     { return c.id }
@@ -84,6 +86,12 @@ func (c *claim) Renew(ctx context.Context, ttl time.Duration, reserve time.Time)
 	if ttl > timeout {
 		return fmt.Errorf("%w: renewing %s for %v: its ZooKeeper session times out after %v, and a lease cannot outlast its session",
 			worker.ErrInvalidConfig, c.where(), ttl, timeout)
+	}
+	// ZooKeeper's clock now is at most the last reading, its round trip
+	// and a millisecond (Mtime is truncated) later, plus the time since.
+	latest := c.clockAt.Add(c.clockStale + time.Millisecond + time.Since(c.clockSent))
+	if err := c.bound.Check(c.where()+": renewing", reserve, latest); err != nil {
+		return err
 	}
 	sent, err := c.guarded(ctx, "renewing", reserve)
 	if err == nil && !c.sess.arm(sent, ttl) {
@@ -185,7 +193,7 @@ func (c *claim) guarded(ctx context.Context, what string, reserve time.Time) (ti
 			if ws != nil && ws.Czxid == c.highCzxid && same {
 				c.highVersion = ws.Version
 				c.highMs, c.maxMs = high, max(c.maxMs, high)
-				c.clockAt, c.clockStale = coord.MsTime(ws.Mtime), recv.Sub(sent)
+				c.clockAt, c.clockStale, c.clockSent = coord.MsTime(ws.Mtime), recv.Sub(sent), sent
 				return sent, nil
 			}
 			// The versions coincided on nodes re-created since: the

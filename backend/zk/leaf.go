@@ -74,11 +74,17 @@ func (w *Workers) checkLeafRequest(req worker.Request) error {
 	if err != nil {
 		return err
 	}
-	layout := leaf.String()
-	if req.Datacenter != 0 || !(req.Contract == layout || strings.HasPrefix(req.Contract, layout+";")) {
-		return fmt.Errorf("%w: taking over the Leaf worker ids under %s needs datacenter 0 and the Leaf layout %q; "+
-			"this request is for datacenter %d with the contract %q: IDs of any other layout or datacenter could equal Leaf's anywhere",
-			worker.ErrContract, w.leaf.forever(), layout, req.Datacenter, req.Contract)
+	// Leaf's cluster is a registry of its own whose ID space is Leaf's
+	// layout, on datacenter 0 (Leaf's layout has no datacenter bits).
+	if err := worker.Admit(req, worker.Recorded{
+		Registry: "Meituan Leaf's cluster under " + w.leaf.forever(), Namespace: w.prefix,
+		Space: leaf.String(), HasSpace: true,
+	}); err != nil {
+		return err
+	}
+	if req.Datacenter != 0 {
+		return fmt.Errorf("%w: taking over the Leaf worker ids under %s needs datacenter 0 and the Leaf layout %q; this request is for datacenter %d: "+
+			"IDs of any other datacenter could equal Leaf's anywhere", worker.ErrContract, w.leaf.forever(), leaf.String(), req.Datacenter)
 	}
 	if req.Workers > MaxLeafWorkers {
 		return fmt.Errorf("%w: %d workers, but Leaf's layout has %d worker ids", worker.ErrInvalidConfig, req.Workers, MaxLeafWorkers)

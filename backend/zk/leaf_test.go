@@ -104,7 +104,7 @@ func leafWorkers(t *testing.T, addr string, sp space, lt leafTree) *Workers {
 }
 
 func leafReq(owner string, workers int64) worker.Request {
-	return worker.Request{Workers: workers, Owner: owner, TTL: testTTL, Reserve: time.Now(), Now: time.Now(), Contract: leafContract(), Quarantine: time.Second}
+	return worker.Request{Workers: workers, Owner: owner, TTL: testTTL, Reserve: time.Now(), Now: time.Now(), Contract: leafContract(), Space: preset("leaf").String(), Quarantine: time.Second}
 }
 
 // TestLeafTakeover: a live Leaf server's worker id is never taken; a dead
@@ -204,8 +204,14 @@ func TestLeafRefusals(t *testing.T) {
 		edit func(*worker.Request)
 		want error
 	}{
-		{"default layout", func(r *worker.Request) { r.Contract = snowflake.DefaultLayout().String() + "; quarantine 1s" }, worker.ErrContract},
-		{"twitter layout", func(r *worker.Request) { r.Contract = preset("twitter").String() + "; quarantine 1s" }, worker.ErrContract},
+		{"default layout", func(r *worker.Request) {
+			r.Space = snowflake.DefaultLayout().String()
+			r.Contract = r.Space + "; quarantine 1s"
+		}, worker.ErrContract},
+		{"twitter layout", func(r *worker.Request) {
+			r.Space = preset("twitter").String()
+			r.Contract = r.Space + "; quarantine 1s"
+		}, worker.ErrContract},
 		{"datacenter 1", func(r *worker.Request) { r.Datacenter = 1 }, worker.ErrContract},
 		{"2048 workers", func(r *worker.Request) { r.Workers = 2048 }, worker.ErrInvalidConfig},
 	} {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flakeid/flakeid/backend/internal/coord"
 	"github.com/flakeid/flakeid/worker"
 )
 
@@ -86,7 +87,7 @@ func parseURL(u *url.URL) (servers []string, prefix string, opts []Option, err e
 				leaf = &LeafConfig{}
 			}
 		default:
-			return bad("unknown parameter %q (known: registry, leaf, leaf_interval, leaf_margin)", key)
+			return bad("%v", coord.UnknownParam(key, []string{"registry", "leaf", "leaf_interval", "leaf_margin"}))
 		}
 	}
 	if leaf != nil {

@@ -292,6 +292,9 @@ func (w *Workers) regPath(dc int64) string { return w.registry + "/" + strconv.F
 
 func (w *Workers) clockPath() string { return w.prefix + "/clock" }
 
+// spacePath is the registry node of the ID space.
+func (w *Workers) spacePath() string { return w.registry + "/space" }
+
 // unavailable wraps a ZooKeeper or network failure in worker.ErrUnavailable,
 // keeping err and the context's error visible to errors.Is.
 func (w *Workers) unavailable(ctx context.Context, err error, format string, args ...any) error {
@@ -419,6 +422,7 @@ type slot struct {
 type dcState struct {
 	rec   *node
 	reg   *node
+	space *node // the registry's ID space
 	slots map[int64]*slot
 }
 
@@ -430,7 +434,7 @@ func (w *Workers) readDC(ctx context.Context, dc, limit int64) (*dcState, error)
 	if err != nil {
 		return nil, w.unavailable(ctx, err, "listing %s", w.dcPath(dc))
 	}
-	paths := []string{w.nsPath(dc), w.regPath(dc)}
+	paths := []string{w.nsPath(dc), w.regPath(dc), w.spacePath()}
 	var ids []int64
 	for _, k := range kids {
 		if id, ok := coord.ParseID(k); ok && (limit < 0 || id < limit) {
@@ -442,9 +446,9 @@ func (w *Workers) readDC(ctx context.Context, dc, limit int64) (*dcState, error)
 	if err != nil {
 		return nil, w.unavailable(ctx, err, "reading the worker ids of datacenter %d in %s", dc, w.prefix)
 	}
-	st := &dcState{rec: nodes[0], reg: nodes[1], slots: make(map[int64]*slot, len(ids))}
+	st := &dcState{rec: nodes[0], reg: nodes[1], space: nodes[2], slots: make(map[int64]*slot, len(ids))}
 	for i, id := range ids {
-		s := &slot{holder: nodes[2+2*i], high: nodes[3+2*i]}
+		s := &slot{holder: nodes[3+2*i], high: nodes[4+2*i]}
 		if s.holder == nil && s.high == nil {
 			continue // a bare id node: never used
 		}
@@ -501,13 +505,24 @@ func (w *Workers) registration(contract string) []byte {
 	return coord.Registration{Namespace: w.prefix, Contract: contract}.Encode()
 }
 
-// checkRegistry fails with worker.ErrContract when the registry entry n of
-// datacenter dc names another namespace.
-func (w *Workers) checkRegistry(dc int64, n *node) error {
+// entry is n as coord.Admit reads it; nil when n is.
+func entry(n *node) *coord.Entry {
 	if n == nil {
 		return nil
 	}
-	return coord.Registry{On: "this ZooKeeper", Entry: "registry node"}.Check(dc, w.prefix, n.path, n.data)
+	return &coord.Entry{Key: n.path, Value: n.data}
+}
+
+// Clock implements worker.Coordinator: ZooKeeper's clock, read as the Mtime
+// of a write of the empty node <prefix>/clock — ZooKeeper has no other way
+// to tell its time, and this node holds no state (see zkNow) — stale by the
+// write's round trip.
+func (w *Workers) Clock(ctx context.Context, _ worker.Request) (time.Time, time.Duration, error) {
+	ms, sent, err := w.zkNow(ctx)
+	if err != nil {
+		return time.Time{}, 0, err
+	}
+	return coord.MsTime(ms), time.Since(sent) + time.Millisecond, nil
 }
 
 // candidate is a worker id as pick sees it.
@@ -540,6 +555,7 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 	dc := req.Datacenter
 	nk, rk := w.nsPath(dc), w.regPath(dc)
 	reserveMs := coord.CeilMs(req.Reserve)
+	bound := req.MarkBound()
 	var sess *session
 	fail := func(err error) (worker.Claim, error) {
 		if sess != nil {
@@ -575,18 +591,13 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 		if err != nil {
 			return fail(err)
 		}
-		if err := w.checkRegistry(dc, st.reg); err != nil {
+		r, err := coord.Admit(req, "the registry "+w.registry+" of this ZooKeeper", w.prefix, entry(st.reg), entry(st.space), entry(st.rec))
+		rec := record{r}
+		if err != nil {
 			return fail(err)
 		}
-		var rec record
-		if st.rec != nil {
-			if rec, err = parseRecord(st.rec); err != nil {
-				return fail(err)
-			}
-			if rec.Contract != req.Contract {
-				return fail(fmt.Errorf("%w: datacenter %d of %s is recorded with the contract %q; this node's is %q",
-					worker.ErrContract, dc, w.prefix, rec.Contract, req.Contract))
-			}
+		if err := bound.Check(fmt.Sprintf("acquiring in datacenter %d of %s", dc, w.prefix), req.Reserve, coord.MsTime(zkEstimate(zkMs, zkSent))); err != nil {
+			return fail(err)
 		}
 		var leaf map[int64]*leafID
 		if w.leaf != nil {
@@ -663,6 +674,11 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 		} else {
 			idx(&gozk.CheckVersionRequest{Path: rk, Version: st.reg.stat.Version})
 		}
+		if st.space == nil {
+			idx(&gozk.CreateRequest{Path: w.spacePath(), Data: []byte(req.Space), Acl: acl(), Flags: gozk.FlagPersistent})
+		} else {
+			idx(&gozk.CheckVersionRequest{Path: w.spacePath(), Version: st.space.stat.Version})
+		}
 		idx(&gozk.CreateRequest{Path: hk, Data: hd, Acl: acl(), Flags: gozk.FlagEphemeral})
 		holderIdx := idx(&gozk.SetDataRequest{Path: hk, Data: hd, Version: 0})
 		var highIdx int
@@ -703,7 +719,7 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 				contract: req.Contract, quarantine: req.Quarantine, sess: sess, taken: sent,
 				holderVersion: hs.Version, holderCzxid: hs.Czxid,
 				highMs: high, highVersion: ws.Version, highCzxid: ws.Czxid, maxMs: high,
-				rec: rec, clockAt: coord.MsTime(ws.Mtime), clockStale: recv.Sub(sent),
+				rec: rec, clockAt: coord.MsTime(ws.Mtime), clockStale: recv.Sub(sent), clockSent: sent, bound: bound,
 			}
 			if createdRec {
 				c.recVersion, c.recCzxid = res[recIdx].Stat.Version, res[recIdx].Stat.Czxid

@@ -14,7 +14,14 @@
 //
 // Configuration is strict: a key of the --config file that is no flag of any
 // command, and an environment variable beginning with FLAKEID_ that no flag
-// reads, are usage errors naming the key or variable most likely meant.
+// reads, are usage errors naming the key or variable most likely meant; a
+// config value of the wrong JSON kind ({"worker_bits": "3"}) is one too. A
+// key or variable of a flag of another command (a file may serve several
+// commands) is no error; `serve` names each such key and variable at start,
+// on standard error, before it does anything — {"worker": 3} or
+// FLAKEID_WORKER does nothing there, the worker id is leased — while the
+// one-shot commands, run from shells whose environment serves every
+// command, stay quiet.
 // Names beginning with FLAKEID_TEST_ are reserved for the test suite and the
 // scripts and are not checked (the hidden test flags use a few of them).
 //
@@ -132,6 +139,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 		}
 		fmt.Fprintf(stderr, "Run %q for the variables it reads.\n", hint)
 		return exitUsage
+	}
+	// The service says, before it starts, which settings of other commands
+	// it was given and does nothing with, so that nobody believes them
+	// applied. (A one-shot command does not: it runs in shells whose
+	// environment and config file serve every command.)
+	if kctx.Selected() != nil && kctx.Selected().Name == "serve" {
+		unused, err := unusedSettings(kctx, string(c.Config), os.Environ())
+		if err != nil {
+			fmt.Fprintf(stderr, "flakeid: %v\n", err)
+			return exitUsage
+		}
+		for _, u := range unused {
+			fmt.Fprintf(stderr, "%s: warning: %s is not read by this command (it sets a flag of another command)\n", commandPath(kctx.Selected()), u)
+		}
 	}
 	if err := kctx.Run(); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", commandPath(kctx.Selected()), err)

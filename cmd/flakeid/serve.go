@@ -231,7 +231,13 @@ func (c *serveCmd) Run(ctx context.Context, out *streams) error {
 		return err
 	}
 	st := n.Status()
-	if shared := c.Coord.Coordinator != "" && !strings.HasPrefix(strings.ToLower(c.Coord.Coordinator), "file:"); shared && st.DatacenterID == 0 {
+	switch shared := c.Coord.Coordinator != "" && !strings.HasPrefix(strings.ToLower(c.Coord.Coordinator), "file:"); {
+	case !shared:
+		log.Warn("flakeid: the worker id is leased from a file on this machine, which coordinates with nobody: "+
+			"a second server on another machine (behind the same load balancer, say) would hold the same worker id and issue the same IDs. "+
+			"For a second node, point both at one coordinator (--coordinator etcd://…, redis://…, postgres://…), or give each its own --datacenter",
+			"datacenter", st.DatacenterID, "worker", st.WorkerID)
+	case st.DatacenterID == 0:
 		log.Warn("flakeid: datacenter 0 on a shared coordinator: another cluster on another coordinator that also " +
 			"uses datacenter 0 issues the same IDs, and no coordinator can see that; give every cluster its own --datacenter")
 	}

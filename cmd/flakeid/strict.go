@@ -7,14 +7,18 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"reflect"
 	"slices"
 	"strings"
 
 	"github.com/alecthomas/kong"
+
+	"github.com/flakeid/flakeid/internal/suggest"
 )
 
 // envPrefix begins the name of every environment variable of the binary.
@@ -92,7 +96,7 @@ func configShape(app *kong.Application, kctx *kong.Context) *shape {
 	s := &shape{keys: map[string]*shape{}, aliases: map[string]string{}}
 	_ = kong.Visit(app, func(node kong.Visitable, next kong.Next) error {
 		if f, ok := node.(*kong.Flag); ok && configurable(f) {
-			addConfigKey(s, f.Name)
+			addConfigKey(s, f.Name, scalarOf(f.Target.Type()))
 		}
 		return next(nil)
 	})
@@ -122,8 +126,32 @@ func configurable(f *kong.Flag) bool {
 	return t != reflect.TypeFor[configFlag]() && t != reflect.TypeFor[versionFlag]()
 }
 
-// addConfigKey adds the key of the flag name to s, nested at its dots.
-func addConfigKey(s *shape, name string) {
+// scalarOf is the JSON kind a config value of a flag of type t must be: "a
+// number" for Go's plain integer and float types, "a boolean" for bool, ""
+// (any) otherwise — durations, named types with parsers of their own, and
+// strings, which kong reads from any scalar. A string where a number is
+// meant ({"worker_bits": "3"}) is refused, not read as the number.
+func scalarOf(t reflect.Type) string {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.PkgPath() != "" {
+		return "" // a named type: time.Duration, a level, an enum
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Bool:
+		return "a boolean"
+	}
+	return ""
+}
+
+// addConfigKey adds the key of the flag name to s, nested at its dots; its
+// value must be of the JSON kind scalar ("": any). A key that flags of
+// different kinds share takes any value.
+func addConfigKey(s *shape, name, scalar string) {
 	parts := strings.Split(name, ".")
 	for _, part := range parts[:len(parts)-1] {
 		key := configKey(part)
@@ -135,8 +163,14 @@ func addConfigKey(s *shape, name string) {
 		s = sub
 	}
 	last := parts[len(parts)-1]
-	if _, ok := s.keys[configKey(last)]; !ok {
-		s.keys[configKey(last)] = nil
+	key := configKey(last)
+	switch prev, seen := s.keys[key]; {
+	case !seen && scalar != "":
+		s.keys[key] = &shape{scalar: scalar}
+	case !seen:
+		s.keys[key] = nil
+	case prev != nil && prev.scalar != scalar:
+		s.keys[key] = nil
 	}
 	if a := configAlias(last); a != configKey(last) {
 		s.aliases[a] = configKey(last)
@@ -184,7 +218,7 @@ func checkEnv(app *kong.Application, environ []string) error {
 	slices.Sort(unknown)
 	var errs []error
 	for _, name := range slices.Compact(unknown) {
-		if best, ok := nearest(strings.TrimPrefix(name, envPrefix), suffixes); ok {
+		if best, ok := suggest.Nearest(strings.TrimPrefix(name, envPrefix), suffixes); ok {
 			errs = append(errs, fmt.Errorf("unknown environment variable %s; did you mean %s?", name, envPrefix+best))
 		} else {
 			errs = append(errs, fmt.Errorf("unknown environment variable %s: no flag of flakeid reads it "+
@@ -192,4 +226,53 @@ func checkEnv(app *kong.Application, environ []string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// unusedSettings names the settings a run of the selected command of kctx
+// does not read although they were given: keys of the --config file at
+// configPath ("" for none) and FLAKEID_ variables of environ that belong to
+// flags of other commands. A config file may serve several commands (serve
+// and workers ls on one node), so such a key is no error; but an operator
+// who put {"worker": 3} in the file of `serve` (where the worker id is
+// leased) must be told that it does nothing there. run prints a warning
+// for each at start.
+func unusedSettings(kctx *kong.Context, configPath string, environ []string) ([]string, error) {
+	used, usedEnv := map[string]bool{}, map[string]bool{}
+	for _, f := range kctx.Flags() {
+		used[configKey(f.Name)], used[configAlias(f.Name)] = true, true
+		if f.Tag != nil {
+			for _, e := range f.Tag.Envs {
+				usedEnv[e] = true
+			}
+		}
+	}
+	var unused []string
+	if configPath != "" {
+		data, err := os.ReadFile(kong.ExpandPath(configPath))
+		if err != nil {
+			return nil, fmt.Errorf("--config: %w", err)
+		}
+		var keys map[string]json.RawMessage
+		if err := json.Unmarshal(data, &keys); err != nil {
+			return nil, fmt.Errorf("config %s: %w", configPath, err)
+		}
+		for _, k := range slices.Sorted(maps.Keys(keys)) {
+			if !used[k] && k != "config" {
+				unused = append(unused, fmt.Sprintf("the key %q of the config file %s", k, configPath))
+			}
+		}
+	}
+	known := knownEnv(kctx.Model)
+	var envs []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if known[name] && !usedEnv[name] {
+			envs = append(envs, name)
+		}
+	}
+	slices.Sort(envs)
+	for _, name := range slices.Compact(envs) {
+		unused = append(unused, "the environment variable "+name)
+	}
+	return unused, nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -20,7 +21,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/alecthomas/kong"
 
@@ -58,71 +58,12 @@ func hiddenFlagEnv() map[string]bool {
 	return hidden
 }
 
-func TestEditDistance(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		a, b string
-		want int
-	}{
-		{"", "", 0},
-		{"", "abc", 3},
-		{"abc", "", 3},
-		{"listen", "listen", 0},
-		{"coordinater", "coordinator", 1}, // substitution
-		{"listn", "listen", 1},            // insertion
-		{"listeen", "listen", 1},          // deletion
-		{"lsiten", "listen", 1},           // adjacent swap
-		{"ca", "abc", 3},                  // OSA, not unrestricted Damerau (2)
-		{"kitten", "sitting", 3},
-		{"Listen", "listen", 1}, // case-sensitive
-		{"µs", "ms", 1},         // runes, not bytes
-	} {
-		if got := editDistance(tc.a, tc.b); got != tc.want {
-			t.Errorf("editDistance(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
-		}
-		if got := editDistance(tc.b, tc.a); got != tc.want {
-			t.Errorf("editDistance(%q, %q) = %d, want %d (symmetry)", tc.b, tc.a, got, tc.want)
-		}
-	}
-}
-
-func TestNearest(t *testing.T) {
-	t.Parallel()
-	keys := []string{"coordinator", "listen", "max_count", "mask_bits", "mask_key", "max_wait", "tag", "tags", "token"}
-	for _, tc := range []struct {
-		name, want string
-	}{
-		{"coordinater", "coordinator"},
-		{"cordinator", "coordinator"},
-		{"COORDINATOR", "coordinator"}, // case is ignored
-		{"listn", "listen"},
-		{"max-count", "max_count"},
-		{"maxcount", "max_count"},
-		{"mask_bitz", "mask_bits"},
-		{"tagz", "tag"},                    // a tie between tag and tags goes to the first in sort order
-		{"tokn", "token"},                  // 1 edit
-		{"coordinat", "coordinator"},       // 2 edits, within max(2, 9/3)
-		{"bits", ""},                       // 3 edits from tags: too far for a 4-letter name
-		{"zzzzzzzzzz", ""},                 // nothing near
-		{"", ""},                           // 3 edits from tag: beyond max(2, 0)
-		{"x_coordinator_y", "coordinator"}, // 4 edits, within max(2, 15/3)
-	} {
-		got, ok := nearest(tc.name, keys)
-		if got != tc.want || ok != (tc.want != "") {
-			t.Errorf("nearest(%q) = %q, %v; want %q", tc.name, got, ok, tc.want)
-		}
-	}
-	if _, ok := nearest("listen", nil); ok {
-		t.Error("nearest with no candidates found one")
-	}
-}
-
 // configTestShape is a config shape like configShape's, with a nested
 // object, as kong.JSON would read a flag named "mask.bits".
 func configTestShape() *shape {
 	s := &shape{keys: map[string]*shape{}, aliases: map[string]string{}}
 	for _, name := range []string{"coordinator", "listen", "max-count", "mask.bits", "mask.key", "data-dir"} {
-		addConfigKey(s, name)
+		addConfigKey(s, name, "")
 	}
 	return s
 }
@@ -527,25 +468,92 @@ func FuzzCheckJSON(f *testing.F) {
 	})
 }
 
-// FuzzNearest: the edit distance is a symmetric measure bounded by the
-// lengths, and nearest only suggests a candidate within the limit.
-func FuzzNearest(f *testing.F) {
-	f.Add("coordinater", "coordinator")
-	f.Add("listn", "listen")
-	f.Add("lsiten", "listen")
-	f.Add("", "tag")
-	f.Add("µs", "ms")
-	f.Add("\xff\xfe", "a")
-	f.Fuzz(func(t *testing.T, a, b string) {
-		d := editDistance(a, b)
-		la, lb := utf8.RuneCountInString(a), utf8.RuneCountInString(b)
-		if d != editDistance(b, a) || d < max(la, lb)-min(la, lb) || d > max(la, lb) || (d == 0) != slices.Equal([]rune(a), []rune(b)) {
-			t.Fatalf("editDistance(%q, %q) = %d", a, b, d)
+// TestConfigValueKinds: a config value of the wrong JSON kind for its flag
+// (a string where a number or a boolean is meant) is refused naming the
+// key, never read as the value it spells.
+func TestConfigValueKinds(t *testing.T) {
+	app := testModel(t)
+	dir := t.TempDir()
+	for i, tc := range []struct {
+		json, want string
+	}{
+		{`{"worker_bits": "3"}`, `key "worker_bits": want a number, not a string`},
+		{`{"datacenter": "1"}`, `key "datacenter": want a number, not a string`},
+		{`{"max_count": true}`, `key "max_count": want a number, not a boolean`},
+		{`{"wait_lease": "true"}`, `key "wait_lease": want a boolean, not a string`},
+		{`{"worker_bits": 3, "datacenter": 1, "wait_lease": true, "lease_ttl": "3s", "listen": "127.0.0.1:0"}`, ""},
+	} {
+		path := filepath.Join(dir, fmt.Sprintf("c%d.json", i))
+		if err := os.WriteFile(path, []byte(tc.json), 0o600); err != nil {
+			t.Fatal(err)
 		}
-		if got, ok := nearest(a, []string{b}); ok {
-			if got != b || editDistance(strings.ToLower(a), strings.ToLower(b)) > maxSuggestDistance(a) {
-				t.Fatalf("nearest(%q, [%q]) = %q", a, b, got)
-			}
+		_, err := loadConfig(app, nil, path)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.json, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want an error saying %q", tc.json, err, tc.want)
 		}
-	})
+	}
+}
+
+// TestUnusedSettings: a config key or FLAKEID_ variable of another
+// command's flag is named as unused by the command that runs (serve leases
+// its worker id, so {"worker": 3} and FLAKEID_WORKER do nothing there),
+// while the settings it reads are not.
+func TestUnusedSettings(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "flakeid.json")
+	if err := os.WriteFile(path, []byte(`{"worker": 3, "listen": "127.0.0.1:0", "datacenter": 1}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var c cli
+	p, err := newParser(t.Context(), &c, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"serve", "--config", path}, []string{`the key "worker" of the config file ` + path, "the environment variable FLAKEID_WORKER"}},
+		{[]string{"next", "--config", path}, []string{`the key "listen" of the config file ` + path}},
+	} {
+		kctx, err := p.Parse(tc.args)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		got, err := unusedSettings(kctx, path, []string{"FLAKEID_WORKER=3", "FLAKEID_DATACENTER=1", "PATH=/bin"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%v: unused %q, want %q", tc.args, got, tc.want)
+		}
+	}
+}
+
+// TestServeNamesUnusedSettings: serve given next's --worker through its
+// config file and the environment says, before it starts, that neither is
+// read there (its worker id is leased).
+func TestServeNamesUnusedSettings(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	t.Parallel()
+	bin := proofBin.get(t)
+	cfg := filepath.Join(t.TempDir(), "flakeid.json")
+	if err := os.WriteFile(cfg, []byte(`{"worker": 3}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// An address that cannot be listened on ends serve right after the
+	// warnings.
+	_, stderr, _ := runBinary(t, bin, []string{"FLAKEID_WORKER=3"}, "serve", "--listen", "256.0.0.1:0", "--config", cfg)
+	for _, want := range []string{
+		`flakeid serve: warning: the key "worker" of the config file ` + cfg + ` is not read by this command`,
+		"flakeid serve: warning: the environment variable FLAKEID_WORKER is not read by this command",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr does not say %q:\n%s", want, stderr)
+		}
+	}
 }

@@ -7,9 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/flakeid/flakeid/internal/suggest"
 )
 
 // A shape says what a JSON value in a file the user gives may look like, so
@@ -36,6 +40,10 @@ type shape struct {
 	// elem, when not nil, makes the value an array whose every element
 	// has this shape.
 	elem *shape
+
+	// scalar, when not "", is the kind of JSON value it must be, as kindOf
+	// names it: "a number", "a boolean".
+	scalar string
 }
 
 // checkJSON checks that data holds exactly one JSON value (nothing but space
@@ -164,6 +172,10 @@ func checkValue(raw json.RawMessage, s *shape, p jsonPath) error {
 		return nil // a null is a zero value to every decoder
 	}
 	switch {
+	case s.scalar != "":
+		if kindOf(raw) != s.scalar {
+			return p.wrongKind(s.scalar, raw)
+		}
 	case s.keys != nil:
 		if raw[0] != '{' {
 			return p.wrongKind(`a JSON object {"key": value, …}`, raw)
@@ -254,7 +266,7 @@ const maxNestedHint = 8
 // tries the key path flattened ({"mask": {"bits": 53}} → "mask_bits"),
 // because the flag names are flat.
 func unknownKey(key string, v json.RawMessage, s *shape, p jsonPath) error {
-	candidates := sortedKeys(s.keys)
+	candidates := slices.Sorted(maps.Keys(s.keys))
 	// Nested objects: follow the first key inward as far as objects go (a
 	// few levels: each costs a pass over the rest of the value).
 	path, flat, cur := []string{key}, key, bytes.TrimSpace(v)
@@ -272,12 +284,12 @@ func unknownKey(key string, v json.RawMessage, s *shape, p jsonPath) error {
 		path, flat, cur = append(path, inner), flat+"_"+inner, bytes.TrimSpace(next)
 	}
 	if len(path) > 1 {
-		if best, ok := nearest(flat, candidates); ok {
+		if best, ok := suggest.Nearest(flat, candidates); ok {
 			return p.errorf("unknown key %q; did you mean %q? (nested objects are not read: the keys are flat)",
 				p.name(strings.Join(path, ".")), p.name(best))
 		}
 	}
-	if best, ok := nearest(key, candidates); ok {
+	if best, ok := suggest.Nearest(key, candidates); ok {
 		return p.errorf("unknown key %q; did you mean %q?", p.name(key), p.name(best))
 	}
 	listed := s.listed

@@ -19,7 +19,7 @@ import (
 // faults, and checks every acknowledged ID. The engine is cmd/flakeid/internal/verify;
 // docs/GUARANTEES.md shows a run's tables.
 type verifyCmd struct {
-	Duration        time.Duration `default:"3m" placeholder:"DURATION" env:"FLAKEID_VERIFY_DURATION" help:"How long the clients run (3m: the CI profile; 30m: a soak)."`
+	Duration        time.Duration `default:"3m20s" placeholder:"DURATION" env:"FLAKEID_VERIFY_DURATION" help:"How long the clients run (3m20s: the CI profile; 30m: a soak)."`
 	Target          string        `placeholder:"URL[,URL…]" env:"FLAKEID_VERIFY_TARGET" help:"Verify these running servers instead (no cluster started, no fault injected). Give their layout flags."`
 	Coordinator     string        `default:"etcd" enum:"etcd,zk,consul" placeholder:"etcd|zk|consul" env:"FLAKEID_VERIFY_COORDINATOR" help:"The main group's coordinator, a private server the verifier starts, pauses, cuts off and (zk, consul) wipes: etcd, zk (ZooKeeper) or consul (a Consul dev agent)."`
 	Nodes           int           `default:"3" env:"FLAKEID_VERIFY_NODES" help:"Nodes of the main group, on the private --coordinator (datacenter 0), whose clocks the nemesis moves."`
@@ -28,8 +28,8 @@ type verifyCmd struct {
 	FileNodes       int           `default:"1" env:"FLAKEID_VERIFY_FILE_NODES" help:"Nodes with a file coordinator each (datacenters 3, 4, …); 0: none, and no truncated-state."`
 	Clients         int           `default:"16" env:"FLAKEID_VERIFY_CLIENTS" help:"Concurrent clients, cycling through HTTP count=1, HTTP count=1000, Connect unary and stream, HTTP and Connect segment calls."`
 	Seed            uint64        `placeholder:"N" env:"FLAKEID_VERIFY_SEED" help:"Seed of the nemesis's choices (0: random; the report prints it)."`
-	Faults          string        `default:"all" env:"FLAKEID_VERIFY_FAULTS" help:"Fault kinds to inject, comma-separated, or all (those whose groups have nodes, and the --coordinator's own), or none: clock-back, clock-forward, kill, restart-behind, etcd-pause, etcd-partition (--coordinator etcd), zk-pause, zk-partition, zk-data-loss (zk), consul-pause, consul-partition, consul-data-loss (consul), pg-restart, redis-restart-nosave, redis-keys-deleted, sql-rollback, truncated-state, other-layout, config-typo."`
-	MinFaults       int           `default:"2" env:"FLAKEID_VERIFY_MIN_FAULTS" help:"Fail unless every fault kind was injected at least this many times — at most once for the data-loss kinds and the last six, which cost a quarantine or a refused start each (0: no such check)."`
+	Faults          string        `default:"all" env:"FLAKEID_VERIFY_FAULTS" help:"Fault kinds to inject, comma-separated, or all (those whose groups have nodes, and the --coordinator's own), or none: clock-back, clock-forward, kill, restart-behind, etcd-pause, etcd-partition (--coordinator etcd), zk-pause, zk-partition, zk-data-loss (zk), consul-pause, consul-partition, consul-data-loss (consul), pg-restart, redis-restart-nosave, redis-keys-deleted, sql-rollback, truncated-state, other-layout, other-space, clock-ahead, config-typo."`
+	MinFaults       int           `default:"2" env:"FLAKEID_VERIFY_MIN_FAULTS" help:"Fail unless every fault kind was injected at least this many times — at most once for the data-loss kinds and the last eight, which cost a quarantine or a refused start each (0: no such check)."`
 	LeaseTTL        time.Duration `default:"2s" env:"FLAKEID_VERIFY_LEASE_TTL" help:"The nodes' --lease-ttl (short, so faults bite fast); with --target, at most the servers' TTL."`
 	SegmentDuration time.Duration `default:"2s" env:"FLAKEID_VERIFY_SEGMENT_DURATION" help:"The nodes' --segment-duration (short, so segments are fetched often)."`
 	Postgres        string        `default:"postgres://postgres@127.0.0.1:5432/test?sslmode=disable" env:"FLAKEID_TEST_POSTGRES" help:"PostgreSQL for the segment store (a fresh table, dropped at the end)."`
@@ -41,6 +41,7 @@ type verifyCmd struct {
 	Tag             string        `default:"verify" env:"FLAKEID_VERIFY_TAG" help:"Segment tag the clients use (created if missing)."`
 	Dir             string        `type:"path" placeholder:"DIR" env:"FLAKEID_VERIFY_DIR" help:"Work directory for the nodes' data and logs (default: a temporary one)."`
 	Keep            bool          `env:"FLAKEID_VERIFY_KEEP" help:"Keep the work directory (node logs) after the run."`
+	TestOverlap     bool          `hidden:"" env:"FLAKEID_TEST_OVERLAP" help:"TEST ONLY: verify --target servers even when two hold the same worker id, to prove the checks catch what they issue."`
 
 	Layout layoutFlags `embed:""`
 }
@@ -54,6 +55,7 @@ func (c *verifyCmd) Run(ctx context.Context, out *streams) error {
 	cfg.Postgres, cfg.EtcdBin, cfg.Tag, cfg.Dir, cfg.Keep = c.Postgres, c.EtcdBin, c.Tag, c.Dir, c.Keep
 	cfg.Coordinator, cfg.ZKBin, cfg.ConsulBin = c.Coordinator, c.ZKBin, c.ConsulBin
 	cfg.Stdout, cfg.Stderr = out.stdout, out.stderr
+	cfg.AllowOverlap = c.TestOverlap
 	if c.Target != "" {
 		for _, t := range strings.Split(c.Target, ",") {
 			if t = strings.TrimSpace(t); t != "" {

@@ -49,7 +49,10 @@ func TestVerifyBrokenConfig(t *testing.T) {
 	bin := proofBin.get(t)
 	_, a := startServe(t, bin, "--worker-bits", "0")
 	_, b := startServe(t, bin, "--worker-bits", "0", "--test-clock-offset=-2s", "--max-clock-skew=5s")
-	r := runCLI(t, "verify", "--target", a+","+b, "--worker-bits", "0", "--duration", "6s", "--clients", "8")
+	// Two targets on one worker id are refused before anything is sent
+	// (TestVerifyRefusesOverlappingTargets); the hidden test flag lets them
+	// through, to show what the checks make of their IDs.
+	r := runCLI(t, "verify", "--target", a+","+b, "--worker-bits", "0", "--duration", "6s", "--clients", "8", "--test-overlap")
 	if r.code != exitError {
 		t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, exitError, r.stdout, r.stderr)
 	}
@@ -90,6 +93,33 @@ func TestVerifyBrokenConfig(t *testing.T) {
 	}
 	if !strings.Contains(r.stderr, "violations found") {
 		t.Errorf("stderr: %s", r.stderr)
+	}
+}
+
+// TestVerifyRefusesOverlappingTargets: two running servers that each lease
+// from a file of their own hold worker 0 of datacenter 0 at once — no
+// coordinator sees both, but the verifier does — and `verify --target` refuses
+// them before sending anything, naming both.
+func TestVerifyRefusesOverlappingTargets(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two servers")
+	}
+	t.Parallel()
+	bin := proofBin.get(t)
+	pa, a := startServe(t, bin)
+	_, b := startServe(t, bin)
+	// Each says at start that it coordinates with nobody.
+	if _, stderr := pa.snapshot(); !strings.Contains(stderr, "level=WARN") || !strings.Contains(stderr, "coordinates with nobody") {
+		t.Errorf("a server on the file coordinator does not warn that it coordinates with nobody:\n%s", stderr)
+	}
+	r := runCLI(t, "verify", "--target", a+","+b, "--duration", "2s", "--clients", "2")
+	if r.code != exitError {
+		t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, exitError, r.stdout, r.stderr)
+	}
+	for _, want := range []string{a, b, "datacenter 0, worker 0", "share no coordinator"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
+		}
 	}
 }
 

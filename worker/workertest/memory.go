@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,10 +39,12 @@ import (
 //     the coordinator's clock), preferring the lowest id whose high-water
 //     mark has passed, else the one with the lowest mark; it raises the mark
 //     to the reservation and reports the previous one raised to the
-//     namespace's Floor. It refuses a datacenter that another namespace
-//     claimed, or a request whose contract differs from the recorded one,
-//     with worker.ErrContract showing both sides, and reports
-//     worker.ErrExhausted with the number of held ids.
+//     namespace's Floor. It admits by worker.Admit (one ID space per
+//     registry, each datacenter for one namespace, one contract per
+//     datacenter; worker.ErrContract showing both sides), refuses a
+//     reservation past the request's worker.MarkBound (worker.ErrClockSkew),
+//     and reports worker.ErrExhausted with the number of held ids; a
+//     refusal writes nothing.
 //   - Each (namespace, datacenter) has a namespace record with a random
 //     incarnation, the contract and a Floor of the clock plus the
 //     quarantine, rounded up to a millisecond.
@@ -96,6 +99,8 @@ type memCoordinator struct {
 // memState is everything Wipe deletes and Snapshot copies. Its maps hold
 // values, so maps.Clone copies it deeply.
 type memState struct {
+	space    string // the registry's ID space, when hasSpace
+	hasSpace bool
 	registry map[int64]string // datacenter → the namespace that claimed it
 	records  map[dcKey]memRecord
 	slots    map[slotKey]memSlot
@@ -131,7 +136,7 @@ func newMemState() memState {
 }
 
 func (s memState) clone() memState {
-	return memState{registry: maps.Clone(s.registry), records: maps.Clone(s.records), slots: maps.Clone(s.slots)}
+	return memState{space: s.space, hasSpace: s.hasSpace, registry: maps.Clone(s.registry), records: maps.Clone(s.records), slots: maps.Clone(s.slots)}
 }
 
 // NewMemory returns a client of a new, empty in-memory coordinator, in its
@@ -211,6 +216,38 @@ func (m *Memory) Snapshot() (restore func()) {
 		defer m.c.mu.Unlock()
 		m.c.st = saved.clone()
 	}
+}
+
+// Dump is the whole state of the coordinator — the registry's ID space and
+// claims, every namespace record and slot — as text, in a fixed order: two
+// dumps are equal exactly when the states are, so a test can show that a
+// refused call changed nothing.
+func (m *Memory) Dump() string {
+	m.c.mu.Lock()
+	defer m.c.mu.Unlock()
+	st := m.c.st
+	var b strings.Builder
+	if st.hasSpace {
+		fmt.Fprintf(&b, "space %q\n", st.space)
+	}
+	for _, dc := range slices.Sorted(maps.Keys(st.registry)) {
+		fmt.Fprintf(&b, "claim %d %q\n", dc, st.registry[dc])
+	}
+	keys := slices.SortedFunc(maps.Keys(st.records), func(a, b dcKey) int {
+		return cmp.Or(cmp.Compare(a.ns, b.ns), cmp.Compare(a.dc, b.dc))
+	})
+	for _, k := range keys {
+		r := st.records[k]
+		fmt.Fprintf(&b, "record %q %d %s %q floor %s at %s\n", k.ns, k.dc, r.Incarnation, r.Contract, stamp(r.Floor), stamp(r.Initialised))
+	}
+	slotKeys := slices.SortedFunc(maps.Keys(st.slots), func(a, b slotKey) int {
+		return cmp.Or(cmp.Compare(a.ns, b.ns), cmp.Compare(a.dc, b.dc), cmp.Compare(a.id, b.id))
+	})
+	for _, k := range slotKeys {
+		s := st.slots[k]
+		fmt.Fprintf(&b, "slot %q %d %d %q until %s high %s\n", k.ns, k.dc, k.id, s.holder, stamp(s.expires), stamp(s.high))
+	}
+	return b.String()
 }
 
 // reach models this client's link: it fails when the link is cut or ctx has
@@ -319,19 +356,23 @@ func (m *Memory) Acquire(ctx context.Context, req worker.Request) (worker.Claim,
 	defer c.mu.Unlock()
 	now := c.clock()
 	dc := dcKey{m.ns, req.Datacenter}
-	if ns, ok := c.st.registry[req.Datacenter]; ok && ns != m.ns {
-		return nil, fmt.Errorf("%w: datacenter %d of the memory coordinator is claimed by namespace %q; this client's namespace is %q: give each cluster its own datacenter id",
-			worker.ErrContract, req.Datacenter, ns, m.ns)
-	}
+	claimant, claimed := c.st.registry[req.Datacenter]
 	rec, recorded := c.st.records[dc]
-	if recorded && rec.Contract != req.Contract {
-		return nil, fmt.Errorf("%w: datacenter %d of namespace %q is recorded with the contract %q since %s; this request's is %q: every node of a datacenter must use the same layout, epoch, time unit and quarantine",
-			worker.ErrContract, req.Datacenter, m.ns, rec.Contract, stamp(rec.Initialised), req.Contract)
+	if err := worker.Admit(req, worker.Recorded{
+		Registry: "the memory coordinator's registry", Namespace: m.ns,
+		Space: c.st.space, HasSpace: c.st.hasSpace, Claimant: claimant, HasClaim: claimed,
+		Contract: rec.Contract, Initialised: rec.Initialised, HasRecord: recorded,
+	}); err != nil {
+		return nil, err
+	}
+	if err := req.MarkBound().Check("acquiring", req.Reserve, now); err != nil {
+		return nil, err
 	}
 	id, held, ok := c.pick(dc, req.Workers, now)
 	if !ok {
 		return nil, fmt.Errorf("%w: all %d worker ids of datacenter %d of namespace %q are held", worker.ErrExhausted, held, req.Datacenter, m.ns)
 	}
+	c.st.space, c.st.hasSpace = req.Space, true
 	c.st.registry[req.Datacenter] = m.ns
 	if !recorded {
 		rec = c.initRecord(dc, req.Contract, now, req.Quarantine, time.Time{})
@@ -342,7 +383,7 @@ func (m *Memory) Acquire(ctx context.Context, req worker.Request) (worker.Claim,
 	s.holder, s.expires, s.high = req.Owner, now.Add(req.TTL), maxTime(s.high, req.Reserve.Round(0))
 	c.st.slots[k] = s
 	return &memClaim{m: m, key: k, owner: req.Owner, prev: maxTime(prev, rec.Floor), taken: sent,
-		contract: rec.Contract, quarantine: req.Quarantine,
+		contract: rec.Contract, quarantine: req.Quarantine, bound: req.MarkBound(),
 		incarnation: rec.Incarnation, seq: rec.seq, stored: s.high, clock: now, leaseEnd: s.expires}, nil
 }
 
@@ -368,6 +409,17 @@ func (m *Memory) List(ctx context.Context, datacenter int64) ([]worker.Info, err
 	return infos, nil
 }
 
+// Clock implements worker.Coordinator: the coordinator's clock, never
+// stale.
+func (m *Memory) Clock(ctx context.Context, _ worker.Request) (time.Time, time.Duration, error) {
+	if err := m.reach(ctx); err != nil {
+		return time.Time{}, 0, err
+	}
+	m.c.mu.Lock()
+	defer m.c.mu.Unlock()
+	return m.c.clock(), 0, nil
+}
+
 // Namespace implements worker.Coordinator.
 func (m *Memory) Namespace(ctx context.Context, datacenter int64) (worker.Namespace, bool, error) {
 	if err := m.reach(ctx); err != nil {
@@ -388,6 +440,7 @@ type memClaim struct {
 	taken      time.Time
 	contract   string // of the namespace record acquired under
 	quarantine time.Duration
+	bound      worker.MarkBound
 
 	// What the claim acquired under and stored since; guarded by m.c.mu.
 	incarnation string
@@ -463,6 +516,11 @@ func (cl *memClaim) change(ctx context.Context, renew bool, ttl time.Duration, r
 	}
 	if s.holder != cl.owner || !now.Before(s.expires) {
 		return fmt.Errorf("%w: worker %d of %s is %s", worker.ErrNotHeld, cl.key.id, where, slotState(s, now))
+	}
+	if renew {
+		if err := cl.bound.Check("renewing", reserve, now); err != nil {
+			return err
+		}
 	}
 	s.high = maxTime(s.high, reserve.Round(0))
 	if renew {

@@ -94,6 +94,11 @@ func Run(t *testing.T, h Harness) {
 		{"NamespaceRecorded", s.namespaceRecorded},
 		{"ContractConflictRefused", s.contractConflict},
 		{"DatacenterOfAnotherNamespaceRefused", s.datacenterClaimed},
+		{"OneIDSpacePerRegistry", s.oneSpace},
+		{"RefusalsWriteNothing", s.refusalsWriteNothing},
+		{"ClockAheadRefusedBeforeWriting", s.clockAhead},
+		{"RenewPastTheBoundRefused", s.renewPastBound},
+		{"ClockProbeWritesNothing", s.clockProbe},
 		{"WipeEndsHolderAndQuarantines", s.wipeOnRenew},
 		{"WipeThenAcquireQuarantines", s.wipeThenAcquire},
 		{"RollbackDetected", s.rollback},
@@ -108,11 +113,15 @@ func Run(t *testing.T, h Harness) {
 type suite struct{ h Harness }
 
 func (s *suite) req(owner string, workers int64, reserve time.Time) worker.Request {
-	return worker.Request{Workers: workers, Owner: owner, TTL: s.h.TTL, Reserve: reserve, Contract: testContract}
+	return worker.Request{Workers: workers, Owner: owner, TTL: s.h.TTL, Reserve: reserve, Contract: testContract, Space: testSpace}
 }
 
-// testContract is the contract of the suite's requests.
-const testContract = "41/5/5/12 × 1ms since 2025-01-01T00:00:00Z; quarantine 0s"
+// testSpace and testContract are the ID space and the contract of the
+// suite's requests.
+const (
+	testSpace    = "41/5/5/12 × 1ms since 2025-01-01T00:00:00Z"
+	testContract = testSpace + "; quarantine 0s"
+)
 
 func maxTime(a, b time.Time) time.Time {
 	if a.After(b) {
@@ -593,9 +602,198 @@ func (s *suite) contractConflict(t *testing.T) {
 	if infos, err := c.List(ctxT(t), 0); err != nil || len(infos) != 1 {
 		t.Fatalf("the refused Acquire changed the slots: %+v, %v", infos, err)
 	}
-	// Another datacenter of the namespace may have its own record.
+	// Another datacenter of the namespace may have its own quarantine, in
+	// the same ID space.
+	other.Contract = testSpace + "; quarantine 5s"
 	other.Datacenter = 1
 	mustAcquire(t, c, other)
+}
+
+// view is what a coordinator shows of datacenters dcs: each slot's holder
+// and mark, and the namespace record. Two views are equal when nothing of
+// it changed.
+func view(t *testing.T, c worker.Coordinator, dcs ...int64) string {
+	t.Helper()
+	var b strings.Builder
+	for _, dc := range dcs {
+		infos, err := c.List(ctxT(t), dc)
+		if err != nil {
+			t.Fatalf("List(%d): %v", dc, err)
+		}
+		for _, in := range infos {
+			fmt.Fprintf(&b, "dc %d worker %d holder %q high %s\n", dc, in.Worker, in.Holder, in.HighWater.UTC().Format(time.RFC3339Nano))
+		}
+		ns, ok, err := c.Namespace(ctxT(t), dc)
+		if err != nil {
+			t.Fatalf("Namespace(%d): %v", dc, err)
+		}
+		if ok {
+			fmt.Fprintf(&b, "dc %d record %+v\n", dc, ns)
+		}
+	}
+	return b.String()
+}
+
+// unchanged fails the test when the view of c over dcs is not before.
+func unchanged(t *testing.T, what string, c worker.Coordinator, before string, dcs ...int64) {
+	t.Helper()
+	if after := view(t, c, dcs...); after != before {
+		t.Fatalf("%s changed the coordinator:\n%s\nwas\n%s", what, after, before)
+	}
+}
+
+// oneSpace: every namespace and datacenter on one registry shares one ID
+// space; a request with another layout is refused, whatever its
+// datacenter or namespace, and nothing is written.
+func (s *suite) oneSpace(t *testing.T) {
+	conn := s.h.Open(t)
+	c := conn.Connect(t)
+	mustAcquire(t, c, s.req("first", 4, ms(time.Now())))
+	const otherSpace = "41/4/6/12 × 1ms since 2025-01-01T00:00:00Z"
+	other := s.req("other", 64, ms(time.Now()))
+	other.Space, other.Contract = otherSpace, otherSpace+"; quarantine 0s"
+	refused := func(c worker.Coordinator, dc int64, where string) {
+		t.Helper()
+		before := view(t, c, 0, dc)
+		r := other
+		r.Datacenter = dc
+		_, err := c.Acquire(ctxT(t), r)
+		if !errors.Is(err, worker.ErrContract) {
+			t.Fatalf("%s: Acquire with another ID space on datacenter %d: %v, want ErrContract", where, dc, err)
+		}
+		for _, want := range []string{testSpace, otherSpace} {
+			if !strings.Contains(err.Error(), want) {
+				t.Fatalf("%s: error %q does not show the ID space %q", where, err, want)
+			}
+		}
+		unchanged(t, where+": the refused Acquire", c, before, 0, dc)
+	}
+	refused(c, 1, "the same namespace")
+	refused(c, 0, "the same datacenter")
+	if o := conn.OtherNamespace(t); o != nil {
+		refused(o, 2, "another namespace on the same registry")
+		// The space was not taken by the refusals: the first one's layout
+		// is still admitted there.
+		r := s.req("there", 4, ms(time.Now()))
+		r.Datacenter = 2
+		mustAcquire(t, o, r)
+	}
+	r := s.req("same", 4, ms(time.Now()))
+	r.Datacenter = 1
+	mustAcquire(t, c, r)
+}
+
+// refusalsWriteNothing: an Acquire refused because every id is held or for
+// its contract changes nothing the coordinator shows.
+func (s *suite) refusalsWriteNothing(t *testing.T) {
+	c := s.h.Open(t).Connect(t)
+	for i := range 2 {
+		mustAcquire(t, c, s.req(fmt.Sprintf("o%d", i), 2, ms(time.Now().Add(time.Second))))
+	}
+	before := view(t, c, 0, 1)
+	if _, err := c.Acquire(ctxT(t), s.req("late", 2, ms(time.Now().Add(time.Hour)))); !errors.Is(err, worker.ErrExhausted) {
+		t.Fatalf("Acquire of a held-out datacenter: %v, want ErrExhausted", err)
+	}
+	unchanged(t, "an exhausted Acquire", c, before, 0, 1)
+	r := s.req("contract", 4, ms(time.Now().Add(time.Hour)))
+	r.Contract = testSpace + "; quarantine 9s"
+	if _, err := c.Acquire(ctxT(t), r); !errors.Is(err, worker.ErrContract) {
+		t.Fatalf("Acquire with another quarantine: %v, want ErrContract", err)
+	}
+	unchanged(t, "an Acquire refused for its contract", c, before, 0, 1)
+}
+
+// peer acquires a worker id for a holder whose clock is this machine's, so
+// that a coordinator without a clock of its own (etcd, Consul) has one to
+// compare with, and returns the time it sent.
+func (s *suite) peer(t *testing.T, c worker.Coordinator) time.Time {
+	t.Helper()
+	now := time.Now()
+	r := s.req("peer", 4, ms(now.Add(time.Second)))
+	r.Now = now
+	mustAcquire(t, c, r)
+	return now
+}
+
+// clockAhead: a request whose clock is an hour ahead of the coordinator's
+// (of its live peers' on a coordinator without a clock) is refused with
+// ErrClockSkew, and no mark moves.
+func (s *suite) clockAhead(t *testing.T) {
+	c := s.h.Open(t).Connect(t)
+	s.peer(t, c)
+	before := view(t, c, 0)
+	for i := range 3 {
+		node := time.Now().Add(time.Hour)
+		r := s.req(fmt.Sprintf("ahead-%d", i), 4, ms(node.Add(3*time.Second)))
+		r.Now, r.MaxClockSkew = node, time.Second
+		_, err := c.Acquire(ctxT(t), r)
+		if !errors.Is(err, worker.ErrClockSkew) {
+			t.Fatalf("Acquire an hour ahead: %v, want ErrClockSkew", err)
+		}
+	}
+	unchanged(t, "an Acquire an hour ahead", c, before, 0)
+	// Within the bound it is admitted.
+	node := time.Now().Add(200 * time.Millisecond)
+	r := s.req("within", 4, ms(node.Add(3*time.Second)))
+	r.Now, r.MaxClockSkew = node, time.Second
+	mustAcquire(t, c, r)
+}
+
+// renewPastBound: a Renew that would raise the mark past the coordinator's
+// clock + the claim's reservation ahead + MaxClockSkew (a node whose clock
+// jumped forward) is refused with ErrClockSkew, and the mark stays.
+func (s *suite) renewPastBound(t *testing.T) {
+	c := s.h.Open(t).Connect(t)
+	now := s.peer(t, c)
+	r := s.req("jumpy", 4, ms(now.Add(2*time.Second)))
+	r.Now, r.MaxClockSkew = now, time.Second
+	cl := mustAcquire(t, c, r)
+	if err := cl.Renew(ctxT(t), s.h.TTL, ms(time.Now().Add(2500*time.Millisecond))); err != nil {
+		t.Fatalf("Renew within the bound: %v", err)
+	}
+	before := view(t, c, 0)
+	err := cl.Renew(ctxT(t), s.h.TTL, ms(time.Now().Add(40*time.Second)))
+	if !errors.Is(err, worker.ErrClockSkew) {
+		t.Fatalf("Renew 37s past the clock: %v, want ErrClockSkew", err)
+	}
+	unchanged(t, "a Renew past the bound", c, before, 0)
+	if err := cl.Release(ctxT(t), ms(time.Now())); err != nil {
+		t.Fatalf("Release after the refused Renew: %v", err)
+	}
+}
+
+// clockProbe: Clock reads the coordinator's clock (or reports none) and
+// writes nothing, not even a namespace record for a new datacenter.
+func (s *suite) clockProbe(t *testing.T) {
+	c := s.h.Open(t).Connect(t)
+	r := s.req("probe", 4, ms(time.Now()))
+	r.Datacenter = 3
+	at, stale, err := c.Clock(ctxT(t), r)
+	if err != nil {
+		t.Fatalf("Clock: %v", err)
+	}
+	check := func(what string) {
+		t.Helper()
+		// A peer clock (etcd, Consul) is stale by up to the time a live
+		// holder keeps its clock key without writing it: within twice the
+		// time the coordinator may keep an id after its holder's last word.
+		if stale < 0 || stale > 2*s.h.Expiry {
+			t.Fatalf("%s: stale %v, want 0–%v", what, stale, 2*s.h.Expiry)
+		}
+		nearNow(t, what, at, 0)
+	}
+	if !at.IsZero() {
+		check("the coordinator's clock")
+	}
+	unchanged(t, "Clock", c, "", 3)
+	// With a holder in the datacenter every coordinator reports a clock:
+	// its own, or (etcd, Consul) the holder's.
+	mustAcquire(t, c, r)
+	r.Owner = "second"
+	if at, stale, err = c.Clock(ctxT(t), r); err != nil || at.IsZero() {
+		t.Fatalf("Clock with a holder: %v, %v; want a reading", at, err)
+	}
+	check("the coordinator's clock with a holder")
 }
 
 func (s *suite) datacenterClaimed(t *testing.T) {

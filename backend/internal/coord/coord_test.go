@@ -106,28 +106,18 @@ func TestRecord(t *testing.T) {
 	}
 }
 
-func TestRegistry(t *testing.T) {
-	g := Registry{On: "this coordinator", Entry: "registry key"}
+func TestRegistration(t *testing.T) {
 	ours := Registration{Namespace: "/a", Contract: "c"}.Encode()
 	if string(ours) != `{"namespace":"/a","contract":"c"}` {
 		t.Errorf("Encode = %s", ours)
 	}
-	if err := g.Check(3, "/a", "/reg/3", ours); err != nil {
-		t.Errorf("Check of our own entry = %v", err)
-	}
-	err := g.Check(3, "/b", "/reg/3", ours)
-	if !errors.Is(err, worker.ErrContract) {
-		t.Fatalf("Check of another namespace's entry = %v, want ErrContract", err)
-	}
-	for _, w := range []string{"datacenter 3 is claimed on this coordinator", `namespace "/a"`, "registry key /reg/3", `contract "c"`, `this namespace is "/b"`} {
-		if !strings.Contains(err.Error(), w) {
-			t.Errorf("Check = %q, want it to say %q", err, w)
-		}
+	if r, err := ParseRegistration("/reg/3", ours); err != nil || r != (Registration{Namespace: "/a", Contract: "c"}) {
+		t.Errorf("ParseRegistration of our own entry = %+v, %v", r, err)
 	}
 	for _, v := range []string{"", "x", `{"contract":"c"}`} {
-		if err := g.Check(3, "/a", "/reg/3", []byte(v)); !errors.Is(err, worker.ErrUnavailable) ||
+		if _, err := ParseRegistration("/reg/3", []byte(v)); !errors.Is(err, worker.ErrUnavailable) ||
 			!strings.Contains(err.Error(), "corrupt datacenter registry entry /reg/3") {
-			t.Errorf("Check(%q) = %v, want a corrupt entry error naming the key", v, err)
+			t.Errorf("ParseRegistration(%q) = %v, want a corrupt entry error naming the key", v, err)
 		}
 	}
 }

@@ -11,6 +11,7 @@ import "strconv"
 //	<Prefix>/<dc>/<id>/high       the slot's high-water mark
 //	<Prefix>/<dc>/clock/<id>      a holder's clock
 //	<Registry>/<dc>               which namespace claimed datacenter dc
+//	<Registry>/space              the ID space every namespace on the registry shares
 type KVKeys struct{ Prefix, Registry string }
 
 // DC is the prefix of every key of datacenter dc, with its trailing "/".
@@ -33,3 +34,6 @@ func (k KVKeys) Clock(dc, id int64) string { return k.ClockPrefix(dc) + strconv.
 
 // Registration is the registry key of datacenter dc.
 func (k KVKeys) Registration(dc int64) string { return k.Registry + "/" + strconv.FormatInt(dc, 10) }
+
+// Space is the registry key of the ID space.
+func (k KVKeys) Space() string { return k.Registry + "/space" }

@@ -72,3 +72,14 @@ func (p *PeerClock) Update(sent, recv time.Time, fresh bool, keyAge time.Duratio
 // the peers' clock lay in [at, at+stale] when that operation was served; a
 // zero at means no other holder was live.
 func (p *PeerClock) Clock() (at time.Time, stale time.Duration) { return p.at, p.stale }
+
+// Latest is the latest the peers' clock can read at local instant now, as
+// the last Read saw it: a live peer wrote its clock key at most keyAge
+// before that read was answered, and at most now − (when the read was sent)
+// has passed since. The zero time when no other holder was live.
+func (p *PeerClock) Latest(now time.Time, keyAge time.Duration) time.Time {
+	if p.peerMs == 0 {
+		return time.Time{}
+	}
+	return MsTime(p.peerMs).Add(keyAge + now.Sub(p.peerSent))
+}

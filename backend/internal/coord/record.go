@@ -69,28 +69,15 @@ func (r Registration) Encode() []byte {
 	return b
 }
 
-// Registry names a datacenter registry in the errors of Check.
-type Registry struct {
-	// On is the store, after "claimed on": "this coordinator".
-	On string
-	// Entry is what an entry is stored in, before its key: "registry key".
-	Entry string
-}
-
-// Check checks the registry entry of datacenter dc — value,
-// stored under key — against the namespace ours: an entry that names
-// another namespace is an error wrapping worker.ErrContract, which shows
-// both; one that cannot be parsed wraps worker.ErrUnavailable.
-func (g Registry) Check(dc int64, ours, key string, value []byte) error {
+// ParseRegistration parses the registry entry value stored under key (the
+// key, node or path that errors name). One that is not an entry wraps
+// worker.ErrUnavailable.
+func ParseRegistration(key string, value []byte) (Registration, error) {
 	var r Registration
 	if err := json.Unmarshal(value, &r); err != nil || r.Namespace == "" {
-		return fmt.Errorf("%w: corrupt datacenter registry entry %s = %q", worker.ErrUnavailable, key, value)
+		return Registration{}, fmt.Errorf("%w: corrupt datacenter registry entry %s = %q", worker.ErrUnavailable, key, value)
 	}
-	if r.Namespace != ours {
-		return fmt.Errorf("%w: datacenter %d is claimed on %s by the namespace %q (%s %s, contract %q); "+
-			"this namespace is %q: give each cluster its own datacenter id", worker.ErrContract, dc, g.On, r.Namespace, g.Entry, key, r.Contract, ours)
-	}
-	return nil
+	return r, nil
 }
 
 // Reinit is the record that re-initialises a namespace whose state was lost
@@ -106,4 +93,39 @@ func Reinit(old *Record, contract string, nowMs int64, quarantine time.Duration)
 		r.FloorMs = max(r.FloorMs, old.FloorMs)
 	}
 	return r
+}
+
+// Entry is a value a key-value coordinator read: its key (node, path) and
+// value. A nil *Entry is a value that is absent.
+type Entry struct {
+	Key   string
+	Value []byte
+}
+
+// Admit decides by worker.Admit on what a key-value coordinator (etcd,
+// Consul, ZooKeeper) read for req: the datacenter's registry entry, the
+// registry's ID space and the namespace record (each nil when absent), in
+// the registry named registry, for the namespace namespace. It returns the
+// record (zero when absent).
+func Admit(req worker.Request, registry, namespace string, reg, space, rec *Entry) (Record, error) {
+	r := worker.Recorded{Registry: registry, Namespace: namespace}
+	if reg != nil {
+		e, err := ParseRegistration(reg.Key, reg.Value)
+		if err != nil {
+			return Record{}, err
+		}
+		r.Claimant, r.HasClaim = e.Namespace, true
+	}
+	if space != nil {
+		r.Space, r.HasSpace = string(space.Value), true
+	}
+	var record Record
+	if rec != nil {
+		var err error
+		if record, err = ParseRecord(rec.Key, rec.Value); err != nil {
+			return Record{}, err
+		}
+		r.Contract, r.Initialised, r.HasRecord = record.Contract, MsTime(record.InitialisedMs), true
+	}
+	return record, worker.Admit(req, r)
 }

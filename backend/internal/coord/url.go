@@ -1,8 +1,13 @@
 package coord
 
 import (
+	"fmt"
+	"maps"
 	"net/url"
+	"slices"
+	"strings"
 
+	"github.com/flakeid/flakeid/internal/suggest"
 	"github.com/flakeid/flakeid/worker"
 )
 
@@ -34,3 +39,51 @@ type invalidURL struct{ err error }
 
 func (e invalidURL) Error() string   { return e.err.Error() }
 func (e invalidURL) Unwrap() []error { return []error{worker.ErrInvalidConfig, e.err} }
+
+// CheckParams refuses, as InvalidURL, a query parameter of u that is none
+// of known, naming the nearest known one, and a known one given twice: a
+// misspelt parameter (registy= for registry=) must never be ignored.
+func CheckParams(u *url.URL, known ...string) error {
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return InvalidURL(fmt.Errorf("query: %w", err))
+	}
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		switch {
+		case !slices.Contains(known, k):
+			return InvalidURL(UnknownParam(k, known))
+		case len(q[k]) != 1:
+			return InvalidURL(fmt.Errorf("%s= given %d times", k, len(q[k])))
+		}
+	}
+	return nil
+}
+
+// CheckTypos refuses, as InvalidURL, a query parameter of u that is not one
+// of ours but near one of them, for a URL whose other parameters pass to a
+// driver that takes any name (a PostgreSQL runtime parameter, a MySQL
+// system variable) or refuses it without saying what was meant.
+func CheckTypos(u *url.URL, ours ...string) error {
+	for k := range u.Query() {
+		if slices.Contains(ours, k) {
+			continue
+		}
+		if best, ok := suggest.Nearest(k, ours); ok {
+			return InvalidURL(fmt.Errorf("unknown parameter %q: did you mean %s=?", k, best))
+		}
+	}
+	return nil
+}
+
+// UnknownParam is the error of a query parameter key that is none of
+// known: it names the nearest known one, if any is near, and every one.
+func UnknownParam(key string, known []string) error {
+	list := "none"
+	if len(known) > 0 {
+		list = strings.Join(known, ", ")
+	}
+	if best, ok := suggest.Nearest(key, known); ok {
+		return fmt.Errorf("unknown parameter %q: did you mean %s=? (known: %s)", key, best, list)
+	}
+	return fmt.Errorf("unknown parameter %q (known: %s)", key, list)
+}

@@ -423,10 +423,16 @@ func (r *runner) setupCluster(ctx context.Context) error {
 }
 
 // setupTargets checks the servers of --target mode: their layout must be
-// the verifier's, and the tag is created on each (servers that share a
-// store answer 409, which is fine).
+// the verifier's, no two may hold the same (datacenter, worker) pair (they
+// would share no coordinator: see overlappingTargets), and the tag is
+// created on each (servers that share a store answer 409, which is fine).
 func (r *runner) setupTargets(ctx context.Context) error {
 	r.segments = true
+	if !r.cfg.AllowOverlap {
+		if err := r.overlappingTargets(ctx); err != nil {
+			return err
+		}
+	}
 	for i, t := range r.cfg.Targets {
 		base := strings.TrimRight(t, "/")
 		st, err := r.status(ctx, base)
@@ -450,6 +456,52 @@ func (r *runner) setupTargets(ctx context.Context) error {
 		r.startPoller(inc)
 	}
 	return nil
+}
+
+// overlappingTargets refuses targets that can issue the same IDs: two that
+// hold the same (datacenter, worker) pair at once share no coordinator
+// (two servers on files of their own, say), which no coordinator can see
+// but the verifier, talking to both, can. A pair found is read again
+// before it is refused, in case a lease moved between the reads.
+func (r *runner) overlappingTargets(ctx context.Context) error {
+	read := func() ([]statusJSON, error) {
+		sts := make([]statusJSON, len(r.cfg.Targets))
+		for i, t := range r.cfg.Targets {
+			st, err := r.status(ctx, strings.TrimRight(t, "/"))
+			if err != nil {
+				return nil, fmt.Errorf("--target %s: %w", t, err)
+			}
+			sts[i] = st
+		}
+		return sts, nil
+	}
+	same := func(sts []statusJSON) (int, int, bool) {
+		for i := range sts {
+			for j := range i {
+				a, b := sts[i], sts[j]
+				if a.Held && b.Held && a.Layout == b.Layout && a.Datacenter == b.Datacenter && a.Worker == b.Worker {
+					return j, i, true
+				}
+			}
+		}
+		return 0, 0, false
+	}
+	for attempt := 0; ; attempt++ {
+		sts, err := read()
+		if err != nil {
+			return err
+		}
+		i, j, found := same(sts)
+		if !found {
+			return nil
+		}
+		if attempt > 0 {
+			return fmt.Errorf("--target %s and --target %s both issue from datacenter %d, worker %d of the layout %s: "+
+				"they share no coordinator and issue the same IDs. Point both at one coordinator (--coordinator), or give each its own --datacenter",
+				r.cfg.Targets[i], r.cfg.Targets[j], sts[i].Datacenter, sts[i].Worker, sts[i].Layout)
+		}
+		sleepCtx(ctx, 200*time.Millisecond)
+	}
 }
 
 // teardown stops every process and proxy and drops the table.

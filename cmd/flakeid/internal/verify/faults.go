@@ -177,6 +177,121 @@ func (r *runner) recoverNode(ctx context.Context, n *node) (string, error) {
 // otherLayout is a layout that differs from l in its worker and sequence
 // widths — 41/5/4/13 beside the verifier's 41/5/2/12, as in issue 12 —
 // with the same epoch and time unit.
+// otherSpace is l with one datacenter bit moved to the worker field (or
+// back, when l has none): a layout whose IDs overlap l's on every
+// datacenter, as issue 25 found.
+func otherSpace(l snowflake.Layout) snowflake.Layout {
+	o := l
+	if l.DatacenterBits > 1 {
+		o.DatacenterBits, o.WorkerBits = l.DatacenterBits-1, l.WorkerBits+1
+	} else {
+		o.DatacenterBits, o.WorkerBits = l.DatacenterBits+1, max(l.WorkerBits-1, 0)
+	}
+	if n, err := o.Normalize(); err == nil {
+		return n
+	}
+	return otherLayout(l)
+}
+
+// randomSpace draws a layout other than l, as an operator's mistake would
+// make one: a datacenter bit moved to the worker field (issue 25), more
+// worker or sequence bits, a preset, another epoch or another time unit.
+func randomSpace(rnd *rand.Rand, l snowflake.Layout) snowflake.Layout {
+	for range 8 {
+		var o snowflake.Layout
+		switch rnd.IntN(5) {
+		case 0:
+			o = otherSpace(l)
+		case 1:
+			o = otherLayout(l)
+		case 2:
+			names := []string{"default", "twitter", "sonyflake", "jssafe"}
+			o, _ = snowflake.Preset(names[rnd.IntN(len(names))])
+		case 3:
+			o = l
+			o.Epoch = l.Epoch.AddDate(-1-rnd.IntN(5), 0, 0)
+		default:
+			o = l
+			o.TimeUnit = 10 * l.TimeUnit
+		}
+		if n, err := o.Normalize(); err == nil && n.String() != l.String() {
+			return n
+		}
+	}
+	return otherSpace(l)
+}
+
+// clockAhead starts a node whose clock runs an hour ahead three times in a
+// row on the main group's coordinator and datacenter, as a restart loop
+// would. Each start must be refused; afterwards no high-water mark of the
+// datacenter may lie more than a minute ahead (a refused start writes
+// nothing), which the last refusal carries.
+func (r *runner) clockAhead(ctx context.Context, f *fault) {
+	f.start = r.now()
+	mainURL := coordURL(r.cfg.Coordinator, r.coord.addr())
+	var last refusal
+	for i := range 3 {
+		r.extraStarts++
+		dir := filepath.Join(r.dir, fmt.Sprintf("extra%d", r.extraStarts))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			f.end, f.note, f.failed = r.now(), err.Error(), true
+			return
+		}
+		args := append(r.serveArgs(dir), "--coordinator", mainURL, "--datacenter", "0", "--max-clock-skew", mainClockSkew.String(),
+			"--test-clock-offset=1h")
+		args = append(args, r.cfg.LayoutArgs...)
+		what := fmt.Sprintf("a node with its clock 1 h ahead on the main group's %s (start %d of 3)", coordName(r.cfg.Coordinator), i+1)
+		ref, err := r.tryStart(ctx, "clock-ahead", what, args, []string{"clock skew"}, filepath.Join(dir, "log"))
+		if err != nil {
+			f.end, f.note, f.failed = r.now(), fmt.Sprintf("%s: could not be started: %v", what, err), true
+			return
+		}
+		if i < 2 {
+			r.addRefusal(ref)
+		}
+		last = ref
+	}
+	last.marks = r.marksAhead(ctx, mainURL, time.Minute)
+	r.addRefusal(last)
+	f.end = r.now()
+	f.note = "3 starts 1 h ahead: " + last.outcome()
+}
+
+// marksAhead reads the high-water marks of datacenter 0 of the coordinator
+// at url with `flakeid workers ls --json` and says which lies more than
+// limit ahead of this machine's clock ("" when none does).
+func (r *runner) marksAhead(ctx context.Context, url string, limit time.Duration) string {
+	dir := filepath.Join(r.dir, "marks")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err.Error()
+	}
+	cmd := exec.CommandContext(ctx, r.cfg.Bin, "workers", "ls", "--json", "--coordinator", url, "--datacenter", "0", "--data-dir", dir)
+	cmd.Env = childEnv()
+	out, err := cmd.Output()
+	if err != nil {
+		return fmt.Sprintf("flakeid workers ls failed: %v", err)
+	}
+	now := time.Now()
+	var ahead []string
+	for line := range strings.Lines(string(out)) {
+		var row struct {
+			Worker    int64  `json:"worker"`
+			HighWater string `json:"high_water"`
+		}
+		if err := json.Unmarshal([]byte(line), &row); err != nil {
+			return fmt.Sprintf("flakeid workers ls printed %q: %v", line, err)
+		}
+		hw, err := time.Parse(time.RFC3339Nano, row.HighWater)
+		if err == nil && hw.Sub(now) > limit {
+			ahead = append(ahead, fmt.Sprintf("worker %d at %s (%v ahead)", row.Worker, row.HighWater, hw.Sub(now).Round(time.Second)))
+		}
+	}
+	if len(ahead) > 0 {
+		return "high-water marks moved ahead: " + strings.Join(ahead, ", ")
+	}
+	return ""
+}
+
 func otherLayout(l snowflake.Layout) snowflake.Layout {
 	for _, d := range [][2]int{{2, 1}, {1, 0}, {0, 1}, {-1, 0}, {0, -1}} {
 		o := l
@@ -205,7 +320,7 @@ func layoutFlags(l snowflake.Layout) []string {
 // layout; config-typo, with a --config file whose "coordinator" key is
 // misspelt. Such a node is never one of the cluster's: if it serves, it is
 // killed at once, and the report's check fails.
-func (r *runner) misconfigured(ctx context.Context, kind string, f *fault) {
+func (r *runner) misconfigured(ctx context.Context, kind string, rnd *rand.Rand, f *fault) {
 	r.extraStarts++
 	dir := filepath.Join(r.dir, fmt.Sprintf("extra%d", r.extraStarts))
 	f.start = r.now()
@@ -223,6 +338,18 @@ func (r *runner) misconfigured(ctx context.Context, kind string, f *fault) {
 		args = append(args, "--coordinator", mainURL, "--datacenter", "0", "--max-clock-skew", mainClockSkew.String())
 		args = append(args, layoutFlags(o)...)
 		what = fmt.Sprintf("a node with the layout %s on the main group's coordinator (%s), which records %s", o, coordName(r.cfg.Coordinator), r.layout)
+		want = []string{o.String(), r.layout.String()}
+	case "other-space":
+		o := randomSpace(rnd, r.layout)
+		url := mainURL
+		if rnd.IntN(4) > 0 {
+			url += "-other"
+		}
+		dc := rnd.Int64N(int64(1) << min(o.DatacenterBits, 5))
+		args = append(args, "--coordinator", url, "--datacenter", strconv.FormatInt(dc, 10), "--max-clock-skew", mainClockSkew.String())
+		args = append(args, layoutFlags(o)...)
+		what = fmt.Sprintf("a node with the layout %s on datacenter %d of the namespace %s of the main group's %s, whose registry records %s",
+			o, dc, url, coordName(r.cfg.Coordinator), r.layout)
 		want = []string{o.String(), r.layout.String()}
 	case "config-typo":
 		cfgFile := filepath.Join(dir, "flakeid.json")

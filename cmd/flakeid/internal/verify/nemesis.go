@@ -72,6 +72,12 @@ var kindInfo = map[string]struct {
 	"other-layout": {desc: "an extra node started on the main group's coordinator with another layout (more worker and sequence bits); it must be refused", group: groupMain, once: true,
 		refused: "a node with another layout than its coordinator records is refused at start, showing both layouts",
 		est:     func(time.Duration) time.Duration { return 4 * time.Second }},
+	"other-space": {desc: "an extra node started with a random other layout (a datacenter bit moved to the worker field as in issue 25, other widths, a preset, another epoch or time unit), on a random datacenter, mostly in another namespace (key prefix or path) of the main group's coordinator that shares its datacenter registry; it must be refused", group: groupMain, once: true,
+		refused: "a node with another layout on any datacenter or namespace of the coordinator's registry is refused at start, showing both layouts",
+		est:     func(time.Duration) time.Duration { return 3 * time.Second }},
+	"clock-ahead": {desc: "an extra node with its clock 1 h ahead (--test-clock-offset=1h) started three times on the main group's coordinator and datacenter, as a restart loop would; each start must be refused, and afterwards no high-water mark of the datacenter may lie more than a minute ahead", group: groupMain, once: true,
+		refused: "a node whose clock runs 1 h ahead is refused at start, three times in a row, and moves no high-water mark",
+		est:     func(time.Duration) time.Duration { return 6 * time.Second }},
 	"config-typo": {desc: "an extra node started with --config naming a file whose key \"coordinater\" is misspelt; it must be refused", group: groupMain, once: true,
 		refused: "a node whose --config file has a misspelt key is refused at start, naming it",
 		est:     func(time.Duration) time.Duration { return 3 * time.Second }},
@@ -96,7 +102,7 @@ func dataLossEst(ttl time.Duration) time.Duration {
 func Kinds() []string {
 	return []string{"clock-back", "clock-forward", "kill", "restart-behind",
 		"etcd-pause", "etcd-partition", "zk-pause", "zk-partition", "zk-data-loss", "consul-pause", "consul-partition", "consul-data-loss",
-		"pg-restart", "redis-restart-nosave", "redis-keys-deleted", "sql-rollback", "truncated-state", "other-layout", "config-typo"}
+		"pg-restart", "redis-restart-nosave", "redis-keys-deleted", "sql-rollback", "truncated-state", "other-layout", "other-space", "clock-ahead", "config-typo"}
 }
 
 // coordKinds are the fault kinds of the main group's coordinator.
@@ -381,8 +387,10 @@ func (r *runner) inject(ctx context.Context, kind string, rnd *rand.Rand) fault 
 		r.coordinatorLoss(ctx, kind, &f)
 	case "truncated-state":
 		r.truncatedState(ctx, rnd, &f)
-	case "other-layout", "config-typo":
-		r.misconfigured(ctx, kind, &f)
+	case "other-layout", "other-space", "config-typo":
+		r.misconfigured(ctx, kind, rnd, &f)
+	case "clock-ahead":
+		r.clockAhead(ctx, &f)
 	default:
 		panic(fmt.Sprintf("verify: unknown fault kind %q", kind)) // Config.validate lets none through
 	}

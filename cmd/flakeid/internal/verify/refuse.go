@@ -35,6 +35,7 @@ type refusal struct {
 	served   string // the address it served on, when it did
 	timedOut bool   // it neither served nor exited within refuseWait
 	out      string // its output (the first 256 KiB)
+	marks    string // what a refused start changed in the coordinator that it must not have; "" when nothing
 }
 
 // crashRE finds a Go crash in a process's output: a panic, a fatal runtime
@@ -52,6 +53,8 @@ func (f *refusal) wrong() string {
 		return "it exited with status 0 without serving"
 	case crashRE.MatchString(f.out):
 		return "it crashed (a Go crash report) instead of refusing with an error"
+	case f.marks != "":
+		return "it was refused, but " + f.marks
 	}
 	var missing []string
 	for _, w := range f.want {

@@ -150,7 +150,7 @@ func TestVerifyMinFaults(t *testing.T) {
 			lost = append(lost, k)
 		}
 	}
-	if len(kindInfo) != len(Kinds()) || !slices.Equal(refused, []string{"truncated-state", "other-layout", "config-typo"}) {
+	if len(kindInfo) != len(Kinds()) || !slices.Equal(refused, []string{"truncated-state", "other-layout", "other-space", "clock-ahead", "config-typo"}) {
 		t.Fatalf("%d kinds described, %d listed; refusal kinds %v", len(kindInfo), len(Kinds()), refused)
 	}
 	if !slices.Equal(lost, []string{"zk-data-loss", "consul-data-loss", "redis-restart-nosave", "redis-keys-deleted", "sql-rollback"}) {

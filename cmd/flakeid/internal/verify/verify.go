@@ -47,6 +47,10 @@ type Config struct {
 	// Targets, when set, are running servers to verify: no cluster is
 	// started and no fault injected.
 	Targets []string
+	// AllowOverlap lets targets that hold the same (datacenter, worker)
+	// pair be verified (a test proving the checks catch what they issue);
+	// otherwise such targets are refused before anything is sent.
+	AllowOverlap bool
 	// Coordinator is the main group's coordinator: "etcd" (the default),
 	// "zk" or "consul" (Coordinators) — a private server the verifier
 	// starts, and pauses, partitions and (zk, consul) wipes.
@@ -117,7 +121,7 @@ type Config struct {
 // every fault kind at least twice (once for the kinds of minFaults).
 func DefaultConfig() Config {
 	return Config{
-		Duration:        3 * time.Minute,
+		Duration:        3*time.Minute + 20*time.Second,
 		Nodes:           3,
 		RedisNodes:      2,
 		SQLNodes:        1,

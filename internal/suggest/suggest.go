@@ -1,16 +1,19 @@
-package main
+// Package suggest finds what a misspelt name was meant to be: the
+// candidate fewest edits away, when it is near enough to help. The flakeid
+// command uses it for flags, config keys and environment variables, and the
+// backends for the query parameters of their URLs.
+package suggest
 
 import (
-	"slices"
 	"strings"
 	"unicode/utf8"
 )
 
-// editDistance is the number of single-rune edits (insertions, deletions,
+// EditDistance is the number of single-rune edits (insertions, deletions,
 // substitutions, and swaps of two adjacent runes) that turn a into b: the
 // optimal-string-alignment variant of the Damerau–Levenshtein distance. It
 // is case-sensitive; callers that want otherwise fold case first.
-func editDistance(a, b string) int {
+func EditDistance(a, b string) int {
 	ra, rb := []rune(a), []rune(b)
 	// Three rows of the dynamic-programming table: two back (for swaps),
 	// one back, and the one being filled.
@@ -38,21 +41,21 @@ func editDistance(a, b string) int {
 	return prev[len(rb)]
 }
 
-// maxSuggestDistance is how many edits away a candidate may be from name and
+// MaxDistance is how many edits away a candidate may be from name and
 // still be offered as what name was meant to be: max(2, a third of name's
 // length). Further than that, a suggestion is more likely to mislead than to
 // help.
-func maxSuggestDistance(name string) int {
+func MaxDistance(name string) int {
 	return max(2, utf8.RuneCountInString(name)/3)
 }
 
-// nearest returns the candidate most likely meant by name, a misspelt or
+// Nearest returns the candidate most likely meant by name, a misspelt or
 // mistyped one: the candidate fewest edits away (comparing without regard to
-// case), if that is at most maxSuggestDistance(name). Ties go to the
+// case), if that is at most MaxDistance(name). Ties go to the
 // candidate first in sort order, so the answer does not depend on the
 // candidates' order. ok is false when no candidate is that near.
-func nearest(name string, candidates []string) (best string, ok bool) {
-	limit := maxSuggestDistance(name)
+func Nearest(name string, candidates []string) (best string, ok bool) {
+	limit := MaxDistance(name)
 	lname := strings.ToLower(name)
 	n := utf8.RuneCountInString(lname)
 	bestDist := limit + 1
@@ -63,20 +66,10 @@ func nearest(name string, candidates []string) (best string, ok bool) {
 		if m := utf8.RuneCountInString(lc); m-n > limit || n-m > limit {
 			continue
 		}
-		d := editDistance(lname, lc)
+		d := EditDistance(lname, lc)
 		if d < bestDist || (d == bestDist && ok && c < best) {
 			best, bestDist, ok = c, d, true
 		}
 	}
 	return best, ok
-}
-
-// sortedKeys returns the keys of m in sort order.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
