@@ -48,6 +48,9 @@ type Recorded struct {
 	// datacenter to, when HasClaim.
 	Claimant string
 	HasClaim bool
+	// ClaimFreeing says the claim is being freed (Registry.Unclaim of a
+	// coordinator that marks it first): nobody is admitted to it meanwhile.
+	ClaimFreeing bool
 	// Contract is the contract of the datacenter's namespace record, when
 	// HasRecord; Initialised is when that record was (re)initialised (the
 	// zero time when not known).
@@ -67,10 +70,14 @@ func Admit(req Request, r Recorded) error {
 			"sequence or time in the other), so a node with another layout is refused: use the recorded layout, or a coordinator "+
 			"(registry) of its own for another ID space",
 			ErrContract, r.Registry, r.Space, req.Space)
+	case r.HasClaim && r.ClaimFreeing:
+		return fmt.Errorf("%w: datacenter %d is being freed in %s (flakeid workers unclaim, by the namespace %q): start again once that is done",
+			ErrContract, req.Datacenter, r.Registry, r.Claimant)
 	case r.HasClaim && r.Claimant != r.Namespace:
 		return fmt.Errorf("%w: datacenter %d is claimed in %s by the namespace %q; this namespace is %q: "+
-			"give each cluster its own datacenter id",
-			ErrContract, req.Datacenter, r.Registry, r.Claimant, r.Namespace)
+			"give each cluster its own datacenter id, or, if nothing of %q runs any more, free the id with "+
+			"`flakeid workers unclaim --datacenter %d` and a --coordinator URL of that namespace (`flakeid workers claims` lists the claims)",
+			ErrContract, req.Datacenter, r.Registry, r.Claimant, r.Namespace, r.Claimant, req.Datacenter)
 	case r.HasRecord && r.Contract != req.Contract:
 		since := ""
 		if !r.Initialised.IsZero() {

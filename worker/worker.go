@@ -26,6 +26,8 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 )
 
@@ -66,6 +68,9 @@ var (
 	// Config.MaxClockSkew, or a reservation would raise a high-water mark
 	// past the request's MarkBound.
 	ErrClockSkew = errors.New("worker: clock skew beyond the bound")
+	// ErrInUse means Registry.Unclaim refused to free a datacenter id: one
+	// of its worker ids is held, or a high-water mark is still ahead.
+	ErrInUse = errors.New("worker: datacenter id still in use")
 )
 
 // Coordinator is the backend of leases: a store, shared by every node, of
@@ -231,4 +236,96 @@ type Fencer interface {
 	Revoke()
 	// Now is the fenced generator's clock; reservations are taken from it.
 	Now() time.Time
+}
+
+// Registry is implemented by the coordinators that keep a datacenter
+// registry shared by several namespaces (all but the file coordinator,
+// whose one file is its one namespace): what `flakeid workers claims`
+// shows, and the safe way to free a datacenter id that a test or an
+// abandoned cluster claimed.
+type Registry interface {
+	// Claims reports the registry's ID space and which namespace claimed
+	// each datacenter id.
+	Claims(ctx context.Context) (Claims, error)
+	// Unclaim frees datacenter dc in the registry, for another namespace
+	// to claim. It does so only when this coordinator's namespace holds
+	// the claim and, by the coordinator's clock (this machine's for etcd
+	// and Consul, which have none), none of the datacenter's worker ids is
+	// held and every high-water mark has passed: then whoever claims it
+	// next starts past everything this namespace issued there (a new
+	// namespace's floor is the clock plus the quarantine). Otherwise it
+	// changes nothing: ErrContract when another namespace (or none) holds
+	// the claim, ErrInUse naming the ids held or ahead. The namespace's
+	// own records stay, so its nodes, started again, claim the id anew.
+	Unclaim(ctx context.Context, dc int64) error
+}
+
+// Claims is a datacenter registry as Registry.Claims reports it.
+type Claims struct {
+	Space    string // the registry's ID space, when HasSpace
+	HasSpace bool
+	// Datacenters are the claims, ordered by datacenter id.
+	Datacenters []DatacenterClaim
+}
+
+// DatacenterClaim is one claim of a datacenter registry.
+type DatacenterClaim struct {
+	Datacenter int64  `json:"datacenter"`
+	Namespace  string `json:"namespace"`
+}
+
+// CheckUnclaim decides whether datacenter dc of namespace ns, whose slots
+// are slots, may be freed at now (the coordinator's clock): nil, or an
+// error wrapping ErrInUse that names the worker ids still held and the
+// marks still ahead. Every Registry decides by it.
+func CheckUnclaim(ns string, dc int64, slots []Info, now time.Time) error {
+	var busy []string
+	for _, s := range slots {
+		switch {
+		case s.Held(now):
+			busy = append(busy, fmt.Sprintf("worker %d is held by %q until %s", s.Worker, s.Holder, s.Expires.UTC().Format(time.RFC3339Nano)))
+		case s.HighWater.After(now):
+			busy = append(busy, fmt.Sprintf("worker %d's high-water mark %s is %v ahead", s.Worker,
+				s.HighWater.UTC().Format(time.RFC3339Nano), s.HighWater.Sub(now).Round(time.Millisecond)))
+		}
+	}
+	if len(busy) > 0 {
+		return fmt.Errorf("%w: datacenter %d of %q: %s; stop its nodes and try again once every mark has passed", ErrInUse, dc, ns, strings.Join(busy, "; "))
+	}
+	return nil
+}
+
+// MarkLowerer is implemented by every coordinator: the one way a high-water
+// mark ever goes down, by an operator's explicit command (`flakeid workers
+// lower-mark`), never by flakeid on its own. A mark is a promise that IDs
+// may have been issued up to it; lowering it is safe only when the operator
+// knows that no holder of the worker id issued an ID in a tick at or after
+// the new value — a mark pushed ahead by a node that was refused at start,
+// or by a node of an older flakeid whose clock ran ahead, which issued
+// nothing there.
+type MarkLowerer interface {
+	// LowerMark lowers the high-water mark of worker id of datacenter dc
+	// to to, in one atomic step that checks that the id is not held, that
+	// its mark is above to, and that to is not before the coordinator's
+	// clock (a mark at or below the clock costs nothing). It returns the
+	// mark it replaced. Otherwise it changes nothing: ErrInUse when the id
+	// is held, ErrInvalidConfig naming what was wrong.
+	LowerMark(ctx context.Context, dc, id int64, to time.Time) (time.Time, error)
+}
+
+// CheckLowerMark decides whether the mark of slot s may be lowered to to
+// when the coordinator's clock reads now: nil, or an error wrapping ErrInUse
+// (the id is held) or ErrInvalidConfig (to is not below the mark, or before
+// now). Every MarkLowerer decides by it.
+func CheckLowerMark(s Info, to, now time.Time) error {
+	stamp := func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+	switch {
+	case s.Held(now):
+		return fmt.Errorf("%w: worker %d of datacenter %d is held by %q until %s: stop it first", ErrInUse, s.Worker, s.Datacenter, s.Holder, stamp(s.Expires))
+	case !s.HighWater.After(to):
+		return fmt.Errorf("%w: worker %d of datacenter %d has the mark %s, not above %s: nothing to lower", ErrInvalidConfig, s.Worker, s.Datacenter, stamp(s.HighWater), stamp(to))
+	case to.Before(now):
+		return fmt.Errorf("%w: %s is before the coordinator's clock %s: lower a mark to the clock at the most", ErrInvalidConfig, stamp(to), stamp(now))
+	}
+	return nil
 }

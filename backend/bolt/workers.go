@@ -71,7 +71,10 @@ type Workers struct {
 	dir    *datadir.Dir // locked shared; nil when opened for a recovery
 }
 
-var _ worker.Coordinator = (*Workers)(nil)
+var (
+	_ worker.Coordinator = (*Workers)(nil)
+	_ worker.MarkLowerer = (*Workers)(nil)
+)
 
 // openWorkers returns a coordinator that keeps its slots in the bbolt file
 // at path. A missing file is created (complete, under a temporary name
@@ -380,6 +383,33 @@ func (w *Workers) List(ctx context.Context, datacenter int64) ([]worker.Info, er
 		return nil
 	})
 	return infos, err
+}
+
+// LowerMark implements worker.MarkLowerer, in one transaction. A holder
+// whose process on this host is gone does not hold the id.
+func (w *Workers) LowerMark(ctx context.Context, dc, id int64, to time.Time) (time.Time, error) {
+	var from time.Time
+	toMs := coord.CeilMs(to)
+	err := w.update(ctx, func(tx *bbolt.Tx) error {
+		b, _, err := buckets(tx)
+		if err != nil {
+			return err
+		}
+		r, _, err := get(b, dc, id)
+		if err != nil {
+			return err
+		}
+		info := worker.Info{Datacenter: dc, Worker: id, HighWater: coord.MsTime(r.HighMs)}
+		if r.Holder != "" && !holderGone(r.Holder) {
+			info.Holder, info.Expires = r.Holder, coord.MsTime(r.ExpiresMs)
+		}
+		if err := worker.CheckLowerMark(info, coord.MsTime(toMs), w.now()); err != nil {
+			return err
+		}
+		from, r.HighMs = info.HighWater, toMs
+		return put(b, dc, id, r)
+	})
+	return from, err
 }
 
 // Clock implements worker.Coordinator: this machine's clock, which is the

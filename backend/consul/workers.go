@@ -272,7 +272,11 @@ type Workers struct {
 	afterRead func(reg *consulapi.KVPair, kvs []*consulapi.KVPair)
 }
 
-var _ worker.Coordinator = (*Workers)(nil)
+var (
+	_ worker.Coordinator = (*Workers)(nil)
+	_ worker.Registry    = (*Workers)(nil)
+	_ worker.MarkLowerer = (*Workers)(nil)
+)
 
 // An Option configures OpenWorkers and NewWorkers.
 type Option func(*Workers)
@@ -628,6 +632,132 @@ func entry(kv *consulapi.KVPair) *coord.Entry {
 		return nil
 	}
 	return &coord.Entry{Key: kv.Key, Value: kv.Value}
+}
+
+// Claims implements worker.Registry: the keys under the registry prefix.
+func (w *Workers) Claims(ctx context.Context) (worker.Claims, error) {
+	kvs, _, err := w.client.KV().List(w.registry+"/", qo(ctx))
+	if err != nil {
+		return worker.Claims{}, unavailable(ctx, err, "reading the registry %s", w.registry)
+	}
+	entries := make([]coord.Entry, len(kvs))
+	for i, kv := range kvs {
+		entries[i] = coord.Entry{Key: kv.Key, Value: kv.Value}
+	}
+	return coord.ParseClaims(w.keys(), entries)
+}
+
+// Unclaim implements worker.Registry. Consul cannot guard a write by a
+// whole prefix, so it marks the registry entry as being freed first (a
+// check-and-set on its index: an Acquire that read it before fails its own
+// check, and one that reads it after is refused); then it reads the
+// datacenter, decides by worker.CheckUnclaim (by this machine's clock:
+// Consul has none), and deletes the entry or puts it back, again by
+// check-and-set. A holder that took an id before the mark is seen by that
+// read.
+func (w *Workers) Unclaim(ctx context.Context, dc int64) error {
+	rk := w.keys().Registration(dc)
+	reg, _, err := w.client.KV().Get(rk, qo(ctx))
+	if err != nil {
+		return unavailable(ctx, err, "reading the registry entry %s", rk)
+	}
+	var e coord.Registration
+	if reg != nil {
+		if e, err = coord.ParseRegistration(rk, reg.Value); err != nil {
+			return err
+		}
+	}
+	if reg == nil || e.Namespace != w.prefix {
+		return fmt.Errorf("%w: datacenter %d is not claimed by %s in the registry %s (claimed by: %q)", worker.ErrContract, dc, w.prefix, w.registry, e.Namespace)
+	}
+	freeing := e
+	freeing.Freeing = true
+	marked := &consulapi.KVPair{Key: rk, Value: freeing.Encode(), ModifyIndex: reg.ModifyIndex}
+	if ok, _, err := w.client.KV().CAS(marked, wo(ctx)); err != nil || !ok {
+		return fmt.Errorf("%w: marking %s as being freed: %v (changed meanwhile: %v)", worker.ErrUnavailable, rk, err, !ok)
+	}
+	after, _, err := w.client.KV().Get(rk, qo(ctx))
+	if err != nil || after == nil {
+		return fmt.Errorf("%w: reading %s back: %v", worker.ErrUnavailable, rk, err)
+	}
+	// Put the entry back as it was when the datacenter is still in use.
+	restore := func(why error) error {
+		back := &consulapi.KVPair{Key: rk, Value: e.Encode(), ModifyIndex: after.ModifyIndex}
+		if ok, _, err := w.client.KV().CAS(back, wo(ctx)); err != nil || !ok {
+			return fmt.Errorf("%w (and putting the registry entry %s back failed: %v; run unclaim again, or restore it by hand)", why, rk, err)
+		}
+		return why
+	}
+	infos, err := w.List(ctx, dc)
+	if err != nil {
+		return restore(err)
+	}
+	if err := worker.CheckUnclaim(w.prefix, dc, infos, w.now()); err != nil {
+		return restore(err)
+	}
+	if ok, _, err := w.client.KV().DeleteCAS(after, wo(ctx)); err != nil || !ok {
+		return restore(fmt.Errorf("%w: deleting %s: %v (changed meanwhile: %v)", worker.ErrUnavailable, rk, err, !ok))
+	}
+	return nil
+}
+
+// LowerMark implements worker.MarkLowerer: it reads the slot, decides by
+// worker.CheckLowerMark (by this machine's clock: Consul has none), and
+// writes the mark in a transaction guarded by the indexes of the holder and
+// high keys it read (an Acquire changes both).
+func (w *Workers) LowerMark(ctx context.Context, dc, id int64, to time.Time) (time.Time, error) {
+	hk, wk := w.keys().Holder(dc, id), w.keys().High(dc, id)
+	var b txnb
+	hi := b.add(consulapi.KVGetOrEmpty, hk, nil, 0, "")
+	wi := b.add(consulapi.KVGetOrEmpty, wk, nil, 0, "")
+	ok, resp, err := w.run(ctx, &b)
+	if err != nil || !ok {
+		return time.Time{}, fmt.Errorf("%w: reading worker %d of datacenter %d in %s: %v", worker.ErrUnavailable, id, dc, w.prefix, err)
+	}
+	h, err := result(resp, hi)
+	if err != nil {
+		return time.Time{}, err
+	}
+	hw, err := result(resp, wi)
+	if err != nil {
+		return time.Time{}, err
+	}
+	s := slot{holder: present(h), high: present(hw)}
+	info := worker.Info{Datacenter: dc, Worker: id}
+	if s.high != nil {
+		if s.highMs, err = parseMs(s.high); err != nil {
+			return time.Time{}, err
+		}
+		info.HighWater = coord.MsTime(s.highMs)
+	}
+	now := w.now()
+	if s.held() {
+		hd, err := parseHolder(s.holder)
+		if err != nil {
+			return time.Time{}, err
+		}
+		info.Holder, info.Expires = hd.Owner, now.Add(time.Duration(hd.TTLMs)*time.Millisecond)
+	}
+	toMs := coord.CeilMs(to)
+	if err := worker.CheckLowerMark(info, coord.MsTime(toMs), now); err != nil {
+		return time.Time{}, err
+	}
+	var t txnb
+	if s.holder == nil {
+		t.add(consulapi.KVCheckNotExists, hk, nil, 0, "")
+	} else {
+		t.add(consulapi.KVCheckIndex, hk, nil, s.holder.ModifyIndex, "")
+	}
+	t.add(consulapi.KVCAS, wk, []byte(strconv.FormatInt(toMs, 10)), s.high.ModifyIndex, "")
+	ok, resp, err = w.run(ctx, &t)
+	switch {
+	case err != nil:
+		return time.Time{}, unavailable(ctx, err, "lowering the mark of worker %d of datacenter %d in %s", id, dc, w.prefix)
+	case !ok:
+		return time.Time{}, fmt.Errorf("%w: worker %d of datacenter %d in %s changed while its mark was being lowered (taken?): %s",
+			worker.ErrInUse, id, dc, w.prefix, txnErrors(resp))
+	}
+	return info.HighWater, nil
 }
 
 // peerStale is how old a live peer's clock key may be for holders with a

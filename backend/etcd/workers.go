@@ -212,7 +212,11 @@ type Workers struct {
 	now      func() time.Time
 }
 
-var _ worker.Coordinator = (*Workers)(nil)
+var (
+	_ worker.Coordinator = (*Workers)(nil)
+	_ worker.Registry    = (*Workers)(nil)
+	_ worker.MarkLowerer = (*Workers)(nil)
+)
 
 // An Option configures OpenWorkers and NewWorkers.
 type Option func(*Workers)
@@ -411,6 +415,122 @@ func entry(kv *mvccpb.KeyValue) *coord.Entry {
 		return nil
 	}
 	return &coord.Entry{Key: string(kv.Key), Value: kv.Value}
+}
+
+// Claims implements worker.Registry: the keys under the registry prefix.
+func (w *Workers) Claims(ctx context.Context) (worker.Claims, error) {
+	resp, err := w.client.Get(ctx, w.registry+"/", clientv3.WithPrefix())
+	if err != nil {
+		return worker.Claims{}, unavailable(ctx, err, "reading the registry %s", w.registry)
+	}
+	return coord.ParseClaims(w.keys(), kvEntries(resp.Kvs))
+}
+
+// Unclaim implements worker.Registry. It reads the datacenter's keys and
+// its registry entry at one revision, decides by worker.CheckUnclaim (by
+// this machine's clock: etcd has none), and deletes the entry in a
+// transaction guarded by the entry's value and by no key under the
+// datacenter's prefix having changed since that revision, so that a holder
+// that came in between makes it fail.
+func (w *Workers) Unclaim(ctx context.Context, dc int64) error {
+	dcPrefix, rk := w.keys().DC(dc), w.keys().Registration(dc)
+	resp, err := w.client.Txn(ctx).Then(clientv3.OpGet(dcPrefix, clientv3.WithPrefix()), clientv3.OpGet(rk)).Commit()
+	if err != nil {
+		return unavailable(ctx, err, "reading datacenter %d of %s", dc, w.prefix)
+	}
+	kvs, reg := resp.Responses[0].GetResponseRange().Kvs, find(resp.Responses[1].GetResponseRange().Kvs, rk)
+	claimant := ""
+	if reg != nil {
+		e, err := coord.ParseRegistration(rk, reg.Value)
+		if err != nil {
+			return err
+		}
+		claimant = e.Namespace
+	}
+	if claimant != w.prefix {
+		return fmt.Errorf("%w: datacenter %d is not claimed by %s in the registry %s (claimed by: %q)", worker.ErrContract, dc, w.prefix, w.registry, claimant)
+	}
+	slots, err := w.slots(dc, kvs)
+	if err != nil {
+		return err
+	}
+	var infos []worker.Info
+	for _, id := range slices.Sorted(maps.Keys(slots)) {
+		s := slots[id]
+		in := worker.Info{Datacenter: dc, Worker: id, HighWater: coord.MsTime(s.highMs)}
+		if s.holder != nil {
+			in.Holder = string(s.holder.Value)
+			if in.Expires, err = w.expires(ctx, clientv3.LeaseID(s.holder.Lease)); err != nil {
+				return err
+			}
+		}
+		infos = append(infos, in)
+	}
+	if err := worker.CheckUnclaim(w.prefix, dc, infos, w.now()); err != nil {
+		return err
+	}
+	tr, err := w.client.Txn(ctx).If(
+		clientv3.Compare(clientv3.Value(rk), "=", string(reg.Value)),
+		clientv3.Compare(clientv3.ModRevision(dcPrefix), "<", resp.Header.Revision+1).WithPrefix(),
+	).Then(clientv3.OpDelete(rk)).Commit()
+	switch {
+	case err != nil:
+		return unavailable(ctx, err, "freeing datacenter %d of %s in the registry %s", dc, w.prefix, w.registry)
+	case !tr.Succeeded:
+		return fmt.Errorf("%w: datacenter %d of %s changed while it was being freed (a node started?): look again", worker.ErrInUse, dc, w.prefix)
+	}
+	return nil
+}
+
+// LowerMark implements worker.MarkLowerer: it reads the slot, decides by
+// worker.CheckLowerMark (by this machine's clock: etcd has none), and writes
+// the mark in a transaction guarded by the holder key still being absent
+// and the mark unchanged.
+func (w *Workers) LowerMark(ctx context.Context, dc, id int64, to time.Time) (time.Time, error) {
+	hk, wk := w.keys().Holder(dc, id), w.keys().High(dc, id)
+	resp, err := w.client.Txn(ctx).Then(clientv3.OpGet(hk), clientv3.OpGet(wk)).Commit()
+	if err != nil {
+		return time.Time{}, unavailable(ctx, err, "reading worker %d of datacenter %d in %s", id, dc, w.prefix)
+	}
+	holder, high := find(resp.Responses[0].GetResponseRange().Kvs, hk), find(resp.Responses[1].GetResponseRange().Kvs, wk)
+	info := worker.Info{Datacenter: dc, Worker: id}
+	if high != nil {
+		ms, err := parseMs(high.Value)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("%w: %s: %w", worker.ErrUnavailable, wk, err)
+		}
+		info.HighWater = coord.MsTime(ms)
+	}
+	if holder != nil {
+		info.Holder = string(holder.Value)
+		if info.Expires, err = w.expires(ctx, clientv3.LeaseID(holder.Lease)); err != nil {
+			return time.Time{}, err
+		}
+	}
+	toMs := coord.CeilMs(to)
+	if err := worker.CheckLowerMark(info, coord.MsTime(toMs), w.now()); err != nil {
+		return time.Time{}, err
+	}
+	tr, err := w.client.Txn(ctx).If(
+		clientv3.Compare(clientv3.CreateRevision(hk), "=", 0),
+		clientv3.Compare(clientv3.Value(wk), "=", string(high.Value)),
+	).Then(clientv3.OpPut(wk, strconv.FormatInt(toMs, 10))).Commit()
+	switch {
+	case err != nil:
+		return time.Time{}, unavailable(ctx, err, "lowering the mark of worker %d of datacenter %d in %s", id, dc, w.prefix)
+	case !tr.Succeeded:
+		return time.Time{}, fmt.Errorf("%w: worker %d of datacenter %d in %s changed while its mark was being lowered (taken?): look again", worker.ErrInUse, id, dc, w.prefix)
+	}
+	return info.HighWater, nil
+}
+
+// kvEntries are kvs as coord.ParseClaims reads them.
+func kvEntries(kvs []*mvccpb.KeyValue) []coord.Entry {
+	out := make([]coord.Entry, len(kvs))
+	for i, kv := range kvs {
+		out[i] = coord.Entry{Key: string(kv.Key), Value: kv.Value}
+	}
+	return out
 }
 
 // Clock implements worker.Coordinator: etcd has no clock of its own, so it

@@ -435,6 +435,56 @@ redis.call('HSET', key, field, '0|' .. fmt(high) .. '|' .. fmt(cend) .. '|')
 return {high, now_us}
 `
 
+// unclaimScript: KEYS[1] the datacenter's hash, KEYS[2] the registry; ARGV
+// the datacenter's registry field, the prefix. It frees the field when it
+// names the prefix and no slot of the hash is held or has a mark ahead of
+// Redis's clock, in one step, replying {'ok'}; otherwise it changes
+// nothing and replies {'claimed', who} (who empty when nobody claims it) or
+// {'busy', now_ms, field, expires, high, holder, …} for each slot in the way.
+const unclaimScript = luaCommon + `
+local key, registry, dcfield, prefix = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
+local who = redis.call('HGET', registry, dcfield)
+if who ~= prefix then return {'claimed', who or ''} end
+local now = clock()
+local flat = redis.call('HGETALL', key)
+local busy = {'busy', now}
+for i = 1, #flat, 2 do
+  local field, v = flat[i], flat[i + 1]
+  if field ~= '` + nsField + `' then
+    local e, h, p, holder = parse(v)
+    if not e then return corrupt(key, field, v) end
+    if (holder ~= '' and e > now) or h > now then
+      table.insert(busy, field)
+      table.insert(busy, e)
+      table.insert(busy, h)
+      table.insert(busy, holder)
+    end
+  end
+end
+if #busy > 2 then return busy end
+redis.call('HDEL', registry, dcfield)
+return {'ok'}
+`
+
+// lowerScript: KEYS[1] the datacenter's hash; ARGV the worker id's field
+// and the new mark in ms. It lowers the mark when the slot is not held, its
+// mark is above the new one, and the new one is not before Redis's clock,
+// replying {'ok', old mark}; otherwise it changes nothing and replies
+// {'refused', now_ms, expires, high, holder} (a missing slot: zeros and no holder).
+const lowerScript = luaCommon + `
+local key, field, to = KEYS[1], ARGV[1], tonumber(ARGV[2])
+local now = clock()
+local v = redis.call('HGET', key, field)
+if not v then return {'refused', now, 0, 0, ''} end
+local e, h, p, holder = parse(v)
+if not e then return corrupt(key, field, v) end
+if (holder ~= '' and e > now) or h <= to or to < now then
+  return {'refused', now, e, h, holder}
+end
+redis.call('HSET', key, field, fmt(e) .. '|' .. fmt(to) .. '|' .. fmt(p) .. '|' .. holder)
+return {'ok', h}
+`
+
 // Workers is a worker.Coordinator over Redis. It is safe for concurrent use.
 type Workers struct {
 	client   goredis.UniversalClient
@@ -443,10 +493,16 @@ type Workers struct {
 	acquire  *goredis.Script
 	renew    *goredis.Script
 	release  *goredis.Script
+	unclaim  *goredis.Script
+	lower    *goredis.Script
 	owned    bool // Close closes the client: OpenWorkers made it
 }
 
-var _ worker.Coordinator = (*Workers)(nil)
+var (
+	_ worker.Coordinator = (*Workers)(nil)
+	_ worker.Registry    = (*Workers)(nil)
+	_ worker.MarkLowerer = (*Workers)(nil)
+)
 
 // Option configures OpenWorkers and NewWorkers.
 type Option func(*Workers)
@@ -481,6 +537,8 @@ func NewWorkers(client goredis.UniversalClient, prefix string, opts ...Option) *
 		acquire:  goredis.NewScript(acquireScript),
 		renew:    goredis.NewScript(renewScript),
 		release:  goredis.NewScript(releaseScript),
+		unclaim:  goredis.NewScript(unclaimScript),
+		lower:    goredis.NewScript(lowerScript),
 	}
 	for _, o := range opts {
 		o(w)
@@ -675,6 +733,98 @@ func (w *Workers) admit(ctx context.Context, req worker.Request, key, dcField st
 		r.Contract, r.Initialised, r.HasRecord = rec.contract, coord.MsTime(rec.initialised), true
 	}
 	return seen, worker.Admit(req, r)
+}
+
+// Claims implements worker.Registry: the registry hash, read whole.
+func (w *Workers) Claims(ctx context.Context) (worker.Claims, error) {
+	m, err := w.client.HGetAll(ctx, w.registry).Result()
+	if err != nil {
+		return worker.Claims{}, w.failed("reading the registry "+w.registry, err)
+	}
+	var c worker.Claims
+	for field, v := range m {
+		if field == spaceField {
+			c.Space, c.HasSpace = v, true
+			continue
+		}
+		dc, ok := coord.ParseID(field)
+		if !ok {
+			return worker.Claims{}, fmt.Errorf("%w: redis: the registry %s has the field %q, which is no datacenter id", worker.ErrUnavailable, w.registry, clip(field))
+		}
+		c.Datacenters = append(c.Datacenters, worker.DatacenterClaim{Datacenter: dc, Namespace: v})
+	}
+	slices.SortFunc(c.Datacenters, func(a, b worker.DatacenterClaim) int { return cmp.Compare(a.Datacenter, b.Datacenter) })
+	return c, nil
+}
+
+// Unclaim implements worker.Registry: one script over the datacenter's hash
+// and the registry checks the claim and every slot against Redis's clock
+// and frees the claim, atomically.
+func (w *Workers) Unclaim(ctx context.Context, dc int64) error {
+	if dc < 0 {
+		return fmt.Errorf("%w: datacenter %d", worker.ErrInvalidConfig, dc)
+	}
+	key := w.Key(dc)
+	res, err := w.unclaim.Run(ctx, w.client, []string{key, w.registry}, strconv.FormatInt(dc, 10), w.prefix).Result()
+	if err != nil {
+		return w.failed(fmt.Sprintf("freeing datacenter %d in the registry %s", dc, w.registry), err)
+	}
+	vals, _ := res.([]any)
+	switch {
+	case len(vals) == 1 && vals[0] == "ok":
+		return nil
+	case len(vals) == 2 && vals[0] == "claimed":
+		return fmt.Errorf("%w: datacenter %d is not claimed by %s in the registry %s (claimed by: %q)", worker.ErrContract, dc, w.prefix, w.registry, vals[1])
+	case len(vals) >= 2 && vals[0] == "busy":
+		now, _ := vals[1].(int64)
+		var slots []worker.Info
+		for i := 2; i+3 < len(vals); i += 4 {
+			field, _ := vals[i].(string)
+			id, _ := coord.ParseID(field)
+			e, _ := vals[i+1].(int64)
+			h, _ := vals[i+2].(int64)
+			holder, _ := vals[i+3].(string)
+			slots = append(slots, worker.Info{Datacenter: dc, Worker: id, Holder: holder, Expires: coord.MsTime(e), HighWater: coord.MsTime(h)})
+		}
+		if err := worker.CheckUnclaim(w.prefix, dc, slots, coord.MsTime(now)); err != nil {
+			return err
+		}
+	}
+	return unexpected("unclaim", key, res)
+}
+
+// LowerMark implements worker.MarkLowerer: one script checks the slot
+// against Redis's clock and lowers the mark.
+func (w *Workers) LowerMark(ctx context.Context, dc, id int64, to time.Time) (time.Time, error) {
+	if dc < 0 || id < 0 {
+		return time.Time{}, fmt.Errorf("%w: datacenter %d, worker %d", worker.ErrInvalidConfig, dc, id)
+	}
+	toMs, err := checkReserve(to)
+	if err != nil {
+		return time.Time{}, err
+	}
+	key := w.Key(dc)
+	res, err := w.lower.Run(ctx, w.client, []string{key}, strconv.FormatInt(id, 10), toMs).Result()
+	if err != nil {
+		return time.Time{}, w.failed(fmt.Sprintf("lowering the mark of worker %d in %s", id, key), err)
+	}
+	vals, _ := res.([]any)
+	switch {
+	case len(vals) == 2 && vals[0] == "ok":
+		if h, ok := vals[1].(int64); ok {
+			return coord.MsTime(h), nil
+		}
+	case len(vals) == 5 && vals[0] == "refused":
+		now, _ := vals[1].(int64)
+		e, _ := vals[2].(int64)
+		h, _ := vals[3].(int64)
+		holder, _ := vals[4].(string)
+		info := worker.Info{Datacenter: dc, Worker: id, Holder: holder, Expires: coord.MsTime(e), HighWater: coord.MsTime(h)}
+		if err := worker.CheckLowerMark(info, coord.MsTime(toMs), coord.MsTime(now)); err != nil {
+			return time.Time{}, err
+		}
+	}
+	return time.Time{}, unexpected("lower", key, res)
 }
 
 // Clock implements worker.Coordinator: Redis's TIME, read without writing.

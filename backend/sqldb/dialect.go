@@ -246,6 +246,9 @@ type statements struct {
 	regSelect      string // the registry row of a datacenter
 	regInsert      string // create it if absent
 	now            string // the database's clock, Unix ms
+	regAll         string // every registry row, by datacenter
+	regDelete      string // free a datacenter's row, if it names a table
+	lowerMark      string // set one slot's mark
 }
 
 // maxSpan is the mark bound's span that a renewal without a bound sends:
@@ -287,6 +290,9 @@ func newStatements(d Dialect, table, registry string) (statements, error) {
 		recordUpdate: "UPDATE " + t + " SET holder = ?, expires_at_ms = ?, high_water_ms = ? WHERE datacenter = ? AND worker = -2",
 		regSelect:    "SELECT namespace, contract, claimed_at_ms FROM " + reg + " WHERE datacenter = ?",
 		now:          "SELECT " + now,
+		regAll:       "SELECT datacenter, namespace, contract FROM " + reg + " ORDER BY datacenter",
+		regDelete:    "DELETE FROM " + reg + " WHERE datacenter = ? AND namespace = ?",
+		lowerMark:    "UPDATE " + t + " SET high_water_ms = ? WHERE datacenter = ? AND worker = ?",
 	}
 	// A renewal's reservation must be within its mark bound: reserve ≤ now + span.
 	bound := " AND ? <= " + now + " + ?"
@@ -311,7 +317,7 @@ func newStatements(d Dialect, table, registry string) (statements, error) {
 			record + bound + " RETURNING s.expires_at_ms"
 		s.release = "UPDATE " + t + " AS s SET holder = '', expires_at_ms = 0, high_water_ms = GREATEST(s.high_water_ms, ?)" + record
 		for _, p := range []*string{&s.lockInsert, &s.lockSelect, &s.slots, &s.insert, &s.take, &s.renew, &s.release, &s.slot,
-			&s.list, &s.record, &s.recordInsert, &s.recordUpdate, &s.regSelect, &s.regInsert, &s.now} {
+			&s.list, &s.record, &s.recordInsert, &s.recordUpdate, &s.regSelect, &s.regInsert, &s.now, &s.regAll, &s.regDelete, &s.lowerMark} {
 			*p = dollarParams(*p)
 		}
 	}

@@ -129,6 +129,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -387,6 +388,132 @@ func (w *Workers) readRecord(ctx context.Context, q queryer, dc int64) (rec reco
 	return rec, err == nil, nowMs, err
 }
 
+// Claims implements worker.Registry: the registry table's rows.
+func (w *Workers) Claims(ctx context.Context) (worker.Claims, error) {
+	rows, err := w.db.QueryContext(ctx, w.q.regAll)
+	if err != nil {
+		return worker.Claims{}, w.registryError(ctx, spaceRow, err)
+	}
+	defer rows.Close()
+	var c worker.Claims
+	for rows.Next() {
+		var (
+			dc           int64
+			ns, contract string
+		)
+		if err := rows.Scan(&dc, &ns, &contract); err != nil {
+			return worker.Claims{}, w.registryError(ctx, spaceRow, err)
+		}
+		if dc == spaceRow {
+			c.Space, c.HasSpace = contract, true
+			continue
+		}
+		c.Datacenters = append(c.Datacenters, worker.DatacenterClaim{Datacenter: dc, Namespace: ns})
+	}
+	if err := rows.Err(); err != nil {
+		return worker.Claims{}, w.registryError(ctx, spaceRow, err)
+	}
+	return c, nil
+}
+
+// Unclaim implements worker.Registry: in one transaction holding the
+// datacenter's lock row (which every Acquire of it holds), it reads the
+// claim and the slots with the database's clock and deletes the claim.
+func (w *Workers) Unclaim(ctx context.Context, dc int64) error {
+	if dc < 0 {
+		return fmt.Errorf("%w: sqldb: datacenter %d", worker.ErrInvalidConfig, dc)
+	}
+	return w.inLockedTx(ctx, dc, fmt.Sprintf("freeing datacenter %d", dc), func(tx *sql.Tx) error {
+		var ns, contract string
+		var atMs int64
+		err := tx.QueryRowContext(ctx, w.q.regSelect, dc).Scan(&ns, &contract, &atMs)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			ns = ""
+		case err != nil:
+			return w.registryError(ctx, dc, err)
+		}
+		if ns != w.table {
+			return fmt.Errorf("%w: %s: datacenter %d is not claimed by %s in the registry table %s (claimed by: %q)",
+				worker.ErrContract, w.where("freeing a datacenter"), dc, w.table, w.registry, ns)
+		}
+		slots, nowMs, err := w.readSlots(ctx, tx, dc, w.q.slots, dc, int64(math.MaxInt64))
+		if err != nil {
+			return err
+		}
+		if err := worker.CheckUnclaim(w.table, dc, slots, coord.MsTime(nowMs)); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, w.q.regDelete, dc, w.table); err != nil {
+			return w.registryError(ctx, dc, err)
+		}
+		return nil
+	})
+}
+
+// readSlots runs query (one of the statements that read slots with the
+// database's clock) in tx and returns its rows as worker.Info of
+// datacenter dc, and the clock (read on its own when no row came back).
+func (w *Workers) readSlots(ctx context.Context, tx *sql.Tx, dc int64, query string, args ...any) ([]worker.Info, int64, error) {
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close()
+	var (
+		slots []worker.Info
+		nowMs int64
+	)
+	for rows.Next() {
+		var r row
+		if err := rows.Scan(&r.id, &r.holder, &r.expiresMs, &r.highMs, &nowMs); err != nil {
+			return nil, 0, err
+		}
+		slots = append(slots, worker.Info{Datacenter: dc, Worker: r.id, Holder: r.holder, Expires: coord.MsTime(r.expiresMs), HighWater: coord.MsTime(r.highMs)})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, err
+	}
+	if err := rows.Close(); err != nil {
+		return nil, 0, err
+	}
+	if len(slots) == 0 {
+		err = tx.QueryRowContext(ctx, w.q.now).Scan(&nowMs)
+	}
+	return slots, nowMs, err
+}
+
+// LowerMark implements worker.MarkLowerer: in one transaction holding the
+// datacenter's lock row (which every Acquire of it holds; a held id, the
+// only kind that renews, is refused), it reads the slot with the
+// database's clock and sets its mark.
+func (w *Workers) LowerMark(ctx context.Context, dc, id int64, to time.Time) (time.Time, error) {
+	if dc < 0 || id < 0 {
+		return time.Time{}, fmt.Errorf("%w: sqldb: datacenter %d, worker %d", worker.ErrInvalidConfig, dc, id)
+	}
+	var from time.Time
+	toMs := ceilMs(to)
+	err := w.inLockedTx(ctx, dc, fmt.Sprintf("lowering the mark of worker %d of datacenter %d", id, dc), func(tx *sql.Tx) error {
+		slots, nowMs, err := w.readSlots(ctx, tx, dc, w.q.slot, dc, id)
+		if err != nil {
+			return err
+		}
+		info := worker.Info{Datacenter: dc, Worker: id}
+		for _, s := range slots {
+			if s.Worker == id { // not the record row (-2) that the query reads too
+				info = s
+			}
+		}
+		if err := worker.CheckLowerMark(info, coord.MsTime(toMs), coord.MsTime(nowMs)); err != nil {
+			return err
+		}
+		from = info.HighWater
+		_, err = tx.ExecContext(ctx, w.q.lowerMark, toMs, dc, id)
+		return err
+	})
+	return from, err
+}
+
 // Clock implements worker.Coordinator: the database's clock, read without
 // writing.
 func (w *Workers) Clock(ctx context.Context, _ worker.Request) (time.Time, time.Duration, error) {
@@ -560,7 +687,7 @@ func (w *Workers) inLockedTx(ctx context.Context, dc int64, op string, fn func(*
 			break
 		}
 	}
-	for _, sentinel := range []error{worker.ErrExhausted, worker.ErrUnavailable, worker.ErrContract, worker.ErrReset} {
+	for _, sentinel := range []error{worker.ErrExhausted, worker.ErrUnavailable, worker.ErrContract, worker.ErrReset, worker.ErrInUse, worker.ErrClockSkew, worker.ErrInvalidConfig} {
 		if errors.Is(err, sentinel) {
 			return err
 		}

@@ -54,7 +54,11 @@ type Workers struct {
 	optErr   error
 }
 
-var _ worker.Coordinator = (*Workers)(nil)
+var (
+	_ worker.Coordinator = (*Workers)(nil)
+	_ worker.Registry    = (*Workers)(nil)
+	_ worker.MarkLowerer = (*Workers)(nil)
+)
 
 // An Option configures OpenWorkers.
 type Option func(*Workers)
@@ -511,6 +515,123 @@ func entry(n *node) *coord.Entry {
 		return nil
 	}
 	return &coord.Entry{Key: n.path, Value: n.data}
+}
+
+// Claims implements worker.Registry: the children of the registry node.
+func (w *Workers) Claims(ctx context.Context) (worker.Claims, error) {
+	conn := w.shared()
+	kids, err := children(ctx, conn, w.registry)
+	if err != nil {
+		return worker.Claims{}, w.unavailable(ctx, err, "listing %s", w.registry)
+	}
+	paths := make([]string, len(kids))
+	for i, k := range kids {
+		paths[i] = w.registry + "/" + k
+	}
+	nodes, err := getMany(ctx, conn, paths)
+	if err != nil {
+		return worker.Claims{}, w.unavailable(ctx, err, "reading %s", w.registry)
+	}
+	var entries []coord.Entry
+	for _, n := range nodes {
+		if n != nil { // deleted since it was listed
+			entries = append(entries, coord.Entry{Key: n.path, Value: n.data})
+		}
+	}
+	return coord.ParseClaims(coord.KVKeys{Prefix: w.prefix, Registry: w.registry}, entries)
+}
+
+// Unclaim implements worker.Registry. ZooKeeper cannot guard a write by a
+// whole subtree, so it marks the registry node as being freed first (a
+// version-checked write: an Acquire that read it before fails its own
+// version check, and one that reads it after is refused); then it reads
+// the datacenter, decides by worker.CheckUnclaim against ZooKeeper's clock,
+// and deletes the node or puts it back, again version-checked. A holder
+// that took an id before the mark is seen by that read.
+func (w *Workers) Unclaim(ctx context.Context, dc int64) error {
+	conn, rk := w.shared(), w.regPath(dc)
+	n, err := get(ctx, conn, rk)
+	if err != nil {
+		return w.unavailable(ctx, err, "reading %s", rk)
+	}
+	var e coord.Registration
+	if n != nil {
+		if e, err = coord.ParseRegistration(rk, n.data); err != nil {
+			return err
+		}
+	}
+	if n == nil || e.Namespace != w.prefix {
+		return fmt.Errorf("%w: datacenter %d is not claimed by %s in the registry %s (claimed by: %q)", worker.ErrContract, dc, w.prefix, w.registry, e.Namespace)
+	}
+	freeing := e
+	freeing.Freeing = true
+	st, err := await(ctx, func() (*gozk.Stat, error) { return conn.Set(rk, freeing.Encode(), n.stat.Version) })
+	if err != nil {
+		return w.unavailable(ctx, err, "marking %s as being freed", rk)
+	}
+	restore := func(why error) error {
+		if _, err := await(ctx, func() (*gozk.Stat, error) { return conn.Set(rk, e.Encode(), st.Version) }); err != nil {
+			return fmt.Errorf("%w (and putting the registry node %s back failed: %v; run unclaim again, or restore it by hand)", why, rk, err)
+		}
+		return why
+	}
+	infos, err := w.List(ctx, dc)
+	if err != nil {
+		return restore(err)
+	}
+	nowMs, _, err := w.zkNow(ctx)
+	if err != nil {
+		return restore(err)
+	}
+	if err := worker.CheckUnclaim(w.prefix, dc, infos, coord.MsTime(nowMs)); err != nil {
+		return restore(err)
+	}
+	if _, err := await(ctx, func() (struct{}, error) { return struct{}{}, conn.Delete(rk, st.Version) }); err != nil {
+		return restore(w.unavailable(ctx, err, "deleting %s", rk))
+	}
+	return nil
+}
+
+// LowerMark implements worker.MarkLowerer: it reads the slot, decides by
+// worker.CheckLowerMark against ZooKeeper's clock, and writes the high node
+// guarded by its version (an Acquire writes it too, so one that came in
+// between makes the write fail).
+func (w *Workers) LowerMark(ctx context.Context, dc, id int64, to time.Time) (time.Time, error) {
+	conn, wk := w.shared(), w.highPath(dc, id)
+	infos, err := w.List(ctx, dc)
+	if err != nil {
+		return time.Time{}, err
+	}
+	info := worker.Info{Datacenter: dc, Worker: id}
+	for _, in := range infos {
+		if in.Worker == id {
+			info = in
+		}
+	}
+	high, err := get(ctx, conn, wk)
+	if err != nil {
+		return time.Time{}, w.unavailable(ctx, err, "reading %s", wk)
+	}
+	nowMs, _, err := w.zkNow(ctx)
+	if err != nil {
+		return time.Time{}, err
+	}
+	toMs := coord.CeilMs(to)
+	if err := worker.CheckLowerMark(info, coord.MsTime(toMs), coord.MsTime(nowMs)); err != nil {
+		return time.Time{}, err
+	}
+	if high == nil {
+		return time.Time{}, fmt.Errorf("%w: %s is gone", worker.ErrInUse, wk)
+	}
+	if _, err := await(ctx, func() (*gozk.Stat, error) {
+		return conn.Set(wk, []byte(strconv.FormatInt(toMs, 10)), high.stat.Version)
+	}); err != nil {
+		if errors.Is(err, gozk.ErrBadVersion) {
+			return time.Time{}, fmt.Errorf("%w: worker %d of datacenter %d in %s changed while its mark was being lowered (taken?): look again", worker.ErrInUse, id, dc, w.prefix)
+		}
+		return time.Time{}, w.unavailable(ctx, err, "writing %s", wk)
+	}
+	return info.HighWater, nil
 }
 
 // Clock implements worker.Coordinator: ZooKeeper's clock, read as the Mtime

@@ -80,6 +80,8 @@ const (
 
 var (
 	_ worker.Coordinator = (*Memory)(nil)
+	_ worker.Registry    = (*Memory)(nil)
+	_ worker.MarkLowerer = (*Memory)(nil)
 	_ Fault              = (*Memory)(nil)
 	_ worker.TakenAt     = (*memClaim)(nil)
 )
@@ -407,6 +409,65 @@ func (m *Memory) List(ctx context.Context, datacenter int64) ([]worker.Info, err
 	}
 	slices.SortFunc(infos, func(a, b worker.Info) int { return cmp.Compare(a.Worker, b.Worker) })
 	return infos, nil
+}
+
+// Claims implements worker.Registry.
+func (m *Memory) Claims(ctx context.Context) (worker.Claims, error) {
+	if err := m.reach(ctx); err != nil {
+		return worker.Claims{}, err
+	}
+	m.c.mu.Lock()
+	defer m.c.mu.Unlock()
+	c := worker.Claims{Space: m.c.st.space, HasSpace: m.c.st.hasSpace}
+	for _, dc := range slices.Sorted(maps.Keys(m.c.st.registry)) {
+		c.Datacenters = append(c.Datacenters, worker.DatacenterClaim{Datacenter: dc, Namespace: m.c.st.registry[dc]})
+	}
+	return c, nil
+}
+
+// Unclaim implements worker.Registry: atomically, under the coordinator's
+// lock.
+func (m *Memory) Unclaim(ctx context.Context, dc int64) error {
+	if err := m.reach(ctx); err != nil {
+		return err
+	}
+	m.c.mu.Lock()
+	defer m.c.mu.Unlock()
+	if ns, ok := m.c.st.registry[dc]; !ok || ns != m.ns {
+		return fmt.Errorf("%w: datacenter %d is not claimed by the namespace %q of the memory coordinator (claimed: %v, by %q)",
+			worker.ErrContract, dc, m.ns, ok, ns)
+	}
+	var slots []worker.Info
+	for k, s := range m.c.st.slots {
+		if k.ns == m.ns && k.dc == dc {
+			slots = append(slots, worker.Info{Datacenter: dc, Worker: k.id, Holder: s.holder, Expires: s.expires, HighWater: s.high})
+		}
+	}
+	slices.SortFunc(slots, func(a, b worker.Info) int { return cmp.Compare(a.Worker, b.Worker) })
+	if err := worker.CheckUnclaim(m.ns, dc, slots, m.c.clock()); err != nil {
+		return err
+	}
+	delete(m.c.st.registry, dc)
+	return nil
+}
+
+// LowerMark implements worker.MarkLowerer, under the coordinator's lock.
+func (m *Memory) LowerMark(ctx context.Context, dc, id int64, to time.Time) (time.Time, error) {
+	if err := m.reach(ctx); err != nil {
+		return time.Time{}, err
+	}
+	m.c.mu.Lock()
+	defer m.c.mu.Unlock()
+	to = ceilMilli(to)
+	k := slotKey{m.ns, dc, id}
+	s := m.c.st.slots[k]
+	info := worker.Info{Datacenter: dc, Worker: id, Holder: s.holder, Expires: s.expires, HighWater: s.high}
+	if err := worker.CheckLowerMark(info, to, m.c.clock()); err != nil {
+		return time.Time{}, err
+	}
+	s.high = to
+	m.c.st.slots[k] = s
+	return info.HighWater, nil
 }
 
 // Clock implements worker.Coordinator: the coordinator's clock, never

@@ -99,6 +99,8 @@ func Run(t *testing.T, h Harness) {
 		{"ClockAheadRefusedBeforeWriting", s.clockAhead},
 		{"RenewPastTheBoundRefused", s.renewPastBound},
 		{"ClockProbeWritesNothing", s.clockProbe},
+		{"ClaimsListedAndFreedSafely", s.claims},
+		{"MarkLoweredOnlyByCommand", s.lowerMark},
 		{"WipeEndsHolderAndQuarantines", s.wipeOnRenew},
 		{"WipeThenAcquireQuarantines", s.wipeThenAcquire},
 		{"RollbackDetected", s.rollback},
@@ -759,6 +761,107 @@ func (s *suite) renewPastBound(t *testing.T) {
 	unchanged(t, "a Renew past the bound", c, before, 0)
 	if err := cl.Release(ctxT(t), ms(time.Now())); err != nil {
 		t.Fatalf("Release after the refused Renew: %v", err)
+	}
+}
+
+// claims: a coordinator with several namespaces implements worker.Registry:
+// it lists the ID space and the claims, refuses to free a datacenter while
+// a worker id of it is held or a mark is ahead, or for a namespace that
+// does not hold the claim, and once freed the datacenter goes to whoever
+// claims it next, starting past every mark of the old namespace.
+func (s *suite) claims(t *testing.T) {
+	conn := s.h.Open(t)
+	c := conn.Connect(t)
+	o := conn.OtherNamespace(t)
+	if o == nil {
+		t.Log("one namespace per coordinator: nothing to free")
+		return
+	}
+	reg, ok := c.(worker.Registry)
+	oreg, ok2 := o.(worker.Registry)
+	if !ok || !ok2 {
+		t.Fatalf("%T has several namespaces but does not implement worker.Registry", c)
+	}
+	cl := mustAcquire(t, c, s.req("old", 2, ms(time.Now())))
+	got, err := reg.Claims(ctxT(t))
+	if err != nil {
+		t.Fatalf("Claims: %v", err)
+	}
+	if !got.HasSpace || got.Space != testSpace || len(got.Datacenters) != 1 || got.Datacenters[0].Datacenter != 0 || got.Datacenters[0].Namespace == "" {
+		t.Fatalf("Claims = %+v, want the space %q and datacenter 0 claimed", got, testSpace)
+	}
+	if theirs, err := oreg.Claims(ctxT(t)); err != nil || len(theirs.Datacenters) != 1 || theirs.Datacenters[0] != got.Datacenters[0] {
+		t.Fatalf("the other namespace's Claims = %+v, %v; want the same registry %+v", theirs, err, got)
+	}
+	if err := reg.Unclaim(ctxT(t), 0); !errors.Is(err, worker.ErrInUse) || !strings.Contains(err.Error(), "held") {
+		t.Fatalf("Unclaim while worker 0 is held: %v, want ErrInUse naming it held", err)
+	}
+	_, err = o.Acquire(ctxT(t), s.req("new", 2, ms(time.Now())))
+	if !errors.Is(err, worker.ErrContract) || !strings.Contains(err.Error(), "flakeid workers unclaim --datacenter 0") {
+		t.Fatalf("another namespace acquiring the claimed datacenter: %v, want ErrContract naming the unclaim command", err)
+	}
+	mark := ms(time.Now().Add(time.Second))
+	if err := cl.Release(ctxT(t), mark); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Unclaim(ctxT(t), 0); !errors.Is(err, worker.ErrInUse) || !strings.Contains(err.Error(), "ahead") {
+		t.Fatalf("Unclaim while a mark is ahead: %v, want ErrInUse naming the mark", err)
+	}
+	time.Sleep(time.Until(mark) + 100*time.Millisecond)
+	if err := oreg.Unclaim(ctxT(t), 0); !errors.Is(err, worker.ErrContract) {
+		t.Fatalf("Unclaim by the namespace that does not hold the claim: %v, want ErrContract", err)
+	}
+	if err := reg.Unclaim(ctxT(t), 0); err != nil {
+		t.Fatalf("Unclaim of a datacenter nobody uses: %v", err)
+	}
+	if got, err := reg.Claims(ctxT(t)); err != nil || len(got.Datacenters) != 0 || !got.HasSpace {
+		t.Fatalf("Claims after Unclaim = %+v, %v; want no claim, the space kept", got, err)
+	}
+	ncl := mustAcquire(t, o, s.req("new", 2, ms(time.Now())))
+	if !ncl.Previous().After(mark) {
+		t.Fatalf("the new namespace starts at %v, not past the old namespace's mark %v", ncl.Previous(), mark)
+	}
+	if _, err := c.Acquire(ctxT(t), s.req("old-again", 2, ms(time.Now()))); !errors.Is(err, worker.ErrContract) {
+		t.Fatalf("the old namespace after the new one claimed the datacenter: %v, want ErrContract", err)
+	}
+}
+
+// lowerMark: a mark goes down only by MarkLowerer.LowerMark, and only for a
+// free worker id, to a time not before the coordinator's clock and below
+// the mark; the next holder then starts from the lowered mark.
+func (s *suite) lowerMark(t *testing.T) {
+	c := s.h.Open(t).Connect(t)
+	ml, ok := c.(worker.MarkLowerer)
+	if !ok {
+		t.Fatalf("%T does not implement worker.MarkLowerer", c)
+	}
+	ahead := ms(time.Now().Add(time.Hour))
+	cl := mustAcquire(t, c, s.req("pushed", 1, ahead))
+	to := ms(time.Now().Add(2 * time.Second))
+	if _, err := ml.LowerMark(ctxT(t), 0, 0, to); !errors.Is(err, worker.ErrInUse) {
+		t.Fatalf("LowerMark of a held id: %v, want ErrInUse", err)
+	}
+	if err := cl.Release(ctxT(t), ahead); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []time.Time{ms(time.Now().Add(-time.Minute)), ahead.Add(time.Second)} {
+		if _, err := ml.LowerMark(ctxT(t), 0, 0, bad); !errors.Is(err, worker.ErrInvalidConfig) {
+			t.Fatalf("LowerMark to %v (mark %v): %v, want ErrInvalidConfig", bad, ahead, err)
+		}
+	}
+	if got := slot(t, c, 0, 0).HighWater; !got.Equal(ahead) {
+		t.Fatalf("refused LowerMark calls moved the mark to %v, want %v", got, ahead)
+	}
+	from, err := ml.LowerMark(ctxT(t), 0, 0, to)
+	if err != nil || !from.Equal(ahead) {
+		t.Fatalf("LowerMark = %v, %v; want the old mark %v", from, err, ahead)
+	}
+	if got := slot(t, c, 0, 0).HighWater; !got.Equal(to) {
+		t.Fatalf("the mark is %v after LowerMark, want %v", got, to)
+	}
+	next := mustAcquire(t, c, s.req("next", 1, ms(time.Now())))
+	if !next.Previous().Equal(maxTime(to, namespace(t, c).Floor)) {
+		t.Fatalf("the next holder starts at %v, want the lowered mark %v", next.Previous(), to)
 	}
 }
 

@@ -1,6 +1,14 @@
 package coord
 
-import "strconv"
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/flakeid/flakeid/worker"
+)
 
 // KVKeys names the keys of a coordinator on a key-value store (etcd,
 // Consul) under its namespace prefix and its datacenter registry prefix
@@ -37,3 +45,28 @@ func (k KVKeys) Registration(dc int64) string { return k.Registry + "/" + strcon
 
 // Space is the registry key of the ID space.
 func (k KVKeys) Space() string { return k.Registry + "/space" }
+
+// ParseClaims reads the registry of a key-value coordinator from the
+// entries under k.Registry: the ID space (Space) and each datacenter's
+// registration, ordered by datacenter. An entry of another shape is an
+// error wrapping worker.ErrUnavailable.
+func ParseClaims(k KVKeys, entries []Entry) (worker.Claims, error) {
+	var c worker.Claims
+	for _, e := range entries {
+		if e.Key == k.Space() {
+			c.Space, c.HasSpace = string(e.Value), true
+			continue
+		}
+		dc, ok := ParseID(strings.TrimPrefix(e.Key, k.Registry+"/"))
+		if !ok {
+			return worker.Claims{}, fmt.Errorf("%w: the registry %s holds %s, which is no datacenter id", worker.ErrUnavailable, k.Registry, e.Key)
+		}
+		r, err := ParseRegistration(e.Key, e.Value)
+		if err != nil {
+			return worker.Claims{}, err
+		}
+		c.Datacenters = append(c.Datacenters, worker.DatacenterClaim{Datacenter: dc, Namespace: r.Namespace})
+	}
+	slices.SortFunc(c.Datacenters, func(a, b worker.DatacenterClaim) int { return cmp.Compare(a.Datacenter, b.Datacenter) })
+	return c, nil
+}

@@ -61,6 +61,10 @@ func ParseRecord(key string, value []byte) (Record, error) {
 type Registration struct {
 	Namespace string `json:"namespace"`
 	Contract  string `json:"contract"`
+	// Freeing marks an entry that `flakeid workers unclaim` is freeing
+	// (Consul, ZooKeeper: it checks the datacenter after marking the entry,
+	// then deletes it or puts it back): no Acquire is admitted meanwhile.
+	Freeing bool `json:"freeing,omitempty"`
 }
 
 // Encode is the entry's JSON.
@@ -114,7 +118,7 @@ func Admit(req worker.Request, registry, namespace string, reg, space, rec *Entr
 		if err != nil {
 			return Record{}, err
 		}
-		r.Claimant, r.HasClaim = e.Namespace, true
+		r.Claimant, r.HasClaim, r.ClaimFreeing = e.Namespace, true, e.Freeing
 	}
 	if space != nil {
 		r.Space, r.HasSpace = string(space.Value), true
