@@ -37,6 +37,7 @@ type node struct {
 	dir        string
 	grp        *group          // nil for a target
 	dc         int64           // its datacenter id
+	ns         string          // appended to the main group's namespace (see secondNamespace); "" for the group's own
 	coordProxy *faultnet.Proxy // the main group's, to its coordinator; nil otherwise
 	cur        atomic.Pointer[incarnation]
 	target     *incarnation // the server of --target mode
@@ -110,7 +111,7 @@ func (r *runner) nodeArgs(n *node) []string {
 	args = append(args, "--datacenter", strconv.FormatInt(n.dc, 10))
 	switch n.grp.kind {
 	case groupEtcd, groupZK, groupConsul:
-		args = append(args, "--coordinator", coordURL(n.grp.kind, n.coordProxy.Addr()),
+		args = append(args, "--coordinator", coordURL(n.grp.kind, n.coordProxy.Addr())+n.ns,
 			"--max-clock-skew", mainClockSkew.String(), "--test-clock-admin")
 	case groupRedis:
 		args = append(args, "--coordinator", "redis://"+r.redis.addr()+"/0?prefix="+redisPrefix)
@@ -404,6 +405,9 @@ func (r *runner) setupCluster(ctx context.Context) error {
 			g.nodes = append(g.nodes, n)
 			r.nodes = append(r.nodes, n)
 		}
+		if g.kind == r.cfg.Coordinator {
+			r.secondNamespace(g)
+		}
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(r.nodes))
@@ -420,6 +424,23 @@ func (r *runner) setupCluster(ctx context.Context) error {
 	}
 	r.segments = ok
 	return nil
+}
+
+// secondNamespace moves the main group's last node, when it has three or
+// more, into a second namespace of the group's coordinator (the key prefix
+// or path with "-b" appended), which shares its datacenter registry, on a
+// datacenter the seed picks among those no group uses. One registry, one
+// layout, another namespace and datacenter: a configuration the
+// coordinator must admit, whose IDs every check then holds against the
+// rest of the cluster's (issue 25).
+func (r *runner) secondNamespace(g *group) {
+	top, limit := r.cfg.topDatacenter(), int64(1)<<r.cfg.Layout.DatacenterBits
+	if len(g.nodes) < 3 || top+1 >= limit {
+		return
+	}
+	n := g.nodes[len(g.nodes)-1]
+	n.ns, n.dc = "-b", top+1+int64(r.cfg.Seed%uint64(limit-top-1))
+	r.logf("%s runs in the namespace %s-b on datacenter %d of the group's %s, which shares its datacenter registry", nodeName(n.idx), coordPrefix, n.dc, coordName(g.kind))
 }
 
 // setupTargets checks the servers of --target mode: their layout must be
