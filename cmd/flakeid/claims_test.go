@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -26,8 +27,8 @@ func TestWorkersClaimsAndUnclaim(t *testing.T) {
 	registry := base + ":datacenters"
 	urlOf := func(prefix string) string { return "redis://" + addr + "/0?prefix=" + prefix + "&registry=" + registry }
 	client := goredis.NewClient(&goredis.Options{Addr: addr})
-	t.Cleanup(func() {
-		client.Del(t.Context(), registry, base+":a:0", base+":b:0")
+	t.Cleanup(func() { // t.Context() has ended by then
+		client.Del(context.Background(), registry, base+":a:0", base+":b:0")
 		client.Close()
 	})
 	u, err := url.Parse(urlOf(base + ":a"))
