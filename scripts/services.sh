@@ -6,9 +6,9 @@
 #   Redis       127.0.0.1:6379
 #   ZooKeeper   127.0.0.1:21810  (Debian's zookeeper, started here with its own zoo.cfg under $FLAKEID_TEST_ZK_DIR)
 #   Consul      127.0.0.1:28500  (a `consul agent -dev` built by scripts/consul-agent.sh, under $FLAKEID_TEST_CONSUL_DIR)
-# Installs etcd-server and zookeeper (and chromium, for the web console's browser test; redis-tools and
-# python3-redis, for the RESP listener's client tests) when missing, and starts whichever service
-# is down.
+# Installs etcd-server and zookeeper (and chromium, for the web console's browser test; redis-tools,
+# python3-redis, php-cli, php-redis and the npm clients of scripts/clients.sh, for the RESP listener's
+# client tests and the documentation's snippets) when missing, and starts whichever service is down.
 # The tests read their addresses from FLAKEID_TEST_* (see internal/testenv); the defaults match this.
 set -euo pipefail
 
@@ -46,6 +46,12 @@ need_pkg chromium chromium
 # package, run by /usr/bin/python3 (a pyenv python3 first on PATH lacks the module).
 need_pkg redis-cli redis-tools
 /usr/bin/python3 -c 'import redis' >/dev/null 2>&1 || apt_install python3-redis
+# The documentation's snippets run with PHP's phpredis and with Node.js clients from npm (scripts/clients.sh).
+need_pkg php php-cli
+php -m 2>/dev/null | grep -qx redis || apt_install php-redis
+need_pkg node nodejs
+need_pkg npm npm
+"$(dirname "$0")/clients.sh"
 
 # etcd: our own instance on a loopback port, so it never clashes with a system one.
 need_pkg etcd etcd-server
