@@ -4,6 +4,8 @@ go 1.26.7
 
 require (
 	connectrpc.com/connect v1.21.1
+	connectrpc.com/connect/v2 v2.0.0
+	connectrpc.com/grpcreflect/v2 v2.0.0
 	github.com/alecthomas/kong v1.17.0
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0

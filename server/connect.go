@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 
 	flakeidv1 "github.com/flakeid/flakeid/gen/flakeid/v1"
 	"github.com/flakeid/flakeid/gen/flakeid/v1/flakeidv1connect"
@@ -34,6 +35,7 @@ func (s *Server) connectRoutes(mux *http.ServeMux) {
 		flakeidv1connect.IDServiceStreamSnowflakeProcedure, flakeidv1connect.IDServiceNextSegmentProcedure,
 		flakeidv1connect.IDServiceDecodeProcedure))
 	s.healthRoutes(mux)
+	s.reflectionRoutes(mux)
 }
 
 // rpcError is the Connect protocol's error body: {"code","message"}.
@@ -267,15 +269,15 @@ func (x idService) Decode(_ context.Context, req *connect.Request[flakeidv1.Deco
 		keyID = &k
 	}
 	return connect.NewResponse(&flakeidv1.DecodeResponse{
-		Id:         int64(in.id),
+		Id:         proto.Int64(int64(in.id)),
 		Masked:     in.masked,
 		KeyId:      keyID,
 		Time:       p.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00"),
-		UnixMs:     p.Time.UnixMilli(),
-		Tick:       p.Tick,
-		Datacenter: p.Datacenter,
-		Worker:     p.Worker,
-		Sequence:   p.Sequence,
+		UnixMs:     proto.Int64(p.Time.UnixMilli()),
+		Tick:       proto.Int64(p.Tick),
+		Datacenter: proto.Int64(p.Datacenter),
+		Worker:     proto.Int64(p.Worker),
+		Sequence:   proto.Int64(p.Sequence),
 	}), nil
 }
 

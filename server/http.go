@@ -110,6 +110,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
+	// The text says <token>, not \u003ctoken\u003e: the body is JSON,
+	// never HTML, and application/json is not sniffed.
+	enc.SetEscapeHTML(false)
 	enc.Encode(v)
 }
 

@@ -411,7 +411,7 @@ func TestMaskedRPC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Msg.Id != want || d.Msg.Masked != text || d.Msg.KeyId == nil || *d.Msg.KeyId != 2 {
+	if d.Msg.GetId() != want || d.Msg.Masked != text || d.Msg.KeyId == nil || *d.Msg.KeyId != 2 {
 		t.Fatalf("Decode %q = %v; want id %d, key id 2", text, d.Msg, want)
 	}
 	_, err = c.Decode(ctx, connect.NewRequest(&flakeidv1.DecodeRequest{Id: text, As: "plain"}))

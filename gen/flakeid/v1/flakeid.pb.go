@@ -432,16 +432,20 @@ func (x *DecodeRequest) GetAs() string {
 	return ""
 }
 
+// The numeric parts are optional only so that the server can always send
+// them, 0 included: every answer has the same fields as /v1/decode's (proto3
+// leaves a plain 0 out of the JSON form). The wire form is that of plain
+// int64 fields.
 type DecodeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Id    int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Id    *int64                 `protobuf:"varint,1,opt,name=id,proto3,oneof" json:"id,omitempty"`
 	// time is RFC 3339 with milliseconds, UTC.
 	Time       string `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
-	UnixMs     int64  `protobuf:"varint,3,opt,name=unix_ms,json=unixMs,proto3" json:"unix_ms,omitempty"`
-	Tick       int64  `protobuf:"varint,4,opt,name=tick,proto3" json:"tick,omitempty"`
-	Datacenter int64  `protobuf:"varint,5,opt,name=datacenter,proto3" json:"datacenter,omitempty"`
-	Worker     int64  `protobuf:"varint,6,opt,name=worker,proto3" json:"worker,omitempty"`
-	Sequence   int64  `protobuf:"varint,7,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	UnixMs     *int64 `protobuf:"varint,3,opt,name=unix_ms,json=unixMs,proto3,oneof" json:"unix_ms,omitempty"`
+	Tick       *int64 `protobuf:"varint,4,opt,name=tick,proto3,oneof" json:"tick,omitempty"`
+	Datacenter *int64 `protobuf:"varint,5,opt,name=datacenter,proto3,oneof" json:"datacenter,omitempty"`
+	Worker     *int64 `protobuf:"varint,6,opt,name=worker,proto3,oneof" json:"worker,omitempty"`
+	Sequence   *int64 `protobuf:"varint,7,opt,name=sequence,proto3,oneof" json:"sequence,omitempty"`
 	// masked is the input text when it was a masked ID, and key_id the id of
 	// the key that unmasked it.
 	Masked        string  `protobuf:"bytes,8,opt,name=masked,proto3" json:"masked,omitempty"`
@@ -481,8 +485,8 @@ func (*DecodeResponse) Descriptor() ([]byte, []int) {
 }
 
 func (x *DecodeResponse) GetId() int64 {
-	if x != nil {
-		return x.Id
+	if x != nil && x.Id != nil {
+		return *x.Id
 	}
 	return 0
 }
@@ -495,36 +499,36 @@ func (x *DecodeResponse) GetTime() string {
 }
 
 func (x *DecodeResponse) GetUnixMs() int64 {
-	if x != nil {
-		return x.UnixMs
+	if x != nil && x.UnixMs != nil {
+		return *x.UnixMs
 	}
 	return 0
 }
 
 func (x *DecodeResponse) GetTick() int64 {
-	if x != nil {
-		return x.Tick
+	if x != nil && x.Tick != nil {
+		return *x.Tick
 	}
 	return 0
 }
 
 func (x *DecodeResponse) GetDatacenter() int64 {
-	if x != nil {
-		return x.Datacenter
+	if x != nil && x.Datacenter != nil {
+		return *x.Datacenter
 	}
 	return 0
 }
 
 func (x *DecodeResponse) GetWorker() int64 {
-	if x != nil {
-		return x.Worker
+	if x != nil && x.Worker != nil {
+		return *x.Worker
 	}
 	return 0
 }
 
 func (x *DecodeResponse) GetSequence() int64 {
-	if x != nil {
-		return x.Sequence
+	if x != nil && x.Sequence != nil {
+		return *x.Sequence
 	}
 	return 0
 }
@@ -574,19 +578,26 @@ const file_flakeid_v1_flakeid_proto_rawDesc = "" +
 	"masked_ids\x18\x03 \x03(\tR\tmaskedIds\"/\n" +
 	"\rDecodeRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x0e\n" +
-	"\x02as\x18\x02 \x01(\tR\x02as\"\xf4\x01\n" +
-	"\x0eDecodeResponse\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x12\n" +
-	"\x04time\x18\x02 \x01(\tR\x04time\x12\x17\n" +
-	"\aunix_ms\x18\x03 \x01(\x03R\x06unixMs\x12\x12\n" +
-	"\x04tick\x18\x04 \x01(\x03R\x04tick\x12\x1e\n" +
+	"\x02as\x18\x02 \x01(\tR\x02as\"\xd5\x02\n" +
+	"\x0eDecodeResponse\x12\x13\n" +
+	"\x02id\x18\x01 \x01(\x03H\x00R\x02id\x88\x01\x01\x12\x12\n" +
+	"\x04time\x18\x02 \x01(\tR\x04time\x12\x1c\n" +
+	"\aunix_ms\x18\x03 \x01(\x03H\x01R\x06unixMs\x88\x01\x01\x12\x17\n" +
+	"\x04tick\x18\x04 \x01(\x03H\x02R\x04tick\x88\x01\x01\x12#\n" +
 	"\n" +
-	"datacenter\x18\x05 \x01(\x03R\n" +
-	"datacenter\x12\x16\n" +
-	"\x06worker\x18\x06 \x01(\x03R\x06worker\x12\x1a\n" +
-	"\bsequence\x18\a \x01(\x03R\bsequence\x12\x16\n" +
+	"datacenter\x18\x05 \x01(\x03H\x03R\n" +
+	"datacenter\x88\x01\x01\x12\x1b\n" +
+	"\x06worker\x18\x06 \x01(\x03H\x04R\x06worker\x88\x01\x01\x12\x1f\n" +
+	"\bsequence\x18\a \x01(\x03H\x05R\bsequence\x88\x01\x01\x12\x16\n" +
 	"\x06masked\x18\b \x01(\tR\x06masked\x12\x1a\n" +
-	"\x06key_id\x18\t \x01(\rH\x00R\x05keyId\x88\x01\x01B\t\n" +
+	"\x06key_id\x18\t \x01(\rH\x06R\x05keyId\x88\x01\x01B\x05\n" +
+	"\x03_idB\n" +
+	"\n" +
+	"\b_unix_msB\a\n" +
+	"\x05_tickB\r\n" +
+	"\v_datacenterB\t\n" +
+	"\a_workerB\v\n" +
+	"\t_sequenceB\t\n" +
 	"\a_key_id2\xd9\x02\n" +
 	"\tIDService\x12V\n" +
 	"\rNextSnowflake\x12 .flakeid.v1.NextSnowflakeRequest\x1a!.flakeid.v1.NextSnowflakeResponse\"\x00\x12\\\n" +
