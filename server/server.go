@@ -91,6 +91,14 @@ type Config struct {
 	// 100,000; negative: none (every tag is counted under "(other)").
 	// Default 1000.
 	MetricsMaxTags int `json:"metrics_max_tags"`
+	// CORSOrigins are the origins ("https://app.example.com", as a browser
+	// sends them in Origin; "*" for any) whose pages may call this server
+	// from a browser: the JSON API, Connect, gRPC-Web, the Leaf paths.
+	// Their preflights are answered (204), their answers carry
+	// Access-Control-Allow-Origin; a preflight from another origin is
+	// answered 403. Default (empty): off, no CORS headers, OPTIONS is 405.
+	// Tokens still apply: a page sends its own Authorization header.
+	CORSOrigins []string `json:"cors_origins"`
 	// Mask hands out masked (non-guessable) IDs, globally or per segment
 	// tag, and lets decode read them; see MaskConfig. Default (zero) off.
 	Mask MaskConfig `json:"mask"`
@@ -215,6 +223,8 @@ func (c Config) Validate() error {
 		return bad("max conns %d, want 1–1,000,000", c.MaxConns)
 	case c.MetricsMaxTags > 100_000:
 		return bad("metrics max tags %d, want at most 100,000 (or negative: none)", c.MetricsMaxTags)
+	case validateCORSOrigins(c.CORSOrigins) != nil:
+		return bad("%v", validateCORSOrigins(c.CORSOrigins))
 	}
 	if err := c.Mask.validate(); err != nil {
 		return bad("%v", err)
@@ -325,7 +335,7 @@ func New(o Options) (*Server, error) {
 	}
 	s.metrics = m
 	s.resp = newRESPCommands(m)
-	s.handler = s.streamDeadlines(s.routes())
+	s.handler = cors(s.cfg.CORSOrigins, s.streamDeadlines(s.routes()))
 	return s, nil
 }
 

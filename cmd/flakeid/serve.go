@@ -32,6 +32,7 @@ type serveCmd struct {
 	WriteTimeout    time.Duration `default:"30s" env:"FLAKEID_WRITE_TIMEOUT" help:"Writing one answer must end within this, 1s–10m; a stream (StreamSnowflake, health Watch) gets it anew for each message, so it lasts as long as the client reads."`
 	IdleTimeout     time.Duration `default:"30s" env:"FLAKEID_IDLE_TIMEOUT" help:"An idle keep-alive connection is closed after this, 1s–1h."`
 	MaxConns        int           `default:"1024" env:"FLAKEID_MAX_CONNS" help:"Most connections open at once, idle ones included, 1–1,000,000; beyond it a new connection gets a 503 (plain HTTP) or is closed (TLS) at once."`
+	CORSOrigin      []string      `name:"cors-origin" placeholder:"ORIGIN" env:"FLAKEID_CORS_ORIGIN" help:"Let browser pages of this origin (https://app.example.com; * for any; repeat or comma-separate for more) call the HTTP API, Connect and gRPC-Web: preflights answered, Access-Control-Allow-Origin set. Off unless given."`
 	MetricsMaxTags  int           `default:"1000" env:"FLAKEID_METRICS_MAX_TAGS" help:"Most segment tags with a tag label of their own in the metrics, 0–100,000; the others are counted under tag=\"(other)\"."`
 	RESPListen      string        `name:"resp-listen" placeholder:"HOST:PORT" env:"FLAKEID_RESP_LISTEN" help:"Also serve the Redis protocol here (off unless given): any Redis client's INCR <tag> or INCR snowflake gets IDs; TLS when --tls-cert is set; see docs/OPERATIONS.md."`
 	RESPMaxConns    int           `name:"resp-max-conns" default:"1024" env:"FLAKEID_RESP_MAX_CONNS" help:"Most Redis-protocol connections at once, 1–1,000,000; beyond it a new one gets -ERR max number of clients reached."`
@@ -71,6 +72,7 @@ func (c *serveCmd) config() (server.Config, error) {
 	cfg.TLSCert, cfg.TLSKey, cfg.ShutdownTimeout = c.TLSCert, c.TLSKey, c.ShutdownTimeout
 	cfg.ReadTimeout, cfg.WriteTimeout, cfg.IdleTimeout = c.ReadTimeout, c.WriteTimeout, c.IdleTimeout
 	cfg.MaxConns, cfg.MetricsMaxTags = c.MaxConns, c.MetricsMaxTags
+	cfg.CORSOrigins = c.CORSOrigin
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = -1 // do not wait
 	}
