@@ -188,6 +188,35 @@ func (c *serveCmd) Run(ctx context.Context, out *streams) error {
 	log := c.logger(out)
 	log.Info("flakeid: starting", c.startAttrs(cfg, l)...)
 
+	// Every listener first: a port in use fails the start before anything
+	// is leased (starting.go).
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("--listen: %w (nothing was leased)", err)
+	}
+	defer ln.Close()
+	var rln net.Listener
+	if cfg.RESP.Listen != "" {
+		if rln, err = net.Listen("tcp", cfg.RESP.Listen); err != nil {
+			return fmt.Errorf("--resp-listen: %w (nothing was leased)", err)
+		}
+		defer rln.Close()
+	}
+	bound := []any{"addr", ln.Addr().String()}
+	if rln != nil {
+		bound = append(bound, "resp_addr", rln.Addr().String())
+	}
+	log.Info("flakeid: listening; not ready until a worker id is leased", bound...)
+	stopHTTP, stopRESP := func() {}, func() {}
+	if cfg.TLSCert == "" {
+		stopHTTP = answerWhileStarting(ln, answerHTTPStarting)
+		defer stopHTTP()
+		if rln != nil {
+			stopRESP = answerWhileStarting(rln, answerRESPStarting)
+			defer stopRESP()
+		}
+	}
+
 	coord, err := c.Coord.open(ctx, &c.Data)
 	if err != nil {
 		return err
@@ -228,10 +257,6 @@ func (c *serveCmd) Run(ctx context.Context, out *streams) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return err
-	}
 	st := n.Status()
 	switch shared := c.Coord.Coordinator != "" && !strings.HasPrefix(strings.ToLower(c.Coord.Coordinator), "file:"); {
 	case !shared:
@@ -247,13 +272,8 @@ func (c *serveCmd) Run(ctx context.Context, out *streams) error {
 	if cfg.TLSCert != "" {
 		scheme = "https"
 	}
-	var rln net.Listener
-	if cfg.RESP.Listen != "" {
-		if rln, err = net.Listen("tcp", cfg.RESP.Listen); err != nil {
-			ln.Close()
-			return fmt.Errorf("--resp-listen: %w", err)
-		}
-	}
+	stopHTTP()
+	stopRESP()
 	// Tests and the verifier read addr= right after the message: keep it first.
 	log.Info("flakeid: serving", "addr", ln.Addr().String(), "url", scheme+"://"+ln.Addr().String(),
 		"datacenter", st.DatacenterID, "worker", st.WorkerID, "layout", l.String())
