@@ -343,9 +343,13 @@ func TestUIBrowserToken(t *testing.T) {
 	step(t, ctx, "loading /ui/", 20*time.Second, chromedp.Navigate(f.http.URL+"/ui/"))
 	waitJS(t, ctx, "the token prompt", textIs("ready", "token needed"), 10*time.Second)
 	waitJS(t, ctx, "the 401 in recent errors", `/missing bearer token/.test(document.getElementById("errors").textContent)`, 5*time.Second)
+	waitJS(t, ctx, "the segment list saying a token is needed", `/token is needed.*401/.test(document.getElementById("segments-empty").textContent) && !document.getElementById("segments-empty").hidden`, 5*time.Second)
 	step(t, ctx, "entering the token", 10*time.Second, typeInto("token-input", secret), chromedp.Click(chromedp.ID("token-save")))
 	waitJS(t, ctx, "the status with the token", textIs("ready", "ready")+" && "+
 		textIs("worker-id", strconv.FormatInt(f.node.Status().WorkerID, 10)), 10*time.Second)
+	if got := text(t, ctx, "segments-empty"); strings.Contains(got, "token") {
+		t.Errorf("with the token, the segment list still says %q", got)
+	}
 	if got, err := chromedp.Run(ctx, chromedp.Evaluate[string](`sessionStorage.getItem("flakeid.token")`)); err != nil || got != secret {
 		t.Errorf("sessionStorage token %q (%v)", got, err)
 	}

@@ -388,6 +388,7 @@
     const box = $("segments");
     box.replaceChildren();
     $("segments-empty").hidden = segs.length > 0;
+    $("segments-empty").textContent = SEGMENTS_EMPTY;
     segs = segs.slice().sort((a, b) => (a.tag < b.tag ? -1 : a.tag > b.tag ? 1 : 0));
     for (const s of segs) {
       const div = document.createElement("div");
@@ -431,6 +432,9 @@
     }
   }
 
+  // What the segment list says when the server has no tags to show.
+  const SEGMENTS_EMPTY = "No segment tags loaded (segment mode off, or no tag used yet).";
+
   async function poll() {
     try {
       const st = await api("status", POLL_TIMEOUT_MS);
@@ -441,6 +445,12 @@
       pushSample(null);
       prevIssued = null;
       pill("ready", "pill-bad", e.status === 401 || e.status === 403 ? "token needed" : "unreachable");
+      // Say why nothing is shown, not that nothing is there.
+      $("segments").replaceChildren();
+      $("segments-empty").hidden = false;
+      $("segments-empty").textContent = e.status === 401 ? "A token is needed to see the segment tags (the server answered 401): enter one above."
+        : e.status === 403 ? "This token may not read the status (the server answered 403)."
+        : "The segment tags cannot be read: the server is unreachable.";
       noteError("status poll failed" + (e.status ? " (" + e.status + ")" : "") + ":", e.message);
       if (e.status === 401 || e.status === 403) $("token-input").focus();
     } finally {
