@@ -1622,6 +1622,47 @@ func TestRESPConnectionCommands(t *testing.T) {
 	if v := c.do(t, "CONFIG", "GET", "maxmemory"); v.kind != '%' || len(v.elems) != 0 {
 		t.Fatalf("CONFIG GET maxmemory in RESP3: %v, want an empty map", v)
 	}
+	// What redis-benchmark asks before it starts, and globs as Redis reads them.
+	for _, tc := range []struct {
+		pats []string
+		want map[string]string
+	}{
+		{[]string{"save"}, map[string]string{"save": ""}},
+		{[]string{"APPENDONLY", "save"}, map[string]string{"appendonly": "no", "save": ""}},
+		{[]string{"max*"}, map[string]string{"maxclients": strconv.Itoa(DefaultRESPConfig().MaxConns)}},
+		{[]string{"port", "databases"}, map[string]string{"port": port, "databases": "1"}},
+		{[]string{"*"}, nil},
+	} {
+		v := c.do(t, append([]string{"CONFIG", "GET"}, tc.pats...)...)
+		m, err := v.fields()
+		if err != nil || v.kind != '%' {
+			t.Fatalf("CONFIG GET %v: %v %v", tc.pats, v, err)
+		}
+		if tc.want == nil {
+			if len(m) != 7 {
+				t.Errorf("CONFIG GET *: %d parameters, want 7: %v", len(m), v)
+			}
+			continue
+		}
+		if len(m) != len(tc.want) {
+			t.Errorf("CONFIG GET %v: %v, want %v", tc.pats, v, tc.want)
+		}
+		for k, w := range tc.want {
+			if f, ok := m[k]; !ok || f.str != w {
+				t.Errorf("CONFIG GET %v: %s = %v, want %q", tc.pats, k, f, w)
+			}
+		}
+	}
+	// CLIENT LIST shows every connection, with what each set itself.
+	other := e.dial(t)
+	if v := other.do(t, "CLIENT", "SETNAME", "other-app"); v.str != "OK" {
+		t.Fatalf("CLIENT SETNAME: %v", v)
+	}
+	if v := c.do(t, "CLIENT", "LIST"); v.kind != '$' || strings.Count(v.str, "\n") != 2 ||
+		!strings.Contains(v.str, fmt.Sprintf("id=%d ", id)) || !strings.Contains(v.str, "name=app-2 ") ||
+		!strings.Contains(v.str, "name=other-app ") || strings.Index(v.str, "name=app-2 ") > strings.Index(v.str, "name=other-app ") {
+		t.Fatalf("CLIENT LIST: %q", v.str)
+	}
 	wantErr(t, "CONFIG SET", c.do(t, "CONFIG", "SET", "maxmemory", "1"), "ERR", "not supported")
 	c.send(t, "QUIT\r\nPING\r\n")
 	if v := c.reply(t); v.kind != '+' || v.str != "OK" {

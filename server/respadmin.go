@@ -2,10 +2,13 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"net"
 	"os"
+	"path"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -133,6 +136,7 @@ func (c *respConn) hello(args [][]byte) error {
 		c.name = name
 	}
 	c.proto = proto
+	c.publish()
 	c.writeMap(7)
 	c.wr.WriteBulkString("server")
 	c.wr.WriteBulkString("flakeid")
@@ -165,7 +169,7 @@ func validClientText(what, s string) error {
 // client answers CLIENT subcommand […].
 func (c *respConn) client(args [][]byte) error {
 	sub := strings.ToLower(string(args[1]))
-	want := map[string]int{"setname": 3, "getname": 2, "setinfo": 4, "id": 2, "info": 2, "no-evict": 3, "no-touch": 3, "help": 2}
+	want := map[string]int{"setname": 3, "getname": 2, "setinfo": 4, "id": 2, "info": 2, "list": 2, "no-evict": 3, "no-touch": 3, "help": 2}
 	n, ok := want[sub]
 	if !ok {
 		return respErrorf("ERR", "unknown subcommand %s. Try CLIENT HELP.", quoteArg(args[1]))
@@ -180,6 +184,7 @@ func (c *respConn) client(args [][]byte) error {
 			return err
 		}
 		c.name = name
+		c.publish()
 	case "getname":
 		if c.name == "" {
 			c.writeNull()
@@ -200,11 +205,15 @@ func (c *respConn) client(args [][]byte) error {
 		} else {
 			c.libVer = v
 		}
+		c.publish()
 	case "id":
 		c.wr.WriteInt64(c.id)
 		return nil
 	case "info":
 		c.wr.WriteBulkString(c.infoLine())
+		return nil
+	case "list":
+		c.wr.WriteBulkString(c.l.list())
 		return nil
 	case "no-evict", "no-touch":
 		if v := strings.ToLower(string(args[2])); v != "on" && v != "off" {
@@ -213,7 +222,7 @@ func (c *respConn) client(args [][]byte) error {
 	case "help":
 		c.writeLines([]string{
 			"CLIENT <subcommand> [<arg> ...]. Subcommands are:",
-			"SETNAME <name>, GETNAME, SETINFO LIB-NAME|LIB-VER <value>, ID, INFO,",
+			"SETNAME <name>, GETNAME, SETINFO LIB-NAME|LIB-VER <value>, ID, INFO, LIST,",
 			"NO-EVICT ON|OFF, NO-TOUCH ON|OFF (accepted, no effect), HELP.",
 		})
 		return nil
@@ -224,8 +233,47 @@ func (c *respConn) client(args [][]byte) error {
 
 // infoLine is the connection as CLIENT INFO describes it.
 func (c *respConn) infoLine() string {
+	return c.describe(respShown{name: c.name, libName: c.libName, libVer: c.libVer, proto: c.proto})
+}
+
+// describe is the CLIENT INFO line of c with what its own goroutine set.
+func (c *respConn) describe(sh respShown) string {
 	return fmt.Sprintf("id=%d addr=%s laddr=%s name=%s age=%d db=0 resp=%d lib-name=%s lib-ver=%s\n",
-		c.id, c.nc.RemoteAddr(), c.nc.LocalAddr(), c.name, int64(time.Since(c.created).Seconds()), c.proto, c.libName, c.libVer)
+		c.id, c.nc.RemoteAddr(), c.nc.LocalAddr(), sh.name, int64(time.Since(c.created).Seconds()), sh.proto, sh.libName, sh.libVer)
+}
+
+// respShown is what other connections' CLIENT LIST shows of a connection
+// that its own goroutine sets (name, library, protocol); published by
+// publish, since those fields are the connection goroutine's alone.
+type respShown struct {
+	name, libName, libVer string
+	proto                 int
+}
+
+// publish makes c's name, library and protocol visible to CLIENT LIST.
+func (c *respConn) publish() {
+	c.shown.Store(&respShown{name: c.name, libName: c.libName, libVer: c.libVer, proto: c.proto})
+}
+
+// list is CLIENT LIST: a CLIENT INFO line of every open connection, in the
+// order they were opened.
+func (l *respListener) list() string {
+	l.mu.Lock()
+	conns := make([]*respConn, 0, len(l.conns))
+	for c := range l.conns {
+		conns = append(conns, c)
+	}
+	l.mu.Unlock()
+	slices.SortFunc(conns, func(a, b *respConn) int { return cmp.Compare(a.id, b.id) })
+	var b strings.Builder
+	for _, c := range conns {
+		sh := c.shown.Load()
+		if sh == nil {
+			sh = &respShown{proto: 2}
+		}
+		b.WriteString(c.describe(*sh))
+	}
+	return b.String()
 }
 
 // writeLines writes lines as an array of status replies (Redis's HELP).
@@ -369,9 +417,29 @@ func (c *respConn) commandEntry(cmd *respCommand) {
 	c.wr.WriteArray(0)
 }
 
-// config answers CONFIG GET with no parameters (flakeid has no Redis
-// parameters; redis-benchmark and some client libraries ask for a few),
-// and refuses every other subcommand.
+// configParams are the parameters CONFIG GET answers: what tools ask
+// before they start (redis-benchmark asks for save and appendonly), with
+// the values that are true of flakeid: it keeps no Redis data (no
+// snapshots, no append-only file), has one database, and the RESP port's
+// limits.
+func (c *respConn) configParams() [][2]string {
+	rc := c.s.cfg.RESP
+	_, port, _ := net.SplitHostPort(c.nc.LocalAddr().String())
+	return [][2]string{
+		{"save", ""},
+		{"appendonly", "no"},
+		{"databases", "1"},
+		{"maxclients", strconv.Itoa(rc.MaxConns)},
+		{"timeout", strconv.FormatInt(int64(rc.IdleTimeout/time.Second), 10)},
+		{"port", port},
+		{"proto-max-bulk-len", strconv.Itoa(rc.MaxRequest)},
+	}
+}
+
+// config answers CONFIG GET pattern…: the parameters of configParams
+// whose names match a pattern (a glob, case-insensitive, as Redis's), as
+// a map; other parameters do not exist. Every other subcommand is
+// refused.
 func (c *respConn) config(args [][]byte) error {
 	if strings.ToLower(string(args[1])) != "get" {
 		return respErrorf("ERR", "CONFIG %s is not supported: flakeid is configured by its flags (see flakeid serve --help)", quoteArg(args[1]))
@@ -379,6 +447,19 @@ func (c *respConn) config(args [][]byte) error {
 	if len(args) < 3 {
 		return respErrorf("ERR", "wrong number of arguments for 'config|get' command")
 	}
-	c.writeMap(0)
+	var found [][2]string
+	for _, p := range c.configParams() {
+		for _, pat := range args[2:] {
+			if ok, _ := path.Match(strings.ToLower(string(pat)), p[0]); ok {
+				found = append(found, p)
+				break
+			}
+		}
+	}
+	c.writeMap(len(found))
+	for _, p := range found {
+		c.wr.WriteBulkString(p[0])
+		c.wr.WriteBulkString(p[1])
+	}
 	return nil
 }

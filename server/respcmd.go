@@ -35,6 +35,7 @@ type respConn struct {
 	name   string // CLIENT SETNAME
 	// libName and libVer are CLIENT SETINFO's.
 	libName, libVer string
+	shown           atomic.Pointer[respShown] // what CLIENT LIST of other connections shows (publish)
 	quit            bool    // QUIT, a write failed, or a cross-protocol request: close after this
 	tx              *respTx // MULTI under way
 
@@ -115,9 +116,9 @@ func newRESPCommands(m *metrics) *respCommands {
 		{name: "hello", arity: -1, flags: []string{"fast", "no-auth"}, noAuth: true, group: "connection", summary: "HELLO [2|3 [AUTH user token] [SETNAME name]]: the protocol version and the server.", run: (*respConn).hello},
 		{name: "auth", arity: -2, maxArgs: 3, flags: []string{"fast", "no-auth"}, noAuth: true, group: "connection", summary: "AUTH [user] token: the bearer tokens of the HTTP API.", run: (*respConn).auth},
 		{name: "select", arity: 2, flags: []string{"fast"}, group: "connection", summary: "SELECT 0: there is one keyspace.", run: (*respConn).selectDB},
-		{name: "client", arity: -2, flags: []string{"fast"}, group: "connection", summary: "CLIENT SETNAME|GETNAME|SETINFO|ID|INFO|NO-EVICT|NO-TOUCH|HELP.", run: (*respConn).client},
+		{name: "client", arity: -2, flags: []string{"fast"}, group: "connection", summary: "CLIENT SETNAME|GETNAME|SETINFO|ID|INFO|LIST|NO-EVICT|NO-TOUCH|HELP.", run: (*respConn).client},
 		{name: "info", arity: -1, flags: []string{"fast"}, group: "server", summary: "INFO [section]: the server and clients sections.", run: (*respConn).info},
-		{name: "config", arity: -2, flags: []string{"admin"}, group: "server", summary: "CONFIG GET pattern…: no parameter matches (flakeid is configured by flags); other subcommands are refused.", run: (*respConn).config},
+		{name: "config", arity: -2, flags: []string{"admin"}, group: "server", summary: "CONFIG GET pattern…: save, appendonly, databases, maxclients, timeout, port, proto-max-bulk-len (flakeid is configured by flags); other subcommands are refused.", run: (*respConn).config},
 		{name: "command", arity: -1, flags: []string{"fast"}, group: "server", summary: "COMMAND [COUNT|LIST|INFO name…|DOCS [name…]]: this table.", run: (*respConn).command},
 	}
 	t := &respCommands{byName: map[string]*respCommand{}, list: list,

@@ -1116,3 +1116,33 @@ func TestRESPHostileInput(t *testing.T) {
 		})
 	})
 }
+
+// TestRESPRedisBenchmark: Debian's redis-benchmark runs against the
+// listener without a warning (it reads CONFIG GET save and appendonly
+// first) and INCRs a tag; redis-cli lists the connections with CLIENT LIST.
+func TestRESPRedisBenchmark(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	const bench = "/usr/bin/redis-benchmark"
+	needRESPClient(t, bench, "redis-tools", "--version")
+	t.Parallel()
+	_, _, addr := startRESP(t, proofBin.get(t), "--auto-create-tags")
+	host, port, _ := net.SplitHostPort(addr)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*respTimeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bench, "-h", host, "-p", port, "-t", "ping,incr", "-n", "2000", "-c", "10", "-q").CombinedOutput()
+	if err != nil {
+		t.Fatalf("redis-benchmark: %v\n%s", err, out)
+	}
+	if strings.Contains(string(out), "WARN") || strings.Contains(string(out), "Could not") || strings.Contains(string(out), "ERR") {
+		t.Errorf("redis-benchmark warned or failed:\n%s", out)
+	}
+	if !regexp.MustCompile(`INCR: [0-9.]+ requests per second`).Match(out) {
+		t.Errorf("redis-benchmark ran no INCR:\n%s", out)
+	}
+	out, err = exec.CommandContext(ctx, "/usr/bin/redis-cli", "-h", host, "-p", port, "CLIENT", "LIST").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "laddr="+addr) {
+		t.Errorf("redis-cli CLIENT LIST: %v\n%s", err, out)
+	}
+}
