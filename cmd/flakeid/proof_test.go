@@ -31,7 +31,8 @@ import (
 )
 
 // builtBinary builds the binary once per test run, into dir (TestMain sets
-// it to a directory it removes at the end).
+// it to a directory it removes at the end), with deploy/Dockerfile's build
+// command.
 type builtBinary struct {
 	dir  string
 	once sync.Once
@@ -50,9 +51,17 @@ func (b *builtBinary) get(t *testing.T) string {
 			return
 		}
 		b.path = filepath.Join(b.dir, "flakeid")
-		out, err := exec.Command("go", "build", "-o", b.path, ".").CombinedOutput()
+		// The build of the container image (deploy/Dockerfile), so that
+		// the tests run the binary the image ships.
+		line, err := dockerBuildLine()
 		if err != nil {
-			b.err = fmt.Errorf("go build: %v\n%s", err, out)
+			b.err = err
+			return
+		}
+		cmd := exec.Command("sh", "-c", line+" -o "+b.path+" ./cmd/flakeid")
+		cmd.Dir = "../.."
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("%s: %v\n%s", line, err, out)
 		}
 	})
 	if b.err != nil {
