@@ -19,6 +19,16 @@ if ! go version -m bin/grpcurl 2>/dev/null | grep -q "mod[[:space:]]*github.com/
   GOBIN="$PWD/bin" GOFLAGS=-mod=mod go install "github.com/fullstorydev/grpcurl/cmd/grpcurl@$GRPCURL_VERSION"
 fi
 
+# helm lints and renders the chart in the tests (cmd/flakeid/helm_test.go):
+# built once per machine into a cache outside the repository.
+HELM_VERSION=v3.22.0
+HELM_DIR="${FLAKEID_TEST_HELM_DIR:-$HOME/.cache/flakeid/helm-$HELM_VERSION}"
+if ! go version -m "$HELM_DIR/helm" 2>/dev/null | grep -q "mod[[:space:]]*helm.sh/helm/v3[[:space:]]*$HELM_VERSION"; then
+  echo "tools: installing helm@$HELM_VERSION into $HELM_DIR" >&2
+  mkdir -p "$HELM_DIR"
+  GOBIN="$HELM_DIR" GOFLAGS=-mod=mod go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+fi
+
 # testreport turns `go test -json` into the usual output plus the failures
 # for the summary (scripts/lib/steps.sh).
 go build -o bin/testreport ./scripts/testreport
