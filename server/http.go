@@ -73,6 +73,7 @@ func (s *Server) routes() http.Handler {
 		io.WriteString(w, "ready\n")
 	}))
 	open("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
+	open("GET /openapi.json", http.HandlerFunc(serveOpenAPI))
 	s.connectRoutes(mux)
 	s.uiRoutes(mux)
 	// Anything else is a JSON 405 for a known path, or a JSON 404.

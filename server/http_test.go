@@ -70,7 +70,7 @@ func newFixture(t testing.TB, mutate func(*Config)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(srv.Handler())
+	hs := httptest.NewServer(checkedByOpenAPI(t, srv.Handler()))
 	t.Cleanup(hs.Close)
 	return &fixture{srv: srv, node: n, segs: segs, mem: mem, http: hs}
 }
