@@ -91,8 +91,8 @@ func checkedByOpenAPI(t testing.TB, h http.Handler) http.Handler {
 		in := &openapi3filter.ResponseValidationInput{
 			RequestValidationInput: &openapi3filter.RequestValidationInput{Request: vr, PathParams: params, Route: route,
 				Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}},
-			Status: rec.status,
-			Header: rec.Header(),
+			Status:  rec.status,
+			Header:  rec.Header(),
 			Options: &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
 		}
 		in.SetBodyBytes(rec.body.Bytes())

@@ -36,8 +36,8 @@ type respConn struct {
 	// libName and libVer are CLIENT SETINFO's.
 	libName, libVer string
 	shown           atomic.Pointer[respShown] // what CLIENT LIST of other connections shows (publish)
-	quit            bool    // QUIT, a write failed, or a cross-protocol request: close after this
-	tx              *respTx // MULTI under way
+	quit            bool                      // QUIT, a write failed, or a cross-protocol request: close after this
+	tx              *respTx                   // MULTI under way
 
 	// tags caches what a segment key was checked for (its name, the
 	// token's permission, its masking), so that INCR on a known key
