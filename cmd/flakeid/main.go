@@ -48,6 +48,7 @@ import (
 	"time"
 
 	"github.com/alecthomas/kong"
+	"github.com/willabides/kongplete"
 
 	"github.com/flakeid/flakeid/internal/humanize"
 	"github.com/flakeid/flakeid/snowflake"
@@ -82,6 +83,9 @@ type cli struct {
 	Verify  verifyCmd  `cmd:"" help:"Prove it: run a cluster under clock jumps, crashes and partitions and check every ID it hands out."`
 	Mask    maskCmd    `cmd:"" help:"Mask IDs into keyed, non-guessable external IDs (order numbers that do not reveal volume)."`
 	Unmask  unmaskCmd  `cmd:"" help:"Turn masked IDs back into internal IDs."`
+
+	Help       helpCmd       `cmd:"" help:"Show the help of a command: flakeid help workers ls is flakeid workers ls --help."`
+	Completion completionCmd `cmd:"" help:"Print the shell code that completes flakeid's commands and flags: source <(flakeid completion bash); zsh and fish too."`
 }
 
 // streams are the output streams the commands write to; run binds them so
@@ -114,6 +118,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (code int
 		fmt.Fprintf(stderr, "flakeid: %v\n", err)
 		return exitError
 	}
+	// A shell asking for completions (COMP_LINE set by bash, zsh or fish
+	// through completion.go's code) is answered and nothing else runs.
+	kongplete.Complete(parser, kongplete.WithExitFunc(func(code int) { panic(exitPanic{code}) }))
 	kctx, err := parser.Parse(args)
 	if err != nil {
 		fmt.Fprintf(stderr, "flakeid: %v\n", err)
@@ -195,7 +202,7 @@ func newParser(ctx context.Context, c *cli, stdout, stderr io.Writer) (*kong.Kon
 			"max_borrow": snowflake.DefaultMaxBorrow.String(),
 			// configHelpPrinter puts an example of the chosen command's
 			// own flags in its place.
-			"config_help": configHelp(nil),
+			"config_help": configFlagHelp,
 		},
 		kong.Help(configHelpPrinter),
 		kong.ValueFormatter(helpWithDefault),
@@ -204,15 +211,44 @@ func newParser(ctx context.Context, c *cli, stdout, stderr io.Writer) (*kong.Kon
 	)
 }
 
-// configHelpPrinter is kong's help with the --config flag's help made for
-// the command asked about: its example keys are flags of that command.
+// configFlagHelp is the --config flag's own line of help: the paragraph
+// (configHelp) follows the flags, so that it does not push them down.
+const configFlagHelp = "Read flag values from a JSON file (see \"Config file\" below)."
+
+// configHelpPrinter is kong's help followed by a paragraph on the config
+// file made for the command asked about: its example keys are flags of that
+// command.
 func configHelpPrinter(options kong.HelpOptions, kctx *kong.Context) error {
 	for _, f := range kctx.Model.Flags {
 		if f.Name == "config" {
-			f.Help = configHelp(kctx)
+			f.Help = configFlagHelp
 		}
 	}
-	return kong.DefaultHelpPrinter(options, kctx)
+	if err := kong.DefaultHelpPrinter(options, kctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(kctx.Stdout, "\nConfig file (--config FILE, $FLAKEID_CONFIG):\n%s", wrapText(configHelp(kctx), "  ", 80))
+	return nil
+}
+
+// wrapText breaks text into lines of at most width characters (words are
+// never split), each with indent before it.
+func wrapText(text, indent string, width int) string {
+	var b, line strings.Builder
+	for _, w := range strings.Fields(text) {
+		if line.Len() > 0 && len(indent)+line.Len()+1+len(w) > width {
+			b.WriteString(indent + line.String() + "\n")
+			line.Reset()
+		}
+		if line.Len() > 0 {
+			line.WriteByte(' ')
+		}
+		line.WriteString(w)
+	}
+	if line.Len() > 0 {
+		b.WriteString(indent + line.String() + "\n")
+	}
+	return b.String()
 }
 
 // configHelp is the help of --config for the command kctx selects (or for

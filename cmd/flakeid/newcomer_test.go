@@ -307,7 +307,7 @@ func TestHelpShowsDefaults(t *testing.T) {
 // made of that command's own flags (serve's keys under serve only).
 func TestHelpConfigExample(t *testing.T) {
 	t.Parallel()
-	re := regexp.MustCompile(`--config=FILE Read flag values from a JSON file whose keys are flag names with _ for -(?:, e\.g\. for (flakeid [a-z -]+?) (\{.*?\}))?; `)
+	re := regexp.MustCompile(`Config file \(--config FILE, \$FLAKEID_CONFIG\): Read flag values from a JSON file whose keys are flag names with _ for -(?:, e\.g\. for (flakeid [a-z -]+?) (\{.*?\}))?; `)
 	for path := range leafCommands(t) {
 		r := runCLI(t, append(strings.Fields(strings.TrimPrefix(path, "flakeid ")), "--help")...)
 		mustSucceed(t, r)
@@ -316,6 +316,11 @@ func TestHelpConfigExample(t *testing.T) {
 		if m == nil {
 			t.Errorf("%s --help: no --config help:\n%s", path, r.stdout)
 			continue
+		}
+		// The paragraph follows the flags; the flag itself has one line.
+		if strings.Index(r.stdout, "Config file (") < strings.LastIndex(r.stdout, "\n  -") ||
+			!strings.Contains(help, "--config=FILE "+strings.TrimSuffix(configFlagHelp, ".")+" ($FLAKEID_CONFIG).") {
+			t.Errorf("%s --help: the config file paragraph is not after the flags, or --config's own help is not %q:\n%s", path, configFlagHelp, r.stdout)
 		}
 		if m[1] == "" {
 			continue // a command with no flag to show
