@@ -2,6 +2,7 @@ package segment
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -19,6 +20,43 @@ func (a *Allocator) Create(ctx context.Context, t Tag) error {
 		if err := src.Store.Create(ctx, t); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// Delete takes a tag out of service in every source and keeps its max_id
+// there (Store.Delete): creating the name again continues above every ID
+// it handed out. This allocator stops serving the tag at once and gives up
+// what it buffered (a gap, never a duplicate); another allocator on the
+// same store stops at its next fetch, after at most its buffered IDs. A
+// tag no source has (or had deleted already) is ErrUnknownTag.
+func (a *Allocator) Delete(ctx context.Context, tag string) error {
+	if err := ValidName(tag); err != nil {
+		return err
+	}
+	var unknown error
+	deleted := 0
+	for _, src := range a.cfg.Sources {
+		err := src.Store.Delete(ctx, tag)
+		switch {
+		case err == nil:
+			deleted++
+		case errors.Is(err, ErrUnknownTag):
+			unknown = err // a source that lost the tag, or an earlier partial Delete
+		default:
+			return err
+		}
+	}
+	a.mu.Lock()
+	if b, ok := (*a.tags.Load())[tag]; ok {
+		next := maps.Clone(*a.tags.Load())
+		delete(next, tag)
+		a.tags.Store(&next)
+		b.retire(fmt.Errorf("%w: %q was deleted", ErrUnknownTag, tag))
+	}
+	a.mu.Unlock()
+	if deleted == 0 {
+		return unknown
 	}
 	return nil
 }

@@ -68,6 +68,11 @@ type buffer struct {
 	// earlier epoch answered from a store state the operator has dealt
 	// with since, and is discarded rather than judged.
 	epoch uint64
+	// gone is why the buffer no longer serves (it wraps ErrUnknownTag):
+	// its tag was deleted (Allocator.Delete). Set once; a Handle that still
+	// holds the buffer fails with it, and the tag, created again, gets a
+	// new buffer.
+	gone error
 	// regressions counts the times a source was seen going backwards.
 	regressions atomic.Int64
 
@@ -214,6 +219,15 @@ func (b *buffer) fetch(ctx context.Context) (*segment, error) {
 		fctx, cancel := context.WithTimeout(ctx, a.cfg.FetchTimeout)
 		t0 := time.Now()
 		r, err := src.Store.Fetch(fctx, b.name, size)
+		if errors.Is(err, ErrUnknownTag) && a.cfg.AutoCreate {
+			// Deleted since this buffer began: created again on use, as a
+			// new tag is. The store kept the deleted tag's max_id, so it
+			// continues above (and a row lost instead is caught below as a
+			// store gone backwards).
+			if cerr := a.Create(fctx, Tag{Name: b.name, Step: a.cfg.DefaultStep, Description: "created on first use"}); cerr == nil || errors.Is(cerr, ErrTagExists) {
+				r, err = src.Store.Fetch(fctx, b.name, size)
+			}
+		}
 		cancel()
 		if err != nil {
 			errs = append(errs, err)
@@ -295,6 +309,19 @@ func (b *buffer) advanceHigh(si int, r Range, epoch uint64) error {
 	return err
 }
 
+// retire stops the buffer for good: its tag was deleted. The rest of its
+// segments is given up (a gap, never a duplicate); takers fail with err.
+func (b *buffer) retire(err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.gone = err
+	if s := b.cur.Load(); s != nil {
+		s.dropped = true
+		s.pos.Store(s.count) // takers after this see it used up and stop in advance
+	}
+	b.next = nil
+}
+
 // prefetch starts a background fetch of the next segment unless one is in
 // flight or done.
 func (b *buffer) prefetch() {
@@ -305,7 +332,7 @@ func (b *buffer) prefetch() {
 
 // startFetchLocked starts the background fetch; b.mu is held.
 func (b *buffer) startFetchLocked() {
-	if b.fetching || b.next != nil || b.refused != nil || b.a.ctx.Err() != nil {
+	if b.fetching || b.next != nil || b.refused != nil || b.gone != nil || b.a.ctx.Err() != nil {
 		return
 	}
 	b.fetching = true
@@ -370,6 +397,10 @@ func (b *buffer) fetchLoop(done chan struct{}) {
 func (b *buffer) advance(ctx context.Context, s *segment) error {
 	for {
 		b.mu.Lock()
+		if err := b.gone; err != nil {
+			b.mu.Unlock()
+			return err
+		}
 		if err := b.refused; err != nil {
 			b.mu.Unlock()
 			return err

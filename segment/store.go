@@ -105,8 +105,17 @@ type Store interface {
 	// List returns every tag, ordered by name.
 	List(ctx context.Context) ([]Tag, error)
 	// Create adds a tag with t's Name, Step, Description and MaxID (0 means
-	// 1), or fails with ErrTagExists.
+	// 1), or fails with ErrTagExists. A deleted tag of that name comes back
+	// with t's Step and Description and a max_id of at least the one it
+	// kept (the larger of the two): it continues above every ID it handed
+	// out.
 	Create(ctx context.Context, t Tag) error
+	// Delete takes a tag out of service and keeps its max_id: Fetch, Get
+	// and Update then fail with ErrUnknownTag, List leaves it out, and a
+	// later Create of the name continues above it, so no ID is ever handed
+	// out twice. It fails with ErrUnknownTag for a tag without a row or
+	// already deleted.
+	Delete(ctx context.Context, tag string) error
 	// Update changes a tag's step and description (a nil pointer leaves the
 	// field), or fails with ErrUnknownTag.
 	Update(ctx context.Context, tag string, step *int64, description *string) error

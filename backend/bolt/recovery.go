@@ -58,23 +58,27 @@ func (s *Segments) RaiseFloor(ctx context.Context, floor int64) error {
 		if err != nil {
 			return err
 		}
-		var raise []segment.Tag
+		type raised struct {
+			t       segment.Tag
+			deleted bool
+		}
+		var raise []raised
 		err = b.ForEach(func(k, v []byte) error {
-			t, err := s.decode(string(k), v)
+			t, deleted, err := s.decodeRecord(string(k), v)
 			if err != nil {
 				return err
 			}
 			if t.MaxID < floor {
 				t.MaxID, t.Updated = floor, s.now()
-				raise = append(raise, t)
+				raise = append(raise, raised{t, deleted}) // a deleted tag's kept mark too
 			}
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		for _, t := range raise {
-			if err := putTag(b, t); err != nil {
+		for _, r := range raise {
+			if err := putRecord(b, r.t, r.deleted); err != nil {
 				return err
 			}
 		}

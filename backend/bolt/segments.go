@@ -123,6 +123,9 @@ type segRecord struct {
 	Step        int64  `json:"step"`
 	Description string `json:"description,omitempty"`
 	UpdatedMs   int64  `json:"update_time_ms,omitempty"`
+	// Deleted marks a tag Delete took out of service; the record stays for
+	// its max_id.
+	Deleted bool `json:"deleted,omitempty"`
 }
 
 // rawRecord tells a missing field from a zero one.
@@ -131,6 +134,7 @@ type rawRecord struct {
 	Step        *int64 `json:"step"`
 	Description string `json:"description"`
 	UpdatedMs   int64  `json:"update_time_ms"`
+	Deleted     bool   `json:"deleted"`
 }
 
 func (s *Segments) corrupt(name string, v []byte, why string) error {
@@ -139,35 +143,49 @@ func (s *Segments) corrupt(name string, v []byte, why string) error {
 }
 
 // decode reads a tag's record, checking it is one this store could have
-// written.
+// written; a deleted tag's record is ErrUnknownTag.
 func (s *Segments) decode(name string, v []byte) (segment.Tag, error) {
+	t, deleted, err := s.decodeRecord(name, v)
+	if err == nil && deleted {
+		return segment.Tag{}, fmt.Errorf("%w: %q was deleted (its max_id %d is kept: creating it again continues above)", segment.ErrUnknownTag, name, t.MaxID)
+	}
+	return t, err
+}
+
+// decodeRecord is decode telling a deleted tag's record (and its row) apart.
+func (s *Segments) decodeRecord(name string, v []byte) (segment.Tag, bool, error) {
 	if v == nil {
-		return segment.Tag{}, s.corrupt(name, v, "a nested bucket, not a record")
+		return segment.Tag{}, false, s.corrupt(name, v, "a nested bucket, not a record")
 	}
 	if err := segment.ValidName(name); err != nil {
-		return segment.Tag{}, s.corrupt(name, v, err.Error())
+		return segment.Tag{}, false, s.corrupt(name, v, err.Error())
 	}
 	var r rawRecord
 	if err := json.Unmarshal(v, &r); err != nil {
-		return segment.Tag{}, s.corrupt(name, v, err.Error())
+		return segment.Tag{}, false, s.corrupt(name, v, err.Error())
 	}
 	switch {
 	case r.MaxID == nil || r.Step == nil:
-		return segment.Tag{}, s.corrupt(name, v, "max_id or step missing")
+		return segment.Tag{}, false, s.corrupt(name, v, "max_id or step missing")
 	case *r.MaxID < 0:
-		return segment.Tag{}, s.corrupt(name, v, fmt.Sprintf("max_id %d < 0", *r.MaxID))
+		return segment.Tag{}, false, s.corrupt(name, v, fmt.Sprintf("max_id %d < 0", *r.MaxID))
 	case *r.Step < 1 || *r.Step > segment.MaxStep:
-		return segment.Tag{}, s.corrupt(name, v, fmt.Sprintf("step %d out of 1–%d", *r.Step, segment.MaxStep))
+		return segment.Tag{}, false, s.corrupt(name, v, fmt.Sprintf("step %d out of 1–%d", *r.Step, segment.MaxStep))
 	}
 	t := segment.Tag{Name: name, MaxID: *r.MaxID, Step: *r.Step, Description: r.Description}
 	if r.UpdatedMs != 0 {
 		t.Updated = time.UnixMilli(r.UpdatedMs).UTC()
 	}
-	return t, nil
+	return t, r.Deleted, nil
 }
 
 func putTag(b *bbolt.Bucket, t segment.Tag) error {
-	v, err := json.Marshal(segRecord{MaxID: t.MaxID, Step: t.Step, Description: t.Description, UpdatedMs: t.Updated.UnixMilli()})
+	return putRecord(b, t, false)
+}
+
+// putRecord writes a tag's record, deleted or not.
+func putRecord(b *bbolt.Bucket, t segment.Tag, deleted bool) error {
+	v, err := json.Marshal(segRecord{MaxID: t.MaxID, Step: t.Step, Description: t.Description, UpdatedMs: t.Updated.UnixMilli(), Deleted: deleted})
 	if err != nil {
 		return err
 	}
@@ -242,11 +260,13 @@ func (s *Segments) List(ctx context.Context) ([]segment.Tag, error) {
 			return nil
 		}
 		return b.ForEach(func(k, v []byte) error {
-			t, err := s.decode(string(k), v)
+			t, deleted, err := s.decodeRecord(string(k), v)
 			if err != nil {
 				return err
 			}
-			tags = append(tags, t)
+			if !deleted {
+				tags = append(tags, t)
+			}
 			return nil
 		})
 	})
@@ -269,7 +289,13 @@ func (s *Segments) Create(ctx context.Context, t segment.Tag) error {
 		if err != nil {
 			return err
 		}
-		if b.Get([]byte(t.Name)) != nil || b.Bucket([]byte(t.Name)) != nil {
+		if v := b.Get([]byte(t.Name)); v != nil {
+			old, deleted, err := s.decodeRecord(t.Name, v)
+			if err != nil || !deleted { // a record, live or damaged, is never written over
+				return fmt.Errorf("%w: %q", segment.ErrTagExists, t.Name)
+			}
+			t.MaxID = max(t.MaxID, old.MaxID) // continues above what it handed out
+		} else if b.Bucket([]byte(t.Name)) != nil {
 			return fmt.Errorf("%w: %q", segment.ErrTagExists, t.Name)
 		}
 		t.Updated = s.now()
@@ -304,5 +330,22 @@ func (s *Segments) Update(ctx context.Context, tag string, step *int64, descript
 		}
 		t.Updated = s.now()
 		return putTag(b, t)
+	})
+}
+
+// Delete implements segment.Store: the record stays, marked deleted, with
+// its max_id.
+func (s *Segments) Delete(ctx context.Context, tag string) error {
+	if err := segment.ValidName(tag); err != nil {
+		return err
+	}
+	return s.update(ctx, func(tx *bbolt.Tx) error {
+		b := tx.Bucket([]byte(segmentsBucket))
+		t, err := s.load(b, tag)
+		if err != nil {
+			return err
+		}
+		t.Updated = s.now()
+		return putRecord(b, t, true)
 	})
 }

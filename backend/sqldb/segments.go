@@ -102,6 +102,8 @@ type segmentStatements struct {
 	setStep string
 	setDesc string
 	setBoth string
+	revive  string // Create of a deleted tag
+	delete  string
 }
 
 func newSegmentStatements(d Dialect, table string) (segmentStatements, error) {
@@ -125,23 +127,28 @@ func newSegmentStatements(d Dialect, table string) (segmentStatements, error) {
 	// the row; the row is then read to tell why.
 	// On MySQL the new max_id comes back as the statement's insert id
 	// (LAST_INSERT_ID(expr) in an UPDATE sets it), in the OK packet.
-	fetch := "UPDATE " + t + " SET max_id = max_id + ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ? AND max_id BETWEEN 0 AND ? RETURNING max_id"
+	// A row with step 0 is a deleted tag (Delete): it keeps its max_id,
+	// and nothing but Create (which brings it back above that max_id)
+	// matches it. Leaf has no use for step 0 either.
+	fetch := "UPDATE " + t + " SET max_id = max_id + ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ? AND step > 0 AND max_id BETWEEN 0 AND ? RETURNING max_id"
 	if d == MySQL {
-		fetch = "UPDATE " + t + " SET max_id = LAST_INSERT_ID(max_id + ?), update_time = CURRENT_TIMESTAMP WHERE biz_tag = ? AND max_id BETWEEN 0 AND ?"
+		fetch = "UPDATE " + t + " SET max_id = LAST_INSERT_ID(max_id + ?), update_time = CURRENT_TIMESTAMP WHERE biz_tag = ? AND step > 0 AND max_id BETWEEN 0 AND ?"
 	}
 	q := segmentStatements{
 		schema:  schema,
 		fetch:   fetch,
-		readMax: "SELECT max_id FROM " + t + " WHERE biz_tag = ?",
-		get:     "SELECT " + cols + " FROM " + t + " WHERE biz_tag = ?",
-		list:    "SELECT " + cols + " FROM " + t + " ORDER BY biz_tag",
+		readMax: "SELECT max_id, step FROM " + t + " WHERE biz_tag = ?",
+		get:     "SELECT " + cols + " FROM " + t + " WHERE biz_tag = ? AND step > 0",
+		list:    "SELECT " + cols + " FROM " + t + " WHERE step > 0 ORDER BY biz_tag",
 		insert:  "INSERT INTO " + t + " (biz_tag, max_id, step, description, update_time) VALUES (?, ?, ?, ?, CURRENT_TIMESTAMP)",
-		setStep: "UPDATE " + t + " SET step = ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ?",
-		setDesc: "UPDATE " + t + " SET description = ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ?",
-		setBoth: "UPDATE " + t + " SET step = ?, description = ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ?",
+		setStep: "UPDATE " + t + " SET step = ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ? AND step > 0",
+		setDesc: "UPDATE " + t + " SET description = ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ? AND step > 0",
+		setBoth: "UPDATE " + t + " SET step = ?, description = ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ? AND step > 0",
+		revive:  "UPDATE " + t + " SET step = ?, description = ?, max_id = GREATEST(max_id, ?), update_time = CURRENT_TIMESTAMP WHERE biz_tag = ? AND step = 0",
+		delete:  "UPDATE " + t + " SET step = 0, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ? AND step > 0",
 	}
 	if d == Postgres {
-		for _, p := range []*string{&q.fetch, &q.readMax, &q.get, &q.list, &q.insert, &q.setStep, &q.setDesc, &q.setBoth} {
+		for _, p := range []*string{&q.fetch, &q.readMax, &q.get, &q.list, &q.insert, &q.setStep, &q.setDesc, &q.setBoth, &q.revive, &q.delete} {
 			*p = dollarParams(*p)
 		}
 	}
@@ -383,13 +390,16 @@ func (s *Segments) fetchLastInsertID(ctx context.Context, tag string, n int64) (
 
 // refused tells why a fetch's guarded UPDATE matched no row.
 func (s *Segments) refused(ctx context.Context, tag string, n int64) error {
-	var maxID int64
-	err := s.db.QueryRowContext(ctx, s.q.readMax, tag).Scan(&maxID)
+	var maxID, step int64
+	err := s.db.QueryRowContext(ctx, s.q.readMax, tag).Scan(&maxID, &step)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return fmt.Errorf("%w: %s: tag %q has no row", segment.ErrUnknownTag, s.where("fetching"), tag)
 	case err != nil:
 		return err
+	case step == 0:
+		return fmt.Errorf("%w: %s: tag %q was deleted (step 0; its max_id %d is kept: creating it again continues above)",
+			segment.ErrUnknownTag, s.where("fetching"), tag, maxID)
 	case maxID < 0:
 		return fmt.Errorf("%w: %s: corrupt row: tag %q has max_id %d", segment.ErrUnavailable, s.where("fetching"), tag, maxID)
 	case maxID > math.MaxInt64-n:
@@ -466,6 +476,16 @@ func (s *Segments) Create(ctx context.Context, t segment.Tag) error {
 	if t.MaxID == 0 {
 		t.MaxID = 1
 	}
+	// A deleted tag of the name comes back above the max_id it kept.
+	res, err := s.db.ExecContext(ctx, s.q.revive, t.Step, t.Description, t.MaxID, t.Name)
+	if err != nil {
+		return s.rejected(ctx, "creating", t.Name, err)
+	}
+	if k, err := res.RowsAffected(); err != nil {
+		return s.unavailable(ctx, fmt.Sprintf("creating tag %q", t.Name), err)
+	} else if k > 0 {
+		return nil
+	}
 	if _, err := s.db.ExecContext(ctx, s.q.insert, t.Name, t.MaxID, t.Step, t.Description); err != nil {
 		return s.rejected(ctx, "creating", t.Name, err)
 	}
@@ -514,13 +534,37 @@ func (s *Segments) Update(ctx context.Context, tag string, step *int64, descript
 	// Nothing to change, or nothing changed: MySQL without clientFoundRows
 	// counts a row that already held these values (in the same second) as
 	// unaffected. Tell that from a missing row.
-	var maxID int64
-	err = s.db.QueryRowContext(ctx, s.q.readMax, tag).Scan(&maxID)
+	var maxID, rowStep int64
+	err = s.db.QueryRowContext(ctx, s.q.readMax, tag).Scan(&maxID, &rowStep)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return fmt.Errorf("%w: %s: tag %q has no row", segment.ErrUnknownTag, s.where("updating"), tag)
 	case err != nil:
 		return s.unavailable(ctx, fmt.Sprintf("updating tag %q", tag), err)
+	case rowStep == 0:
+		return fmt.Errorf("%w: %s: tag %q was deleted", segment.ErrUnknownTag, s.where("updating"), tag)
+	}
+	return nil
+}
+
+// Delete implements segment.Store: the row stays with its max_id, its step
+// set to 0, which no fetch, read or update matches (Leaf's servers cannot
+// fetch from it either: a step of 0 gives them empty segments, never old
+// IDs).
+func (s *Segments) Delete(ctx context.Context, tag string) error {
+	if err := segment.ValidName(tag); err != nil {
+		return err
+	}
+	res, err := s.db.ExecContext(ctx, s.q.delete, tag)
+	if err != nil {
+		return s.rejected(ctx, "deleting", tag, err)
+	}
+	k, err := res.RowsAffected()
+	if err != nil {
+		return s.unavailable(ctx, fmt.Sprintf("deleting tag %q", tag), err)
+	}
+	if k == 0 {
+		return fmt.Errorf("%w: %s: tag %q has no row, or was deleted already", segment.ErrUnknownTag, s.where("deleting"), tag)
 	}
 	return nil
 }

@@ -18,13 +18,18 @@ import (
 type Memory struct {
 	mu   sync.Mutex
 	tags map[string]segment.Tag
+	// deleted are the tags Delete took out of service, with the row each
+	// kept.
+	deleted map[string]segment.Tag
 	cut  atomic.Bool
 	// Fetches counts successful fetches.
 	Fetches atomic.Int64
 }
 
 // NewMemory returns an empty Memory store.
-func NewMemory() *Memory { return &Memory{tags: map[string]segment.Tag{}} }
+func NewMemory() *Memory {
+	return &Memory{tags: map[string]segment.Tag{}, deleted: map[string]segment.Tag{}}
+}
 
 // Cut makes every call fail with segment.ErrUnavailable until Heal.
 func (m *Memory) Cut() { m.cut.Store(true) }
@@ -136,8 +141,32 @@ func (m *Memory) Create(ctx context.Context, t segment.Tag) error {
 	if t.MaxID == 0 {
 		t.MaxID = 1
 	}
+	if old, ok := m.deleted[t.Name]; ok {
+		t.MaxID = max(t.MaxID, old.MaxID) // continues above what it handed out
+		delete(m.deleted, t.Name)
+	}
 	t.Updated = time.Now()
 	m.tags[t.Name] = t
+	return nil
+}
+
+// Delete implements segment.Store: the row moves aside with its max_id.
+func (m *Memory) Delete(ctx context.Context, tag string) error {
+	if err := m.check(ctx); err != nil {
+		return err
+	}
+	if err := segment.ValidName(tag); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.tags[tag]
+	if !ok {
+		return fmt.Errorf("%w: %q", segment.ErrUnknownTag, tag)
+	}
+	delete(m.tags, tag)
+	t.Updated = time.Now()
+	m.deleted[tag] = t
 	return nil
 }
 

@@ -68,6 +68,9 @@ func Run(t *testing.T, h Harness) {
 		{"OutageServedFromBuffers", outage},
 		{"RestartMidRun", restart},
 		{"RestoredFromBackup", restoredFromBackup},
+		{"DeleteKeepsMark", deleteKeepsMark},
+		{"AllocatorDelete", allocatorDelete},
+		{"DeleteNeverReissues", deleteNeverReissues},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h.Open(t)) })
 	}
