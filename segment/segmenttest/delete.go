@@ -75,20 +75,31 @@ func deleteKeepsMark(t *testing.T, c Connector) {
 	}
 }
 
-// allocatorDelete: an allocator stops serving a tag it deletes at once, and
-// another allocator of the store at its next fetch; the tag created again
-// (explicitly, or on first use with AutoCreate) continues above every ID
-// either handed out.
+// allocatorDelete: an allocator stops serving a tag it deletes at once;
+// another allocator of the store serves what it buffered, then fails at its
+// next fetch; the tag created again on use (AutoCreate) continues above
+// every ID either handed out, and the other allocator's next fetch too.
 func allocatorDelete(t *testing.T, c Connector) {
 	ctx := ctxT(t)
 	s := c.Connect(t)
 	mustCreate(t, s, segment.Tag{Name: "orders", Step: 10})
 	a := allocator(t, s, segment.Config{})
-	b := allocator(t, c.Connect(t), segment.Config{AutoCreate: true, DefaultStep: 10})
+	b := allocator(t, c.Connect(t), segment.Config{})
+	seen := map[int64]bool{}
+	take := func(al *segment.Allocator) (int64, error) {
+		id, err := al.NextID(ctx, "orders")
+		if err == nil {
+			if seen[id] {
+				t.Fatalf("ID %d handed out twice", id)
+			}
+			seen[id] = true
+		}
+		return id, err
+	}
 	var top int64
 	for range 15 {
 		for _, al := range []*segment.Allocator{a, b} {
-			id, err := al.NextID(ctx, "orders")
+			id, err := take(al)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -108,29 +119,33 @@ func allocatorDelete(t *testing.T, c Connector) {
 	if _, err := h.NextID(ctx); !errors.Is(err, segment.ErrUnknownTag) {
 		t.Fatalf("a Handle's NextID after Delete: %v, want ErrUnknownTag", err)
 	}
-	// b serves its buffers, then, at its next fetch, creates the tag
-	// again (AutoCreate) above everything handed out.
+	// b serves its buffers (IDs fetched before the Delete), then fails.
+	var err2 error
 	for range 40 {
-		id, err := b.NextID(ctx, "orders")
-		if err != nil {
-			t.Fatalf("b after the Delete: %v", err)
-		}
-		if id <= top && id > 0 {
-			// still from b's buffers: IDs fetched before the Delete
-			continue
+		var id int64
+		if id, err2 = take(b); err2 != nil {
+			break
 		}
 		top = max(top, id)
 	}
-	if err := a.Create(ctx, segment.Tag{Name: "orders", Step: 10}); err != nil && !errors.Is(err, segment.ErrTagExists) {
-		t.Fatal(err)
+	if !errors.Is(err2, segment.ErrUnknownTag) {
+		t.Fatalf("b after the Delete and its buffers: %v, want ErrUnknownTag", err2)
 	}
-	id, err := a.NextID(ctx, "orders")
-	if err != nil {
-		t.Fatal(err)
+	// Created again on use: above everything handed out.
+	auto := allocator(t, c.Connect(t), segment.Config{AutoCreate: true, DefaultStep: 10})
+	id, err := take(auto)
+	if err != nil || id <= top {
+		t.Fatalf("the tag created again on use: first ID %d, %v; want above %d", id, err, top)
 	}
-	row, err := s.Get(ctx, "orders")
-	if err != nil || id >= row.MaxID {
-		t.Fatalf("after creating again: id %d, row %+v, %v", id, row, err)
+	// b's next fetch finds the tag again, above too.
+	waitErr := err
+	for range 100 {
+		if id, waitErr = take(b); waitErr == nil {
+			break
+		}
+	}
+	if waitErr != nil || id <= top {
+		t.Fatalf("b after the tag came back: %d, %v; want above %d", id, waitErr, top)
 	}
 }
 
@@ -146,7 +161,6 @@ func deleteNeverReissues(t *testing.T, c Connector) {
 		run++
 		names := []string{fmt.Sprintf("r%d-a", run), fmt.Sprintf("r%d-b", run)}
 		live := map[string]bool{}
-		exists := map[string]bool{} // has a row, live or deleted
 		var handed [][3]int64       // name index, start, end
 		for i := range rapid.IntRange(1, 30).Draw(rt, "ops") {
 			st := clients[rapid.IntRange(0, 1).Draw(rt, fmt.Sprintf("client%d", i))]
@@ -159,7 +173,7 @@ func deleteNeverReissues(t *testing.T, c Connector) {
 				if live[name] != errors.Is(err, segment.ErrTagExists) || (err != nil && !live[name]) {
 					rt.Fatalf("Create(%s, max_id %d) with live=%v: %v", name, maxID, live[name], err)
 				}
-				live[name], exists[name] = true, true
+				live[name] = true
 			case 1:
 				n := rapid.Int64Range(1, 50).Draw(rt, fmt.Sprintf("n%d", i))
 				r, err := st.Fetch(ctx, name, n)
@@ -186,6 +200,5 @@ func deleteNeverReissues(t *testing.T, c Connector) {
 				live[name] = false
 			}
 		}
-		_ = exists
 	})
 }
