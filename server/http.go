@@ -34,6 +34,7 @@ func (s *Server) routes() http.Handler {
 	api("GET /v1/segment/tags", "/v1/segment/tags", nil, false, s.handleTagsList)
 	api("POST /v1/segment/tags", "/v1/segment/tags", nil, false, s.handleTagsCreate)
 	api("PATCH /v1/segment/tags/{tag}", "/v1/segment/tags/update", nil, false, s.handleTagsUpdate)
+	api("DELETE /v1/segment/tags/{tag}", "/v1/segment/tags/delete", nil, false, s.handleTagsDelete)
 	api("POST /v1/segment/tags/{tag}/resume", "/v1/segment/tags/resume", nil, false, s.handleTagsResume)
 	api("GET /v1/status", "/v1/status", nil, false, s.handleStatus)
 	// Meituan Leaf's paths: a Leaf client switches by changing a host name.

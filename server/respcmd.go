@@ -382,6 +382,9 @@ func (c *respConn) incr(args [][]byte) error {
 	}
 	id, err := t.h.NextID(c.ctx)
 	if err != nil {
+		if errors.Is(err, segment.ErrUnknownTag) {
+			t.h = nil // the tag was deleted: look it up again next time (created again, or unknown)
+		}
 		return err
 	}
 	t.issued.Inc()

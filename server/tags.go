@@ -176,3 +176,32 @@ func (s *Server) handleTagsUpdate(w http.ResponseWriter, r *http.Request) error 
 	writeJSON(w, http.StatusOK, newTagJSON(row))
 	return nil
 }
+
+// handleTagsDelete answers DELETE /v1/segment/tags/{tag}: the tag is taken
+// out of service and its max_id kept (segment.Allocator.Delete), so that
+// creating the name again continues above every ID it handed out. It takes
+// no body. An unknown (or already deleted) tag is a 404.
+func (s *Server) handleTagsDelete(w http.ResponseWriter, r *http.Request) error {
+	a, tag, err := s.adminTag(r)
+	if err != nil {
+		return err
+	}
+	members, err := readObject(w, r, true)
+	if err != nil {
+		return err
+	}
+	if len(members) > 0 {
+		return apiErrorf(http.StatusBadRequest, codeInvalid, "unknown key %q: DELETE takes no body", clip(members[0].key))
+	}
+	if err := a.Delete(r.Context(), tag); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, tagDeletedJSON{Tag: tag, Deleted: true})
+	return nil
+}
+
+// tagDeletedJSON is the answer of DELETE /v1/segment/tags/{tag}.
+type tagDeletedJSON struct {
+	Tag     string `json:"tag"`
+	Deleted bool   `json:"deleted"`
+}
