@@ -33,7 +33,7 @@ func (s *Server) connectRoutes(mux *http.ServeMux) {
 		connect.WithReadMaxBytes(maxRPCRequest), rpcCodecs())
 	mux.Handle(path, rpcPaths(h, flakeidv1connect.IDServiceNextSnowflakeProcedure,
 		flakeidv1connect.IDServiceStreamSnowflakeProcedure, flakeidv1connect.IDServiceNextSegmentProcedure,
-		flakeidv1connect.IDServiceDecodeProcedure))
+		flakeidv1connect.IDServiceDecodeProcedure, flakeidv1connect.IDServiceDeleteTagProcedure))
 	s.healthRoutes(mux)
 	s.reflectionRoutes(mux)
 }
@@ -257,6 +257,23 @@ func (x idService) NextSegment(ctx context.Context, req *connect.Request[flakeid
 	return connect.NewResponse(res), nil
 }
 
+// DeleteTag implements flakeidv1connect.IDServiceHandler: as DELETE
+// /v1/segment/tags/{tag}.
+func (x idService) DeleteTag(ctx context.Context, req *connect.Request[flakeidv1.DeleteTagRequest]) (*connect.Response[flakeidv1.DeleteTagResponse], error) {
+	tag := req.Msg.GetTag()
+	if err := segment.ValidName(tag); err != nil {
+		return nil, connectError(err)
+	}
+	a, err := x.s.segments()
+	if err != nil {
+		return nil, connectError(err)
+	}
+	if err := a.Delete(ctx, tag); err != nil {
+		return nil, connectError(err)
+	}
+	return connect.NewResponse(&flakeidv1.DeleteTagResponse{Tag: tag}), nil
+}
+
 // Decode implements flakeidv1connect.IDServiceHandler.
 func (x idService) Decode(_ context.Context, req *connect.Request[flakeidv1.DecodeRequest]) (*connect.Response[flakeidv1.DecodeResponse], error) {
 	in, p, err := x.s.decode(req.Msg.GetId(), req.Msg.GetAs(), x.s.unmaskCheck(req.Header()))
@@ -376,6 +393,8 @@ func (i rpcInterceptor) authorize(procedure string, h http.Header, msg any) erro
 		return i.s.authorize(h, tag, false, false)
 	case flakeidv1connect.IDServiceDecodeProcedure:
 		return nil
+	case flakeidv1connect.IDServiceDeleteTagProcedure:
+		return i.s.authorize(h, "", false, true)
 	}
 	// A procedure added later is closed until listed here.
 	return i.s.authorize(h, "", true, true)

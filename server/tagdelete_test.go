@@ -2,10 +2,14 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 
+	"connectrpc.com/connect"
+
+	flakeidv1 "github.com/flakeid/flakeid/gen/flakeid/v1"
 	"github.com/flakeid/flakeid/segment"
 )
 
@@ -108,5 +112,49 @@ func TestTagsDeleteRESP(t *testing.T) {
 	}
 	if id := wantInt(t, "INCR orders created again", c.do(t, "INCR", "orders")); id <= last {
 		t.Errorf("INCR orders created again: %d, want above %d", id, last)
+	}
+}
+
+// TestTagsDeleteConnect: DeleteTag over Connect, gRPC and gRPC-Web deletes
+// as the HTTP API does: admin tokens only, NotFound once deleted, and the
+// tag created again continues above.
+func TestTagsDeleteConnect(t *testing.T) {
+	const admin, user = "admin-token-0123456789", "user-token-0123456789"
+	e := newRPCEnv(t, func(c *Config) {
+		c.Tokens = []Token{{Name: "admin", Token: admin, Admin: true, Tags: []string{"*"}}, {Name: "user", Token: user, Tags: []string{"*"}}}
+	})
+	for i, p := range rpcProtocols() {
+		if p.name == "connect-get" {
+			continue
+		}
+		tag := fmt.Sprintf("del-%d", i)
+		if err := e.segs.Create(t.Context(), segment.Tag{Name: tag, Step: 10}); err != nil {
+			t.Fatal(err)
+		}
+		c := e.idClient(p)
+		res, err := c.NextSegment(t.Context(), withToken(&flakeidv1.NextSegmentRequest{Tag: tag, Count: 5}, user))
+		if err != nil {
+			t.Fatalf("%s: NextSegment: %v", p.name, err)
+		}
+		rs := res.Msg.GetRanges()
+		last := rs[len(rs)-1].GetFirst() + rs[len(rs)-1].GetCount() - 1
+		_, err = c.DeleteTag(t.Context(), withToken(&flakeidv1.DeleteTagRequest{Tag: tag}, user))
+		wantCode(t, err, connect.CodePermissionDenied, "")
+		_, err = c.DeleteTag(t.Context(), withToken(&flakeidv1.DeleteTagRequest{Tag: "bad tag"}, admin))
+		wantCode(t, err, connect.CodeInvalidArgument, "")
+		if d, err := c.DeleteTag(t.Context(), withToken(&flakeidv1.DeleteTagRequest{Tag: tag}, admin)); err != nil || d.Msg.GetTag() != tag {
+			t.Fatalf("%s: DeleteTag: %v %v", p.name, d, err)
+		}
+		_, err = c.NextSegment(t.Context(), withToken(&flakeidv1.NextSegmentRequest{Tag: tag}, user))
+		wantCode(t, err, connect.CodeNotFound, tag)
+		_, err = c.DeleteTag(t.Context(), withToken(&flakeidv1.DeleteTagRequest{Tag: tag}, admin))
+		wantCode(t, err, connect.CodeNotFound, tag)
+		if err := e.segs.Create(t.Context(), segment.Tag{Name: tag, Step: 10}); err != nil {
+			t.Fatal(err)
+		}
+		res, err = c.NextSegment(t.Context(), withToken(&flakeidv1.NextSegmentRequest{Tag: tag}, user))
+		if err != nil || res.Msg.GetRanges()[0].GetFirst() <= last {
+			t.Fatalf("%s: NextSegment after creating again: %v %v, want above %d", p.name, res, err, last)
+		}
 	}
 }

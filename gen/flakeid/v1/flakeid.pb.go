@@ -24,6 +24,95 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type DeleteTagRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tag           string                 `protobuf:"bytes,1,opt,name=tag,proto3" json:"tag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteTagRequest) Reset() {
+	*x = DeleteTagRequest{}
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteTagRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteTagRequest) ProtoMessage() {}
+
+func (x *DeleteTagRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteTagRequest.ProtoReflect.Descriptor instead.
+func (*DeleteTagRequest) Descriptor() ([]byte, []int) {
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *DeleteTagRequest) GetTag() string {
+	if x != nil {
+		return x.Tag
+	}
+	return ""
+}
+
+type DeleteTagResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// tag is the tag deleted.
+	Tag           string `protobuf:"bytes,1,opt,name=tag,proto3" json:"tag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteTagResponse) Reset() {
+	*x = DeleteTagResponse{}
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteTagResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteTagResponse) ProtoMessage() {}
+
+func (x *DeleteTagResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteTagResponse.ProtoReflect.Descriptor instead.
+func (*DeleteTagResponse) Descriptor() ([]byte, []int) {
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *DeleteTagResponse) GetTag() string {
+	if x != nil {
+		return x.Tag
+	}
+	return ""
+}
+
 // IDRange is a run of IDs: first, first+stride, … (count of them).
 type IDRange struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -37,7 +126,7 @@ type IDRange struct {
 
 func (x *IDRange) Reset() {
 	*x = IDRange{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[0]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -49,7 +138,7 @@ func (x *IDRange) String() string {
 func (*IDRange) ProtoMessage() {}
 
 func (x *IDRange) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[0]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -62,7 +151,7 @@ func (x *IDRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IDRange.ProtoReflect.Descriptor instead.
 func (*IDRange) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{0}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *IDRange) GetFirst() int64 {
@@ -96,7 +185,7 @@ type NextSnowflakeRequest struct {
 
 func (x *NextSnowflakeRequest) Reset() {
 	*x = NextSnowflakeRequest{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[1]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -108,7 +197,7 @@ func (x *NextSnowflakeRequest) String() string {
 func (*NextSnowflakeRequest) ProtoMessage() {}
 
 func (x *NextSnowflakeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[1]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -121,7 +210,7 @@ func (x *NextSnowflakeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextSnowflakeRequest.ProtoReflect.Descriptor instead.
 func (*NextSnowflakeRequest) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{1}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *NextSnowflakeRequest) GetCount() int64 {
@@ -146,7 +235,7 @@ type NextSnowflakeResponse struct {
 
 func (x *NextSnowflakeResponse) Reset() {
 	*x = NextSnowflakeResponse{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[2]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -158,7 +247,7 @@ func (x *NextSnowflakeResponse) String() string {
 func (*NextSnowflakeResponse) ProtoMessage() {}
 
 func (x *NextSnowflakeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[2]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -171,7 +260,7 @@ func (x *NextSnowflakeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextSnowflakeResponse.ProtoReflect.Descriptor instead.
 func (*NextSnowflakeResponse) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{2}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *NextSnowflakeResponse) GetRanges() []*IDRange {
@@ -214,7 +303,7 @@ type StreamSnowflakeRequest struct {
 
 func (x *StreamSnowflakeRequest) Reset() {
 	*x = StreamSnowflakeRequest{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[3]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -226,7 +315,7 @@ func (x *StreamSnowflakeRequest) String() string {
 func (*StreamSnowflakeRequest) ProtoMessage() {}
 
 func (x *StreamSnowflakeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[3]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -239,7 +328,7 @@ func (x *StreamSnowflakeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamSnowflakeRequest.ProtoReflect.Descriptor instead.
 func (*StreamSnowflakeRequest) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{3}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *StreamSnowflakeRequest) GetCount() int64 {
@@ -267,7 +356,7 @@ type NextSegmentRequest struct {
 
 func (x *NextSegmentRequest) Reset() {
 	*x = NextSegmentRequest{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[4]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -279,7 +368,7 @@ func (x *NextSegmentRequest) String() string {
 func (*NextSegmentRequest) ProtoMessage() {}
 
 func (x *NextSegmentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[4]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -292,7 +381,7 @@ func (x *NextSegmentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextSegmentRequest.ProtoReflect.Descriptor instead.
 func (*NextSegmentRequest) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{4}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *NextSegmentRequest) GetTag() string {
@@ -323,7 +412,7 @@ type NextSegmentResponse struct {
 
 func (x *NextSegmentResponse) Reset() {
 	*x = NextSegmentResponse{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[5]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -335,7 +424,7 @@ func (x *NextSegmentResponse) String() string {
 func (*NextSegmentResponse) ProtoMessage() {}
 
 func (x *NextSegmentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[5]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -348,7 +437,7 @@ func (x *NextSegmentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextSegmentResponse.ProtoReflect.Descriptor instead.
 func (*NextSegmentResponse) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{5}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *NextSegmentResponse) GetTag() string {
@@ -390,7 +479,7 @@ type DecodeRequest struct {
 
 func (x *DecodeRequest) Reset() {
 	*x = DecodeRequest{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[6]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -402,7 +491,7 @@ func (x *DecodeRequest) String() string {
 func (*DecodeRequest) ProtoMessage() {}
 
 func (x *DecodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[6]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -415,7 +504,7 @@ func (x *DecodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecodeRequest.ProtoReflect.Descriptor instead.
 func (*DecodeRequest) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{6}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DecodeRequest) GetId() string {
@@ -456,7 +545,7 @@ type DecodeResponse struct {
 
 func (x *DecodeResponse) Reset() {
 	*x = DecodeResponse{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[7]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -468,7 +557,7 @@ func (x *DecodeResponse) String() string {
 func (*DecodeResponse) ProtoMessage() {}
 
 func (x *DecodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[7]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -481,7 +570,7 @@ func (x *DecodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecodeResponse.ProtoReflect.Descriptor instead.
 func (*DecodeResponse) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{7}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DecodeResponse) GetId() int64 {
@@ -552,7 +641,11 @@ var File_flakeid_v1_flakeid_proto protoreflect.FileDescriptor
 const file_flakeid_v1_flakeid_proto_rawDesc = "" +
 	"\n" +
 	"\x18flakeid/v1/flakeid.proto\x12\n" +
-	"flakeid.v1\"M\n" +
+	"flakeid.v1\"$\n" +
+	"\x10DeleteTagRequest\x12\x10\n" +
+	"\x03tag\x18\x01 \x01(\tR\x03tag\"%\n" +
+	"\x11DeleteTagResponse\x12\x10\n" +
+	"\x03tag\x18\x01 \x01(\tR\x03tag\"M\n" +
 	"\aIDRange\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\x03R\x05first\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x03R\x05count\x12\x16\n" +
@@ -598,12 +691,13 @@ const file_flakeid_v1_flakeid_proto_rawDesc = "" +
 	"\v_datacenterB\t\n" +
 	"\a_workerB\v\n" +
 	"\t_sequenceB\t\n" +
-	"\a_key_id2\xd9\x02\n" +
+	"\a_key_id2\xa5\x03\n" +
 	"\tIDService\x12V\n" +
 	"\rNextSnowflake\x12 .flakeid.v1.NextSnowflakeRequest\x1a!.flakeid.v1.NextSnowflakeResponse\"\x00\x12\\\n" +
 	"\x0fStreamSnowflake\x12\".flakeid.v1.StreamSnowflakeRequest\x1a!.flakeid.v1.NextSnowflakeResponse\"\x000\x01\x12P\n" +
 	"\vNextSegment\x12\x1e.flakeid.v1.NextSegmentRequest\x1a\x1f.flakeid.v1.NextSegmentResponse\"\x00\x12D\n" +
-	"\x06Decode\x12\x19.flakeid.v1.DecodeRequest\x1a\x1a.flakeid.v1.DecodeResponse\"\x03\x90\x02\x01B5Z3github.com/flakeid/flakeid/gen/flakeid/v1;flakeidv1b\x06proto3"
+	"\x06Decode\x12\x19.flakeid.v1.DecodeRequest\x1a\x1a.flakeid.v1.DecodeResponse\"\x03\x90\x02\x01\x12J\n" +
+	"\tDeleteTag\x12\x1c.flakeid.v1.DeleteTagRequest\x1a\x1d.flakeid.v1.DeleteTagResponse\"\x00B5Z3github.com/flakeid/flakeid/gen/flakeid/v1;flakeidv1b\x06proto3"
 
 var (
 	file_flakeid_v1_flakeid_proto_rawDescOnce sync.Once
@@ -617,30 +711,34 @@ func file_flakeid_v1_flakeid_proto_rawDescGZIP() []byte {
 	return file_flakeid_v1_flakeid_proto_rawDescData
 }
 
-var file_flakeid_v1_flakeid_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_flakeid_v1_flakeid_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_flakeid_v1_flakeid_proto_goTypes = []any{
-	(*IDRange)(nil),                // 0: flakeid.v1.IDRange
-	(*NextSnowflakeRequest)(nil),   // 1: flakeid.v1.NextSnowflakeRequest
-	(*NextSnowflakeResponse)(nil),  // 2: flakeid.v1.NextSnowflakeResponse
-	(*StreamSnowflakeRequest)(nil), // 3: flakeid.v1.StreamSnowflakeRequest
-	(*NextSegmentRequest)(nil),     // 4: flakeid.v1.NextSegmentRequest
-	(*NextSegmentResponse)(nil),    // 5: flakeid.v1.NextSegmentResponse
-	(*DecodeRequest)(nil),          // 6: flakeid.v1.DecodeRequest
-	(*DecodeResponse)(nil),         // 7: flakeid.v1.DecodeResponse
+	(*DeleteTagRequest)(nil),       // 0: flakeid.v1.DeleteTagRequest
+	(*DeleteTagResponse)(nil),      // 1: flakeid.v1.DeleteTagResponse
+	(*IDRange)(nil),                // 2: flakeid.v1.IDRange
+	(*NextSnowflakeRequest)(nil),   // 3: flakeid.v1.NextSnowflakeRequest
+	(*NextSnowflakeResponse)(nil),  // 4: flakeid.v1.NextSnowflakeResponse
+	(*StreamSnowflakeRequest)(nil), // 5: flakeid.v1.StreamSnowflakeRequest
+	(*NextSegmentRequest)(nil),     // 6: flakeid.v1.NextSegmentRequest
+	(*NextSegmentResponse)(nil),    // 7: flakeid.v1.NextSegmentResponse
+	(*DecodeRequest)(nil),          // 8: flakeid.v1.DecodeRequest
+	(*DecodeResponse)(nil),         // 9: flakeid.v1.DecodeResponse
 }
 var file_flakeid_v1_flakeid_proto_depIdxs = []int32{
-	0, // 0: flakeid.v1.NextSnowflakeResponse.ranges:type_name -> flakeid.v1.IDRange
-	0, // 1: flakeid.v1.NextSegmentResponse.ranges:type_name -> flakeid.v1.IDRange
-	1, // 2: flakeid.v1.IDService.NextSnowflake:input_type -> flakeid.v1.NextSnowflakeRequest
-	3, // 3: flakeid.v1.IDService.StreamSnowflake:input_type -> flakeid.v1.StreamSnowflakeRequest
-	4, // 4: flakeid.v1.IDService.NextSegment:input_type -> flakeid.v1.NextSegmentRequest
-	6, // 5: flakeid.v1.IDService.Decode:input_type -> flakeid.v1.DecodeRequest
-	2, // 6: flakeid.v1.IDService.NextSnowflake:output_type -> flakeid.v1.NextSnowflakeResponse
-	2, // 7: flakeid.v1.IDService.StreamSnowflake:output_type -> flakeid.v1.NextSnowflakeResponse
-	5, // 8: flakeid.v1.IDService.NextSegment:output_type -> flakeid.v1.NextSegmentResponse
-	7, // 9: flakeid.v1.IDService.Decode:output_type -> flakeid.v1.DecodeResponse
-	6, // [6:10] is the sub-list for method output_type
-	2, // [2:6] is the sub-list for method input_type
+	2, // 0: flakeid.v1.NextSnowflakeResponse.ranges:type_name -> flakeid.v1.IDRange
+	2, // 1: flakeid.v1.NextSegmentResponse.ranges:type_name -> flakeid.v1.IDRange
+	3, // 2: flakeid.v1.IDService.NextSnowflake:input_type -> flakeid.v1.NextSnowflakeRequest
+	5, // 3: flakeid.v1.IDService.StreamSnowflake:input_type -> flakeid.v1.StreamSnowflakeRequest
+	6, // 4: flakeid.v1.IDService.NextSegment:input_type -> flakeid.v1.NextSegmentRequest
+	8, // 5: flakeid.v1.IDService.Decode:input_type -> flakeid.v1.DecodeRequest
+	0, // 6: flakeid.v1.IDService.DeleteTag:input_type -> flakeid.v1.DeleteTagRequest
+	4, // 7: flakeid.v1.IDService.NextSnowflake:output_type -> flakeid.v1.NextSnowflakeResponse
+	4, // 8: flakeid.v1.IDService.StreamSnowflake:output_type -> flakeid.v1.NextSnowflakeResponse
+	7, // 9: flakeid.v1.IDService.NextSegment:output_type -> flakeid.v1.NextSegmentResponse
+	9, // 10: flakeid.v1.IDService.Decode:output_type -> flakeid.v1.DecodeResponse
+	1, // 11: flakeid.v1.IDService.DeleteTag:output_type -> flakeid.v1.DeleteTagResponse
+	7, // [7:12] is the sub-list for method output_type
+	2, // [2:7] is the sub-list for method input_type
 	2, // [2:2] is the sub-list for extension type_name
 	2, // [2:2] is the sub-list for extension extendee
 	0, // [0:2] is the sub-list for field type_name
@@ -651,14 +749,14 @@ func file_flakeid_v1_flakeid_proto_init() {
 	if File_flakeid_v1_flakeid_proto != nil {
 		return
 	}
-	file_flakeid_v1_flakeid_proto_msgTypes[7].OneofWrappers = []any{}
+	file_flakeid_v1_flakeid_proto_msgTypes[9].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flakeid_v1_flakeid_proto_rawDesc), len(file_flakeid_v1_flakeid_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -45,6 +45,8 @@ const (
 	IDServiceNextSegmentProcedure = "/flakeid.v1.IDService/NextSegment"
 	// IDServiceDecodeProcedure is the fully-qualified name of the IDService's Decode RPC.
 	IDServiceDecodeProcedure = "/flakeid.v1.IDService/Decode"
+	// IDServiceDeleteTagProcedure is the fully-qualified name of the IDService's DeleteTag RPC.
+	IDServiceDeleteTagProcedure = "/flakeid.v1.IDService/DeleteTag"
 )
 
 // IDServiceClient is a client for the flakeid.v1.IDService service.
@@ -60,6 +62,10 @@ type IDServiceClient interface {
 	// Decode splits a Snowflake ID into its parts. It has no side effects, so
 	// Connect clients may send it as an HTTP GET (connect.WithHTTPGet).
 	Decode(context.Context, *connect.Request[v1.DecodeRequest]) (*connect.Response[v1.DecodeResponse], error)
+	// DeleteTag takes a segment tag out of service and keeps its max_id, so
+	// that creating the tag again continues above every ID it handed out.
+	// Admin tokens only. An unknown or already deleted tag is NotFound.
+	DeleteTag(context.Context, *connect.Request[v1.DeleteTagRequest]) (*connect.Response[v1.DeleteTagResponse], error)
 }
 
 // NewIDServiceClient constructs a client for the flakeid.v1.IDService service. By default, it uses
@@ -98,6 +104,12 @@ func NewIDServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...c
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		deleteTag: connect.NewClient[v1.DeleteTagRequest, v1.DeleteTagResponse](
+			httpClient,
+			baseURL+IDServiceDeleteTagProcedure,
+			connect.WithSchema(iDServiceMethods.ByName("DeleteTag")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -107,6 +119,7 @@ type iDServiceClient struct {
 	streamSnowflake *connect.Client[v1.StreamSnowflakeRequest, v1.NextSnowflakeResponse]
 	nextSegment     *connect.Client[v1.NextSegmentRequest, v1.NextSegmentResponse]
 	decode          *connect.Client[v1.DecodeRequest, v1.DecodeResponse]
+	deleteTag       *connect.Client[v1.DeleteTagRequest, v1.DeleteTagResponse]
 }
 
 // NextSnowflake calls flakeid.v1.IDService.NextSnowflake.
@@ -129,6 +142,11 @@ func (c *iDServiceClient) Decode(ctx context.Context, req *connect.Request[v1.De
 	return c.decode.CallUnary(ctx, req)
 }
 
+// DeleteTag calls flakeid.v1.IDService.DeleteTag.
+func (c *iDServiceClient) DeleteTag(ctx context.Context, req *connect.Request[v1.DeleteTagRequest]) (*connect.Response[v1.DeleteTagResponse], error) {
+	return c.deleteTag.CallUnary(ctx, req)
+}
+
 // IDServiceHandler is an implementation of the flakeid.v1.IDService service.
 type IDServiceHandler interface {
 	// NextSnowflake returns count Snowflake IDs (1 to the server's maximum,
@@ -142,6 +160,10 @@ type IDServiceHandler interface {
 	// Decode splits a Snowflake ID into its parts. It has no side effects, so
 	// Connect clients may send it as an HTTP GET (connect.WithHTTPGet).
 	Decode(context.Context, *connect.Request[v1.DecodeRequest]) (*connect.Response[v1.DecodeResponse], error)
+	// DeleteTag takes a segment tag out of service and keeps its max_id, so
+	// that creating the tag again continues above every ID it handed out.
+	// Admin tokens only. An unknown or already deleted tag is NotFound.
+	DeleteTag(context.Context, *connect.Request[v1.DeleteTagRequest]) (*connect.Response[v1.DeleteTagResponse], error)
 }
 
 // NewIDServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -176,6 +198,12 @@ func NewIDServiceHandler(svc IDServiceHandler, opts ...connect.HandlerOption) (s
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	iDServiceDeleteTagHandler := connect.NewUnaryHandler(
+		IDServiceDeleteTagProcedure,
+		svc.DeleteTag,
+		connect.WithSchema(iDServiceMethods.ByName("DeleteTag")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/flakeid.v1.IDService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case IDServiceNextSnowflakeProcedure:
@@ -186,6 +214,8 @@ func NewIDServiceHandler(svc IDServiceHandler, opts ...connect.HandlerOption) (s
 			iDServiceNextSegmentHandler.ServeHTTP(w, r)
 		case IDServiceDecodeProcedure:
 			iDServiceDecodeHandler.ServeHTTP(w, r)
+		case IDServiceDeleteTagProcedure:
+			iDServiceDeleteTagHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -209,4 +239,8 @@ func (UnimplementedIDServiceHandler) NextSegment(context.Context, *connect.Reque
 
 func (UnimplementedIDServiceHandler) Decode(context.Context, *connect.Request[v1.DecodeRequest]) (*connect.Response[v1.DecodeResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("flakeid.v1.IDService.Decode is not implemented"))
+}
+
+func (UnimplementedIDServiceHandler) DeleteTag(context.Context, *connect.Request[v1.DeleteTagRequest]) (*connect.Response[v1.DeleteTagResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("flakeid.v1.IDService.DeleteTag is not implemented"))
 }
