@@ -14,6 +14,7 @@ type tagsCmd struct {
 	Ls      tagsLsCmd      `cmd:"" help:"List segment tags: max id, step, description."`
 	Create  tagsCreateCmd  `cmd:"" help:"Create a segment tag."`
 	SetStep tagsSetStepCmd `cmd:"" name:"set-step" help:"Change a tag's step (and description)."`
+	Delete  tagsDeleteCmd  `cmd:"" help:"Delete a segment tag: it hands out nothing more, and creating it again continues above every ID it handed out (its max id is kept)."`
 	Schema  tagsSchemaCmd  `cmd:"" help:"Print the DDL of a SQL store's table (Leaf's leaf_alloc) for a migration tool."`
 }
 
@@ -105,5 +106,31 @@ func (c *tagsSetStepCmd) Run(ctx context.Context, out *streams) error {
 		return err
 	}
 	fmt.Fprintf(out.stdout, "tag %s: step %d\n", c.Tag, c.Step)
+	return nil
+}
+
+type tagsDeleteCmd struct {
+	Tag   string     `arg:"" help:"Tag name."`
+	Data  dataFlags  `embed:""`
+	Store storeFlags `embed:""`
+}
+
+// Run deletes the tag in the store. Running servers stop serving it at
+// their next fetch (a server's own DELETE /v1/segment/tags/{tag} stops it
+// at once).
+func (c *tagsDeleteCmd) Run(ctx context.Context, out *streams) error {
+	s, err := c.Store.open(ctx, &c.Data)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	row, err := s.Get(ctx, c.Tag)
+	if err != nil {
+		return err
+	}
+	if err := s.Delete(ctx, c.Tag); err != nil {
+		return err
+	}
+	fmt.Fprintf(out.stdout, "deleted tag %s (max id %d kept: creating it again continues from there)\n", c.Tag, row.MaxID)
 	return nil
 }
