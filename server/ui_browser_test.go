@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -612,5 +613,32 @@ func TestUIBrowserBigIDsAndLongNames(t *testing.T) {
 	}
 	if errs := jsErrors(); len(errs) > 0 {
 		t.Fatalf("JavaScript errors: %v", errs)
+	}
+}
+
+// TestUIBrowserDeleteTag: the console deletes a segment tag on a second
+// click of its delete button: the tag leaves the list and the store, and a
+// single click deletes nothing.
+func TestUIBrowserDeleteTag(t *testing.T) {
+	ctx, jsErrors := browser(t)
+	f := newFixture(t, nil)
+	if r := f.do(t, "GET", "/v1/segment/orders/next?count=5", ""); r.status != 200 {
+		t.Fatalf("segment: %d %s", r.status, r.body)
+	}
+	step(t, ctx, "loading /ui/", 20*time.Second, chromedp.Navigate(f.http.URL+"/ui/"))
+	const seg = `#segments .seg[data-tag="orders"]`
+	waitJS(t, ctx, "the orders tag", `document.querySelector('`+seg+`') !== null`, 10*time.Second)
+	step(t, ctx, "clicking delete once", 10*time.Second, chromedp.Click(chromedp.CSS(seg+` .seg-delete`)))
+	waitJS(t, ctx, "the button asking to confirm", `/confirm delete/.test(document.querySelector('`+seg+` .seg-delete').textContent)`, 5*time.Second)
+	if _, err := f.mem.Get(t.Context(), "orders"); err != nil {
+		t.Fatalf("one click deleted the tag: %v", err)
+	}
+	step(t, ctx, "clicking delete again", 10*time.Second, chromedp.Click(chromedp.CSS(seg+` .seg-delete`)))
+	waitJS(t, ctx, "the tag to leave the list", `document.querySelector('`+seg+`') === null`, 10*time.Second)
+	if _, err := f.mem.Get(t.Context(), "orders"); !errors.Is(err, segment.ErrUnknownTag) {
+		t.Errorf("after the console's delete, the store's orders: %v, want ErrUnknownTag", err)
+	}
+	if errs := jsErrors(); len(errs) > 0 {
+		t.Errorf("the page logged errors:\n%s", strings.Join(errs, "\n"))
 	}
 }

@@ -35,7 +35,7 @@
 
   // api fetches a JSON endpoint and returns its body; a non-2xx answer
   // throws an Error carrying the server's JSON error message and the status.
-  async function api(path, timeoutMs) {
+  async function api(path, timeoutMs, method) {
     const ctl = new AbortController();
     const timer = setTimeout(() => ctl.abort(), timeoutMs || 5000);
     const headers = { Accept: "application/json" };
@@ -43,7 +43,7 @@
     if (tok) headers.Authorization = "Bearer " + tok;
     let resp;
     try {
-      resp = await fetch(API + path, { headers, signal: ctl.signal, cache: "no-store" });
+      resp = await fetch(API + path, { method: method || "GET", headers, signal: ctl.signal, cache: "no-store" });
     } catch (e) {
       throw new Error(e.name === "AbortError" ? "no answer within " + (timeoutMs || 5000) / 1000 + " s" : "network error: " + e.message);
     } finally {
@@ -423,6 +423,7 @@
       foot.textContent = fmtInt(s.issued) + " issued · " + fmtInt(s.fetches) + (s.fetches === 1 ? " fetch, " : " fetches, ") + fmtInt(s.failures) + " failed, " +
         fmtInt(s.waits) + " waits · fetch " + fmtMs(s.mean_fetch_ms) + " mean, " + fmtMs(s.last_fetch_ms) + " last" +
         (s.regressions ? " · store went backwards " + fmtInt(s.regressions) + "×" : "");
+      foot.append(" ", deleteButton(s.tag));
       div.append(head, rows, foot);
       if (s.refused) {
         const p = cell("seg-refused error", "Refused: " + s.refused);
@@ -430,6 +431,44 @@
       }
       box.append(div);
     }
+  }
+
+  // A delete button clicked once: the next click within DELETE_ARM_MS
+  // deletes. Kept here, since the list is drawn anew at every poll.
+  let armedDelete = null;
+  const DELETE_ARM_MS = 5000;
+
+  function deleteArmed(tag) {
+    return armedDelete !== null && armedDelete.tag === tag && armedDelete.until > Date.now();
+  }
+
+  // deleteButton deletes the tag (DELETE /v1/segment/tags/{tag}, an admin
+  // token's right) on a second click: the tag hands out nothing more, and
+  // creating it again continues above every ID it handed out.
+  function deleteButton(tag) {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.className = "small ghost seg-delete";
+    b.textContent = deleteArmed(tag) ? "confirm delete" : "delete";
+    b.title = "Delete the tag: it hands out nothing more; creating it again continues above every ID it handed out. Click twice.";
+    b.addEventListener("click", async () => {
+      if (!deleteArmed(tag)) {
+        armedDelete = { tag, until: Date.now() + DELETE_ARM_MS };
+        b.textContent = "confirm delete";
+        return;
+      }
+      armedDelete = null;
+      b.disabled = true;
+      try {
+        await api("segment/tags/" + encodeURIComponent(tag), 5000, "DELETE");
+        b.textContent = "deleted";
+      } catch (e) {
+        b.disabled = false;
+        b.textContent = "delete";
+        noteError("deleting tag " + tag + " failed" + (e.status ? " (" + e.status + ")" : "") + ":", e.message);
+      }
+    });
+    return b;
   }
 
   // What the segment list says when the server has no tags to show.
