@@ -98,6 +98,32 @@ func TestHelmChart(t *testing.T) {
 			t.Errorf("the chart sets %s, which serve does not read", v[1])
 		}
 	}
+	// The README's and OPERATIONS.md's helm install lines render (helm
+	// template takes the same arguments; values files are left out).
+	for _, doc := range []string{"../../README.md", "../../docs/OPERATIONS.md"} {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks := regexp.MustCompile("(?s)```sh\n(helm install .*?)```").FindAllSubmatch(b, -1)
+		if len(blocks) == 0 {
+			t.Errorf("%s has no helm install block", doc)
+		}
+		for _, m := range blocks {
+			line := strings.SplitN(strings.ReplaceAll(string(m[1]), "\\\n", " "), "\n", 2)[0]
+			line = strings.Split(line, " #")[0]
+			line = strings.Replace(line, "helm install", "\"$HELM\" template", 1)
+			line = strings.Replace(line, "deploy/helm/flakeid", helmChart, 1)
+			line = strings.Replace(line, "--create-namespace", "", 1)
+			// A Secret name instead of a URL renders too.
+			cmd := exec.CommandContext(t.Context(), "bash", "-c", line)
+			home := t.TempDir()
+			cmd.Env = append(os.Environ(), "HELM="+bin, "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
+			if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "kind: StatefulSet") {
+				t.Errorf("%s: %s: %v\n%s", doc, line, err, out)
+			}
+		}
+	}
 	// No shared coordinator or store: refused, naming it.
 	for _, tc := range []struct{ set, want string }{
 		{"store.url=postgres://x", "coordinator.url"},
