@@ -161,7 +161,7 @@ func deleteNeverReissues(t *testing.T, c Connector) {
 		run++
 		names := []string{fmt.Sprintf("r%d-a", run), fmt.Sprintf("r%d-b", run)}
 		live := map[string]bool{}
-		var handed [][3]int64       // name index, start, end
+		var handed [][3]int64 // name index, start, end
 		for i := range rapid.IntRange(1, 30).Draw(rt, "ops") {
 			st := clients[rapid.IntRange(0, 1).Draw(rt, fmt.Sprintf("client%d", i))]
 			ni := rapid.IntRange(0, 1).Draw(rt, fmt.Sprintf("name%d", i))

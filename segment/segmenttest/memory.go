@@ -21,7 +21,7 @@ type Memory struct {
 	// deleted are the tags Delete took out of service, with the row each
 	// kept.
 	deleted map[string]segment.Tag
-	cut  atomic.Bool
+	cut     atomic.Bool
 	// Fetches counts successful fetches.
 	Fetches atomic.Int64
 }
