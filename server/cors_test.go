@@ -38,6 +38,7 @@ func corsDo(t *testing.T, f *fixture, method, path string, h map[string]string) 
 // is 403 and its requests carry none; without origins nothing changes
 // (OPTIONS is 405, no CORS header).
 func TestCORSPreflight(t *testing.T) {
+	t.Parallel()
 	const app, evil = "https://app.example.com", "https://evil.example.com"
 	f := newFixture(t, func(c *Config) { c.CORSOrigins = []string{app, "http://127.0.0.1:3000"} })
 	paths := []string{"/v1/snowflake/next", "/v1/segment/orders/next", "/v1/decode/5", "/v1/segment/tags",
@@ -91,6 +92,7 @@ func TestCORSPreflight(t *testing.T) {
 }
 
 func TestCORSOriginsValidated(t *testing.T) {
+	t.Parallel()
 	for _, o := range []string{"app.example.com", "https://app.example.com/", "https://app.example.com/x", "ftp://x",
 		"https://", "https://a?b", "HTTPS://a", "https://u@a", ""} {
 		c := DefaultConfig()
@@ -112,6 +114,7 @@ func TestCORSOriginsValidated(t *testing.T) {
 // (with a token: a preflight), Connect (JSON) and gRPC-Web; a page on an
 // origin not listed cannot read any answer.
 func TestCORSBrowser(t *testing.T) {
+	t.Parallel()
 	ctx, _ := browser(t)
 	blank := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html")

@@ -573,6 +573,7 @@ func isDecimal(s string) bool {
 // such text decodes from a URL path written as it is and percent-encoded,
 // and from Leaf's query string percent-encoded.
 func TestMaskedTextsInURLs(t *testing.T) {
+	t.Parallel()
 	key := MaskKey{ID: 1, Key: maskKeyNew}
 	f := maskedFixture(t, MaskConfig{Keys: []MaskKey{key}, Snowflake: true})
 	kr := ring(t, idmask.Bits63, key)

@@ -147,6 +147,7 @@ func (w *recordingWriter) Flush() {
 // every route of the JSON API, each answer of which the handler tests
 // check against it (newFixture).
 func TestOpenAPIDocument(t *testing.T) {
+	t.Parallel()
 	theOpenAPI.get(t)
 	doc, err := openapi3.NewLoader().LoadFromData(openapiDocument)
 	if err != nil {
@@ -199,6 +200,7 @@ func TestOpenAPIDocument(t *testing.T) {
 // TestOpenAPICatchesAWrongAnswer: the check fails a test whose answer the
 // document does not allow (here, an ID as a JSON number).
 func TestOpenAPICatchesAWrongAnswer(t *testing.T) {
+	t.Parallel()
 	wrong := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"ids":[123]}`)

@@ -46,6 +46,7 @@ func decodeObject(t *testing.T, r io.Reader) map[string]any {
 // the JSON API's /v1/decode has, zeros included, with the same values, for
 // IDs whose parts are zero or not.
 func TestDecodeShapeEverywhere(t *testing.T) {
+	t.Parallel()
 	e := newRPCEnv(t, nil)
 	liveID, err := e.node.NextID()
 	if err != nil {
@@ -93,6 +94,7 @@ func jsonText(v any) string {
 // TestErrorTextNotEscaped: the JSON API's error texts carry <, > and &
 // as they are.
 func TestErrorTextNotEscaped(t *testing.T) {
+	t.Parallel()
 	e := newRPCEnv(t, nil)
 	resp, err := e.client.Get(e.url + "/decodeSnowflakeId")
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 // creating it again continues above every ID it handed out; a body, a bad
 // name and a token without admin rights are refused, deleting nothing.
 func TestTagsDeleteHTTP(t *testing.T) {
+	t.Parallel()
 	const admin, user = "admin-token-0123456789", "user-token-0123456789"
 	f := newFixture(t, func(c *Config) {
 		c.Tokens = []Token{{Name: "admin", Token: admin, Admin: true, Tags: []string{"*"}}, {Name: "user", Token: user, Tags: []string{"*"}}}
@@ -96,6 +97,7 @@ func TestTagsDeleteHTTP(t *testing.T) {
 // more once the tag is deleted (an error, nothing taken), and, on the same
 // connection, IDs above every earlier one once it is created again.
 func TestTagsDeleteRESP(t *testing.T) {
+	t.Parallel()
 	e := newRESPEnv(t, nil, nil)
 	c := e.dial(t)
 	var last int64
@@ -119,6 +121,7 @@ func TestTagsDeleteRESP(t *testing.T) {
 // as the HTTP API does: admin tokens only, NotFound once deleted, and the
 // tag created again continues above.
 func TestTagsDeleteConnect(t *testing.T) {
+	t.Parallel()
 	const admin, user = "admin-token-0123456789", "user-token-0123456789"
 	e := newRPCEnv(t, func(c *Config) {
 		c.Tokens = []Token{{Name: "admin", Token: admin, Admin: true, Tags: []string{"*"}}, {Name: "user", Token: user, Tags: []string{"*"}}}

@@ -620,6 +620,7 @@ func TestUIBrowserBigIDsAndLongNames(t *testing.T) {
 // click of its delete button: the tag leaves the list and the store, and a
 // single click deletes nothing.
 func TestUIBrowserDeleteTag(t *testing.T) {
+	t.Parallel()
 	ctx, jsErrors := browser(t)
 	f := newFixture(t, nil)
 	if r := f.do(t, "GET", "/v1/segment/orders/next?count=5", ""); r.status != 200 {

@@ -18,15 +18,7 @@ const helmChart = "../../deploy/helm/flakeid"
 // helmBin finds the pinned helm that scripts/tools.sh installs.
 func helmBin(t *testing.T) string {
 	t.Helper()
-	dir := os.Getenv("FLAKEID_TEST_HELM_DIR")
-	if dir == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			t.Fatal(err)
-		}
-		dir = filepath.Join(home, ".cache", "flakeid", "helm-v3.22.0")
-	}
-	bin := filepath.Join(dir, "helm")
+	bin := filepath.Join(toolCache(t, "FLAKEID_TEST_HELM_DIR", "helm-v3.22.0"), "helm")
 	if _, err := os.Stat(bin); err != nil {
 		msg := bin + ": " + err.Error() + "; ./scripts/tools.sh installs helm v3.22.0"
 		if testenv.CI() {

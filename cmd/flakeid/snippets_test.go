@@ -189,24 +189,12 @@ func checkDistinct(t *testing.T, what string, v any, n int) {
 	}
 }
 
-// needSnippetTool skips the test (fails it under CI) without the program.
-func needSnippetTool(t *testing.T, path, how string, check ...string) {
-	t.Helper()
-	if out, err := exec.Command(path, check...).CombinedOutput(); err != nil {
-		msg := path + " " + strings.Join(check, " ") + ": " + err.Error() + " " + strings.TrimSpace(string(out)) + "; " + how
-		if testenv.CI() {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-}
-
 func TestDocSnippetPython(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the binary")
 	}
 	const py = "/usr/bin/python3"
-	needSnippetTool(t, py, "apt-get install python3-redis (./scripts/services.sh does)", "-c", "import redis")
+	needRESPClient(t, py, "python3-redis", "-c", "import redis")
 	t.Parallel()
 	s := startSnippetServer(t)
 	code := "TOKEN = " + strconv.Quote(respTokAll) + "\n" + s.place(t, docSnippets(t)["python"]) + `
@@ -247,14 +235,7 @@ func checkMaskedTexts(t *testing.T, lang string, v any) {
 // of the npm package pkg in scripts/clients.sh's cache.
 func nodeDir(t *testing.T, pkg string) string {
 	t.Helper()
-	cache := os.Getenv("FLAKEID_TEST_NPM_DIR")
-	if cache == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cache = filepath.Join(home, ".cache", "flakeid", "npm")
-	}
+	cache := toolCache(t, "FLAKEID_TEST_NPM_DIR", "npm")
 	mods := filepath.Join(cache, pkg, "node_modules")
 	name := pkg[:strings.LastIndex(pkg, "@")]
 	if _, err := os.Stat(filepath.Join(mods, name, "package.json")); err != nil {
@@ -275,7 +256,7 @@ func TestDocSnippetNodeRedis(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the binary")
 	}
-	needSnippetTool(t, "node", "apt-get install nodejs", "--version")
+	needRESPClient(t, "node", "nodejs", "--version")
 	t.Parallel()
 	s := startSnippetServer(t)
 	snippet := s.place(t, docSnippets(t)["node-redis"])
@@ -317,7 +298,7 @@ func TestDocSnippetIORedis(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the binary")
 	}
-	needSnippetTool(t, "node", "apt-get install nodejs", "--version")
+	needRESPClient(t, "node", "nodejs", "--version")
 	t.Parallel()
 	s := startSnippetServer(t)
 	pkg := npmClients["ioredis"][0]
@@ -341,7 +322,7 @@ func TestDocSnippetPHP(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the binary")
 	}
-	needSnippetTool(t, "php", "apt-get install php-cli php-redis (./scripts/services.sh does)", "-r", "new Redis();")
+	needRESPClient(t, "php", "php-cli php-redis", "-r", "new Redis();")
 	t.Parallel()
 	s := startSnippetServer(t)
 	snippet := s.place(t, docSnippets(t)["php"])
@@ -430,4 +411,18 @@ func main() {
 	out, _ := runSnippet(t, dir, []string{"TOKEN=" + respTokAll, "GOFLAGS=-mod=mod"}, "go", "run", ".")
 	checkSnippetIDs(t, "go", out["orderID"], out["ids"], out["snowflakeID"])
 	checkMaskedTexts(t, "go", out["texts"])
+}
+
+// toolCache is the directory of a tool the scripts install outside the
+// repository: $env, or ~/.cache/flakeid/name.
+func toolCache(t *testing.T, env, name string) string {
+	t.Helper()
+	if dir := os.Getenv(env); dir != "" {
+		return dir
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(home, ".cache", "flakeid", name)
 }
