@@ -339,6 +339,15 @@ func TestProofContention(t *testing.T) {
 			for i := 4; i < 8; i++ {
 				procs = append(procs, startProc(t, bin, fmt.Sprintf("p%d(-3s)", i), behind...))
 			}
+			t.Cleanup(func() { // what each process said, when the test failed
+				if !t.Failed() {
+					return
+				}
+				for _, p := range procs {
+					_, stderr := p.snapshot()
+					t.Logf("%s, the end of its stderr:\n%s", p.name, stderr[max(0, len(stderr)-1200):])
+				}
+			})
 			time.Sleep(time.Second)
 			if n := heldCount(t, bin, url); n != 4 {
 				t.Fatalf("%d worker ids held with eight contenders, want 4", n)
