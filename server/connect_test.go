@@ -63,7 +63,7 @@ func newRPCEnvLayout(t testing.TB, layout snowflake.Layout, mod func(*Config)) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := node.Start(t.Context(), node.Config{Coordinator: coord, Logger: log, Settings: snowflake.Settings{Layout: layout}})
+	n, err := node.Start(t.Context(), node.Config{Coordinator: coord, Logger: log, Lease: fixtureLease(), Settings: snowflake.Settings{Layout: layout}})
 	if err != nil {
 		t.Fatal(err)
 	}

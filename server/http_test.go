@@ -24,6 +24,7 @@ import (
 	"github.com/flakeid/flakeid/segment"
 	"github.com/flakeid/flakeid/segment/segmenttest"
 	"github.com/flakeid/flakeid/snowflake"
+	"github.com/flakeid/flakeid/worker"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -38,6 +39,15 @@ type fixture struct {
 	http *httptest.Server
 }
 
+// fixtureLease is the fixtures' lease: the defaults but for a short
+// reservation and clock bound, so that a fixture's first lease waits out a
+// quarantine of 400 ms instead of 4 s (the handler tests are about HTTP, not
+// leases; node and worker test the lease with the defaults).
+func fixtureLease() worker.Config {
+	return worker.Config{RenewEvery: 100 * time.Millisecond, RetryEvery: 50 * time.Millisecond,
+		ReserveAhead: 300 * time.Millisecond, MaxClockSkew: 100 * time.Millisecond}
+}
+
 func newFixture(t testing.TB, mutate func(*Config)) *fixture {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
@@ -48,7 +58,7 @@ func newFixture(t testing.TB, mutate func(*Config)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := node.Start(context.Background(), node.Config{Coordinator: coord, Logger: log})
+	n, err := node.Start(context.Background(), node.Config{Coordinator: coord, Logger: log, Lease: fixtureLease()})
 	if err != nil {
 		t.Fatal(err)
 	}

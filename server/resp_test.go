@@ -59,7 +59,7 @@ func newRESPEnv(t testing.TB, mod func(*Config), segMod func(*segment.Config)) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := node.Start(t.Context(), node.Config{Coordinator: coord, Logger: log})
+	n, err := node.Start(t.Context(), node.Config{Coordinator: coord, Logger: log, Lease: fixtureLease()})
 	if err != nil {
 		t.Fatal(err)
 	}
