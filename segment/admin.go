@@ -6,9 +6,15 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 )
 
-// Create adds a tag to every source.
+// Create adds a tag to every source. A tag with Series set is a series of
+// business numbers: its settings are checked (CompileSeries; a masked one
+// needs its key in Config.CounterKeys) and kept in the row's description
+// (see Series), its name is at most MaxSeriesNameLen characters, and its
+// periods get rows of their own, <tag>::<label>, as they start. Names with
+// "::" are kept for those rows.
 func (a *Allocator) Create(ctx context.Context, t Tag) error {
 	if t.Step == 0 {
 		t.Step = a.cfg.DefaultStep
@@ -16,6 +22,39 @@ func (a *Allocator) Create(ctx context.Context, t Tag) error {
 	if err := ValidateTag(t); err != nil {
 		return err
 	}
+	if isPeriodRow(t.Name) {
+		return fmt.Errorf("%w: tag %q: names with %q are kept for the periods of series", ErrInvalidTag, clip(t.Name), periodSep)
+	}
+	if t.Series != nil {
+		if len(t.Name) > MaxSeriesNameLen {
+			return fmt.Errorf("%w: series tag %q is %d characters long, want at most %d (its periods' rows add their label)", ErrInvalidTag, clip(t.Name), len(t.Name), MaxSeriesNameLen)
+		}
+		if _, err := CompileSeries(*t.Series, t.Step); err != nil {
+			return fmt.Errorf("tag %q: %w", t.Name, err)
+		}
+		if t.Series.Masked {
+			if a.cfg.CounterKeys == nil {
+				return fmt.Errorf("%w: series %q is to be masked, and this allocator has no mask keys", ErrNoKey, t.Name)
+			}
+			if _, err := a.cfg.CounterKeys(t.Series.KeyID); err != nil {
+				return fmt.Errorf("%w: series %q is to be masked with key %d: %v", ErrNoKey, t.Name, t.Series.KeyID, err)
+			}
+		} else if t.Series.KeyID != 0 {
+			return fmt.Errorf("%w: series %q: a key id (%d) without masking", ErrInvalidTag, t.Name, t.Series.KeyID)
+		}
+		d, err := encodeSeries(*t.Series, t.Description)
+		if err != nil {
+			return fmt.Errorf("tag %q: %w", t.Name, err)
+		}
+		t.Description, t.Series = d, nil
+	} else if strings.HasPrefix(t.Description, seriesMark) {
+		return fmt.Errorf("%w: tag %q: a description starting %q is kept for series settings", ErrInvalidTag, t.Name, seriesMark)
+	}
+	return a.createRow(ctx, t)
+}
+
+// createRow creates the row t in every source.
+func (a *Allocator) createRow(ctx context.Context, t Tag) error {
 	for _, src := range a.cfg.Sources {
 		if err := src.Store.Create(ctx, t); err != nil {
 			return err
@@ -30,9 +69,15 @@ func (a *Allocator) Create(ctx context.Context, t Tag) error {
 // what it buffered (a gap, never a duplicate); another allocator on the
 // same store stops at its next fetch, after at most its buffered IDs. A
 // tag no source has (or had deleted already) is ErrUnknownTag.
+//
+// A series tag's periods keep their rows, so that the series, created
+// again, continues every period's counter above what it issued.
 func (a *Allocator) Delete(ctx context.Context, tag string) error {
 	if err := ValidName(tag); err != nil {
 		return err
+	}
+	if isPeriodRow(tag) {
+		return fmt.Errorf("%w: %q is a period of a series; delete the series", ErrInvalidTag, tag)
 	}
 	var unknown error
 	deleted := 0
@@ -54,6 +99,20 @@ func (a *Allocator) Delete(ctx context.Context, tag string) error {
 		a.tags.Store(&next)
 		b.retire(fmt.Errorf("%w: %q was deleted", ErrUnknownTag, tag))
 	}
+	if _, ok := (*a.series.Load())[tag]; ok {
+		next := maps.Clone(*a.series.Load())
+		delete(next, tag)
+		a.series.Store(&next)
+		gone := fmt.Errorf("%w: series %q was deleted", ErrUnknownTag, tag)
+		tags := maps.Clone(*a.tags.Load())
+		for name, b := range tags {
+			if strings.HasPrefix(name, tag+periodSep) {
+				delete(tags, name)
+				b.retire(gone)
+			}
+		}
+		a.tags.Store(&tags)
+	}
 	a.mu.Unlock()
 	if deleted == 0 {
 		return unknown
@@ -61,13 +120,26 @@ func (a *Allocator) Delete(ctx context.Context, tag string) error {
 	return nil
 }
 
-// Tags lists the tags of the first source that answers.
+// Tags lists the tags of the first source that answers, with each series
+// tag's settings in Series (and its own description in Description). The
+// rows of series' periods are left out. A series whose stored settings do
+// not read is listed as it is stored, without Series.
 func (a *Allocator) Tags(ctx context.Context) ([]Tag, error) {
 	var lastErr error
 	for _, src := range a.cfg.Sources {
 		ts, err := src.Store.List(ctx)
 		if err == nil {
-			return ts, nil
+			out := ts[:0]
+			for _, t := range ts {
+				if isPeriodRow(t.Name) {
+					continue
+				}
+				if st, err := readSeries(t); err == nil {
+					t = st
+				}
+				out = append(out, t)
+			}
+			return out, nil
 		}
 		lastErr = err
 	}
@@ -82,6 +154,32 @@ func (a *Allocator) Update(ctx context.Context, tag string, step *int64, descrip
 	}
 	if description != nil && len(*description) > 256 {
 		return fmt.Errorf("%w: description of %d bytes, want at most 256", ErrInvalidTag, len(*description))
+	}
+	if isPeriodRow(tag) {
+		return fmt.Errorf("%w: %q is a period of a series; update the series", ErrInvalidTag, tag)
+	}
+	if description != nil && strings.HasPrefix(*description, seriesMark) {
+		return fmt.Errorf("%w: tag %q: a description starting %q is kept for series settings", ErrInvalidTag, tag, seriesMark)
+	}
+	if t, err := a.tagRow(ctx, tag, nil); err != nil {
+		return err
+	} else if t.Series != nil {
+		// A series keeps its settings in the description: write them again
+		// with the new description, and check the step against a period.
+		f, err := CompileSeries(*t.Series, 1)
+		if err != nil {
+			return fmt.Errorf("tag %q's stored series: %w", tag, err)
+		}
+		if step != nil && *step > f.Capacity() {
+			return fmt.Errorf("%w: series %q: step %d is more than the %s numbers a period holds", ErrInvalidTag, tag, *step, groupDigits(f.Capacity()))
+		}
+		if description != nil {
+			d, err := encodeSeries(*t.Series, *description)
+			if err != nil {
+				return fmt.Errorf("tag %q: %w", tag, err)
+			}
+			description = &d
+		}
 	}
 	for _, src := range a.cfg.Sources {
 		if err := src.Store.Update(ctx, tag, step, description); err != nil {

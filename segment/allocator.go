@@ -22,7 +22,9 @@ type Allocator struct {
 	// tags maps a tag name to its buffer. It is copied on write (under mu),
 	// so the hot path reads it with one atomic load and no lock.
 	tags atomic.Pointer[map[string]*buffer]
-	mu   sync.Mutex
+	// series maps a series tag to its state, copied on write as tags is.
+	series atomic.Pointer[map[string]*series]
+	mu     sync.Mutex
 	rr   atomic.Uint64 // round robin over sources
 
 	ctx    context.Context
@@ -37,6 +39,7 @@ func New(cfg Config) (*Allocator, error) {
 	}
 	a := &Allocator{cfg: cfg.withDefaults()}
 	a.tags.Store(&map[string]*buffer{})
+	a.series.Store(&map[string]*series{})
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	return a, nil
 }
@@ -88,7 +91,7 @@ func (h *Handle) NextID(ctx context.Context) (int64, error) { return h.b.nextID(
 
 // NextID returns one ID of tag.
 func (a *Allocator) NextID(ctx context.Context, tag string) (int64, error) {
-	if b, ok := (*a.tags.Load())[tag]; ok {
+	if b, ok := (*a.tags.Load())[tag]; ok && !b.pinned {
 		return b.nextID(ctx)
 	}
 	b, err := a.buffer(ctx, tag)
@@ -149,19 +152,34 @@ func (h *Handle) Next(ctx context.Context, n int, dst []Span) ([]Span, error) {
 }
 
 // tagRow reads the tag from the first source that answers, creating it when
-// AutoCreate says so.
-func (a *Allocator) tagRow(ctx context.Context, name string) (Tag, error) {
+// AutoCreate says so, or from create (a series' period row) when that is
+// not nil. A series tag's settings are read from its description.
+func (a *Allocator) tagRow(ctx context.Context, name string, create *Tag) (Tag, error) {
 	var lastErr error
 	for _, src := range a.cfg.Sources {
 		t, err := src.Store.Get(ctx, name)
 		if err == nil {
-			return t, nil
+			return readSeries(t)
+		}
+		if errors.Is(err, ErrUnknownTag) && create != nil {
+			if err := a.createRow(ctx, *create); err != nil && !errors.Is(err, ErrTagExists) {
+				return Tag{}, err
+			}
+			t, err := src.Store.Get(ctx, name)
+			if err != nil {
+				return Tag{}, err
+			}
+			return readSeries(t)
 		}
 		if errors.Is(err, ErrUnknownTag) && a.cfg.AutoCreate {
 			if err := a.Create(ctx, Tag{Name: name, Step: a.cfg.DefaultStep, Description: "created on first use"}); err != nil && !errors.Is(err, ErrTagExists) {
 				return Tag{}, err
 			}
-			return src.Store.Get(ctx, name)
+			t, err := src.Store.Get(ctx, name)
+			if err != nil {
+				return Tag{}, err
+			}
+			return readSeries(t)
 		}
 		if errors.Is(err, ErrUnknownTag) {
 			return Tag{}, err

@@ -75,6 +75,8 @@ type buffer struct {
 	gone error
 	// regressions counts the times a source was seen going backwards.
 	regressions atomic.Int64
+	// pinned keeps the step at the row's (a series' period row).
+	pinned bool
 
 	fetches, waits, failures atomic.Int64
 	fetchNanos               atomic.Int64 // total latency of successful fetches
@@ -100,13 +102,28 @@ func (b *buffer) nextID(ctx context.Context) (int64, error) {
 }
 
 // buffer returns the tag's buffer, creating it and fetching its first
-// segment on first use.
+// segment on first use. A series tag or a series' period row is refused:
+// their numbers come from NextNumber.
 func (a *Allocator) buffer(ctx context.Context, name string) (*buffer, error) {
-	if b, ok := (*a.tags.Load())[name]; ok {
+	if b, ok := (*a.tags.Load())[name]; ok && !b.pinned {
 		return b, nil
 	}
 	if err := ValidName(name); err != nil {
 		return nil, err
+	}
+	if isPeriodRow(name) {
+		return nil, fmt.Errorf("%w: %q is a period of a series, not a tag", ErrUnknownTag, name)
+	}
+	return a.loadBuffer(ctx, name, nil)
+}
+
+// loadBuffer is buffer for a name already checked. A series' period row
+// (create not nil) is created from create when it does not exist, and
+// keeps its step (no dynamic step: the waste at a period's end stays
+// within one step).
+func (a *Allocator) loadBuffer(ctx context.Context, name string, create *Tag) (*buffer, error) {
+	if b, ok := (*a.tags.Load())[name]; ok {
+		return b, nil
 	}
 	if a.ctx.Err() != nil {
 		return nil, ErrClosed
@@ -116,10 +133,13 @@ func (a *Allocator) buffer(ctx context.Context, name string) (*buffer, error) {
 	if b, ok := (*a.tags.Load())[name]; ok {
 		return b, nil
 	}
-	b := &buffer{a: a, name: name, high: make([]int64, len(a.cfg.Sources))}
-	t, err := a.tagRow(ctx, name)
+	b := &buffer{a: a, name: name, high: make([]int64, len(a.cfg.Sources)), pinned: create != nil}
+	t, err := a.tagRow(ctx, name, create)
 	if err != nil {
 		return nil, err
+	}
+	if t.Series != nil {
+		return nil, errIsSeries(name)
 	}
 	b.minStep, b.step, b.stepRead = t.Step, t.Step, time.Now()
 	seg, err := b.fetch(ctx)
@@ -145,7 +165,7 @@ func (a *Allocator) buffer(ctx context.Context, name string) (*buffer, error) {
 // and makes the step oscillate).
 func (b *buffer) nextStep() int64 {
 	d := b.a.cfg.SegmentDuration
-	if d < 0 || b.rate == 0 {
+	if d < 0 || b.rate == 0 || b.pinned {
 		return b.step
 	}
 	lasts := time.Duration(float64(b.step) / b.rate * float64(time.Second)) // how long a step lasts now

@@ -56,8 +56,13 @@ type Config struct {
 	// Logger receives fetch failures, and an error when a store is seen
 	// going backwards (see ErrRegressed). Default slog.Default().
 	Logger *slog.Logger
-	// Now is the clock of the dynamic step. Default time.Now.
+	// Now is the clock of the dynamic step and of series' periods. Default
+	// time.Now.
 	Now func() time.Time
+	// CounterKeys returns the key a masked series was created with, by key
+	// id (an idmask.Keyring's key; *idmask.Masker is a CounterMasker).
+	// Default nil: masked series are refused with ErrNoKey.
+	CounterKeys func(keyID uint8) (CounterMasker, error)
 }
 
 // Validate checks the fields and their relations, with defaults applied.

@@ -62,6 +62,18 @@ var (
 	// ErrInvalidConfig means New (or Config.Validate) refused a Config; the
 	// error names the field and its value.
 	ErrInvalidConfig = errors.New("segment: invalid config")
+	// ErrSeries means plain IDs were asked of a series tag, whose numbers
+	// come from NextNumber.
+	ErrSeries = errors.New("segment: the tag is a series")
+	// ErrNotSeries means numbers were asked of (or decoded for) a tag that
+	// is not a series.
+	ErrNotSeries = errors.New("segment: the tag is not a series")
+	// ErrPeriodFull means a series' current period has handed out every
+	// number its counter can show; the next period starts again.
+	ErrPeriodFull = errors.New("segment: the series' period is full")
+	// ErrNoKey means a masked series' key is not among the allocator's
+	// CounterKeys.
+	ErrNoKey = errors.New("segment: the series' mask key is missing")
 )
 
 // Tag is one row of the store: Leaf's leaf_alloc (biz_tag, max_id, step,
@@ -82,6 +94,10 @@ type Tag struct {
 	Description string `json:"description,omitempty"`
 	// Updated is when the row last changed, by the store's clock.
 	Updated time.Time `json:"update_time,omitzero"`
+	// Series makes the tag a series of business numbers (see Series); nil
+	// for a tag of plain IDs. Stores do not see it: the Allocator keeps it
+	// in the description.
+	Series *Series `json:"series,omitempty"`
 }
 
 // Range is a fetched segment: the IDs Start, Start+1, …, End−1.

@@ -71,6 +71,9 @@ func Run(t *testing.T, h Harness) {
 		{"DeleteKeepsMark", deleteKeepsMark},
 		{"AllocatorDelete", allocatorDelete},
 		{"DeleteNeverReissues", deleteNeverReissues},
+		{"SeriesAdmin", seriesAdmin},
+		{"SeriesNeverDuplicates", seriesNeverDuplicates},
+		{"SeriesPeriodFull", seriesPeriodFull},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h.Open(t)) })
 	}
