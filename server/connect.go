@@ -33,7 +33,8 @@ func (s *Server) connectRoutes(mux *http.ServeMux) {
 		connect.WithReadMaxBytes(maxRPCRequest), rpcCodecs())
 	mux.Handle(path, rpcPaths(h, flakeidv1connect.IDServiceNextSnowflakeProcedure,
 		flakeidv1connect.IDServiceStreamSnowflakeProcedure, flakeidv1connect.IDServiceNextSegmentProcedure,
-		flakeidv1connect.IDServiceDecodeProcedure, flakeidv1connect.IDServiceDeleteTagProcedure))
+		flakeidv1connect.IDServiceDecodeProcedure, flakeidv1connect.IDServiceDeleteTagProcedure,
+		flakeidv1connect.IDServiceCreateTagProcedure, flakeidv1connect.IDServiceDecodeNumberProcedure))
 	s.healthRoutes(mux)
 	s.reflectionRoutes(mux)
 }
@@ -246,11 +247,37 @@ func (x idService) NextSegment(ctx context.Context, req *connect.Request[flakeid
 	if err := segment.ValidName(tag); err != nil {
 		return nil, connectError(err)
 	}
+	var numeric bool
+	switch f := req.Msg.GetFormat(); f {
+	case "":
+	case "numeric":
+		numeric = true
+	default:
+		return nil, connectError(apiErrorf(http.StatusBadRequest, codeInvalid, "format %q: want \"\" or numeric (for a series tag)", clip(f)))
+	}
+	res := &flakeidv1.NextSegmentResponse{Tag: tag}
+	numbers := func(nums []segment.Number) error {
+		for _, num := range nums {
+			res.Numbers = append(res.Numbers, numberText(num, numeric))
+		}
+		return nil
+	}
+	if numeric {
+		if err := x.s.serveSeriesNext(ctx, tag, idsQuery{n: n, numeric: true}, numbers); err != nil {
+			return nil, connectError(err)
+		}
+		return connect.NewResponse(res), nil
+	}
 	spans, err := x.s.nextSegment(ctx, tag, n, nil)
+	if isSeriesErr(err) {
+		if err := x.s.serveSeriesNext(ctx, tag, idsQuery{n: n}, numbers); err != nil {
+			return nil, connectError(err)
+		}
+		return connect.NewResponse(res), nil
+	}
 	if err != nil {
 		return nil, connectError(err)
 	}
-	res := &flakeidv1.NextSegmentResponse{Tag: tag}
 	if res.Ranges, res.MaskedIds, err = x.s.mask.forTag(tag).fill(nil, nil, spanRuns(nil, spans)); err != nil {
 		return nil, connectError(err)
 	}
@@ -272,6 +299,57 @@ func (x idService) DeleteTag(ctx context.Context, req *connect.Request[flakeidv1
 		return nil, connectError(err)
 	}
 	return connect.NewResponse(&flakeidv1.DeleteTagResponse{Tag: tag}), nil
+}
+
+// CreateTag implements flakeidv1connect.IDServiceHandler: as POST
+// /v1/segment/tags.
+func (x idService) CreateTag(ctx context.Context, req *connect.Request[flakeidv1.CreateTagRequest]) (*connect.Response[flakeidv1.CreateTagResponse], error) {
+	a, err := x.s.segments()
+	if err != nil {
+		return nil, connectError(err)
+	}
+	m := req.Msg
+	if err := segment.ValidName(m.GetTag()); err != nil {
+		return nil, connectError(err)
+	}
+	t := segment.Tag{Name: m.GetTag(), Step: m.GetStep(), Description: m.GetDescription(), MaxID: m.GetMaxId()}
+	if t.Step < 0 || t.Step > segment.MaxStep {
+		return nil, connectError(apiErrorf(http.StatusBadRequest, codeInvalid, "step %d, want 1–%d (0: the server's default)", t.Step, segment.MaxStep))
+	}
+	if sr := m.GetSeries(); sr != nil {
+		ser := segment.Series{Period: segment.Period(sr.GetPeriod()), TZ: sr.GetTz(), Template: sr.GetTemplate(), Start: sr.GetStart(), Masked: sr.GetMasked()}
+		has := map[string]bool{"period": sr.GetPeriod() != "", "template": sr.GetTemplate() != "", "start": sr.Start != nil}
+		if err := x.s.prepareSeries(&ser, has); err != nil {
+			return nil, connectError(err)
+		}
+		t.Series = &ser
+	}
+	if err := a.Create(ctx, t); err != nil {
+		return nil, connectError(err)
+	}
+	row, err := x.s.tagRow(ctx, a, t.Name)
+	if err != nil {
+		return nil, connectError(err)
+	}
+	res := &flakeidv1.CreateTagResponse{Tag: row.Name, Step: row.Step, Description: row.Description}
+	if ser := row.Series; ser != nil {
+		res.Series = &flakeidv1.SeriesSettings{Period: string(ser.Period), Tz: ser.TZ, Template: ser.Template, Start: proto.Int64(ser.Start), Masked: ser.Masked}
+		res.Capacity = newSeriesTagFields(row).Capacity
+	}
+	return connect.NewResponse(res), nil
+}
+
+// DecodeNumber implements flakeidv1connect.IDServiceHandler: as GET
+// /v1/segment/{tag}/decode/{number}.
+func (x idService) DecodeNumber(ctx context.Context, req *connect.Request[flakeidv1.DecodeNumberRequest]) (*connect.Response[flakeidv1.DecodeNumberResponse], error) {
+	d, err := x.s.decodeNumber(ctx, req.Msg.GetTag(), req.Msg.GetNumber(), x.s.unmaskCheck(req.Header()))
+	if err != nil {
+		return nil, connectError(err)
+	}
+	numeric, _ := strconv.ParseInt(d.Numeric, 10, 64)
+	label, _ := strconv.ParseInt(d.Label, 10, 64)
+	return connect.NewResponse(&flakeidv1.DecodeNumberResponse{Tag: d.Tag, Number: d.Number, Numeric: numeric, Period: d.Period,
+		Label: label, PeriodStart: d.PeriodStart, PeriodEnd: d.PeriodEnd, Counter: d.Counter, Seq: d.Seq, Masked: d.Masked}), nil
 }
 
 // Decode implements flakeidv1connect.IDServiceHandler.
@@ -393,8 +471,15 @@ func (i rpcInterceptor) authorize(procedure string, h http.Header, msg any) erro
 		return i.s.authorize(h, tag, false, false)
 	case flakeidv1connect.IDServiceDecodeProcedure:
 		return nil
-	case flakeidv1connect.IDServiceDeleteTagProcedure:
+	case flakeidv1connect.IDServiceDeleteTagProcedure, flakeidv1connect.IDServiceCreateTagProcedure:
 		return i.s.authorize(h, "", false, true)
+	case flakeidv1connect.IDServiceDecodeNumberProcedure:
+		req, _ := msg.(*flakeidv1.DecodeNumberRequest)
+		tag := req.GetTag()
+		if err := segment.ValidName(tag); err != nil {
+			return err
+		}
+		return i.s.authorize(h, tag, false, false)
 	}
 	// A procedure added later is closed until listed here.
 	return i.s.authorize(h, "", true, true)

@@ -54,7 +54,7 @@ func classify(err error) *apiError {
 		return ae
 	case errors.Is(err, snowflake.ErrInvalidID), errors.Is(err, snowflake.ErrInvalidCount),
 		errors.Is(err, segment.ErrInvalidCount), errors.Is(err, segment.ErrInvalidTag),
-		errors.Is(err, snowflake.ErrInvalidLayout):
+		errors.Is(err, snowflake.ErrInvalidLayout), errors.Is(err, segment.ErrSeries), errors.Is(err, segment.ErrNotSeries):
 		return &apiError{http.StatusBadRequest, codeInvalid, err.Error()}
 	case errors.Is(err, segment.ErrUnknownTag):
 		return &apiError{http.StatusNotFound, codeNotFound, err.Error()}
@@ -62,9 +62,9 @@ func classify(err error) *apiError {
 		return &apiError{http.StatusConflict, codeExists, err.Error()}
 	case errors.Is(err, node.ErrNoLease), errors.Is(err, worker.ErrLeaseLost), errors.Is(err, snowflake.ErrFenced),
 		errors.Is(err, snowflake.ErrClockBehind), errors.Is(err, segment.ErrUnavailable), errors.Is(err, segment.ErrClosed),
-		errors.Is(err, segment.ErrRegressed), errors.Is(err, context.DeadlineExceeded):
+		errors.Is(err, segment.ErrRegressed), errors.Is(err, context.DeadlineExceeded), errors.Is(err, segment.ErrNoKey):
 		return &apiError{http.StatusServiceUnavailable, codeUnavailable, err.Error()}
-	case errors.Is(err, segment.ErrExhausted), errors.Is(err, snowflake.ErrTimeExhausted):
+	case errors.Is(err, segment.ErrExhausted), errors.Is(err, snowflake.ErrTimeExhausted), errors.Is(err, segment.ErrPeriodFull):
 		return &apiError{http.StatusInsufficientStorage, codeTooLarge, err.Error()}
 	case errors.Is(err, context.Canceled):
 		return &apiError{499, codeCanceled, err.Error()}

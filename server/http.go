@@ -31,6 +31,7 @@ func (s *Server) routes() http.Handler {
 	api("GET /v1/snowflake/next", "/v1/snowflake/next", idParams, true, s.handleSnowflakeNext)
 	segmentNext := api("GET "+segmentNextPrefix+"{tag}"+segmentNextSuffix, "/v1/segment/next", idParams, true, s.handleSegmentNext)
 	api("GET /v1/decode/{id}", "/v1/decode", []string{"as"}, false, s.handleDecode)
+	api("GET /v1/segment/{tag}/decode/{number}", "/v1/segment/decode", nil, false, s.handleSeriesDecode)
 	api("GET /v1/segment/tags", "/v1/segment/tags", nil, false, s.handleTagsList)
 	api("POST /v1/segment/tags", "/v1/segment/tags", nil, false, s.handleTagsCreate)
 	api("PATCH /v1/segment/tags/{tag}", "/v1/segment/tags/update", nil, false, s.handleTagsUpdate)
@@ -205,12 +206,23 @@ func (s *Server) handleSegmentNext(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	mk := s.mask.forTag(tag)
-	q, err := s.idsQuery(r, tag, mk)
+	q, err := s.idsQuery(r, tag, nil)
 	if err != nil {
 		return err
 	}
+	if q.numeric {
+		return s.serveSeriesNext(r.Context(), tag, q, s.writeNumbers(w, q, tag))
+	}
+	if q.ranges && mk != nil {
+		if _, err := s.idsQuery(r, tag, mk); err != nil {
+			return err
+		}
+	}
 	var sarr [4]segment.Span
 	spans, err := s.nextSegment(r.Context(), tag, q.n, sarr[:0])
+	if isSeriesErr(err) {
+		return s.serveSeriesNext(r.Context(), tag, q, s.writeNumbers(w, q, tag))
+	}
 	if err != nil {
 		return err
 	}

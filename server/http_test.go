@@ -50,6 +50,13 @@ func fixtureLease() worker.Config {
 
 func newFixture(t testing.TB, mutate func(*Config)) *fixture {
 	t.Helper()
+	return newFixtureWith(t, mutate, nil)
+}
+
+// newFixtureWith is newFixture with the segment allocator's config changed
+// by segMod (nil: as is).
+func newFixtureWith(t testing.TB, mutate func(*Config), segMod func(*segment.Config)) *fixture {
+	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	if tt, ok := t.(*testing.T); ok {
 		log = slog.New(slog.NewTextHandler(tt.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -67,7 +74,11 @@ func newFixture(t testing.TB, mutate func(*Config)) *fixture {
 	if err := mem.Create(context.Background(), segment.Tag{Name: "orders", Step: 1000}); err != nil {
 		t.Fatal(err)
 	}
-	segs, err := segment.New(segment.Config{Store: mem, Logger: log})
+	scfg := segment.Config{Store: mem, Logger: log}
+	if segMod != nil {
+		segMod(&scfg)
+	}
+	segs, err := segment.New(scfg)
 	if err != nil {
 		t.Fatal(err)
 	}

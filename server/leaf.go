@@ -1,6 +1,7 @@
 package server
 
 import (
+	"io"
 	"net/http"
 	"strconv"
 
@@ -22,7 +23,8 @@ func (s *Server) handleLeafSnowflake(w http.ResponseWriter, r *http.Request) err
 	return s.writeOne(w, int64(b[0].First), s.mask.forSnowflake())
 }
 
-// Leaf's segment path answers the next ID of tag key as text.
+// Leaf's segment path answers the next ID of tag key as text; for a series
+// tag, its next number (ORD-20261128-000123).
 func (s *Server) handleLeafSegment(w http.ResponseWriter, r *http.Request) error {
 	tag := pathName(r, leafSegmentPrefix, "")
 	if err := segment.ValidName(tag); err != nil {
@@ -33,6 +35,13 @@ func (s *Server) handleLeafSegment(w http.ResponseWriter, r *http.Request) error
 	}
 	var arr [1]segment.Span
 	spans, err := s.nextSegment(r.Context(), tag, 1, arr[:0])
+	if isSeriesErr(err) {
+		return s.serveSeriesNext(r.Context(), tag, idsQuery{n: 1}, func(nums []segment.Number) error {
+			w.Header()["Content-Type"] = s.ctText // as Leaf: the text, no newline
+			_, err := io.WriteString(w, nums[0].Text)
+			return err
+		})
+	}
 	if err != nil {
 		return err
 	}

@@ -234,6 +234,7 @@ func (c *segmentCollector) descs() []*prometheus.Desc {
 		segDesc("flakeid_segment_refused", `1 while the tag is refused because its store went backwards (max_id below what this node fetched); POST /v1/segment/tags/{tag}/resume after fixing the store. For tag="(other)", how many of those tags are refused.`),
 		segDesc("flakeid_segment_regressions_total", "Times the tag's store was seen going backwards."),
 		prometheus.NewDesc("flakeid_segment_tags_refused", "Segment tags refused because their store went backwards.", nil, nil),
+		prometheus.NewDesc("flakeid_series_periods_full", "Series whose current period has handed out every number its counter can show; they refuse until the next period starts.", nil, nil),
 	}
 }
 
@@ -287,4 +288,5 @@ func (c *segmentCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d[7], prometheus.CounterValue, other.regress, otherTag)
 	}
 	ch <- prometheus.MustNewConstMetric(d[8], prometheus.GaugeValue, float64(refused))
+	ch <- prometheus.MustNewConstMetric(d[9], prometheus.GaugeValue, float64(len(c.s.segs.Full())))
 }

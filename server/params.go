@@ -143,9 +143,10 @@ func wholeNumber(name, text string, lo, hi int64) (int64, error) {
 // idsQuery is what a request for IDs asks for, read and checked before any
 // ID is taken.
 type idsQuery struct {
-	n      int64 // how many IDs
-	ranges bool  // ?format=ranges
-	text   bool  // Accept: text/plain
+	n       int64 // how many IDs
+	ranges  bool  // ?format=ranges
+	numeric bool  // ?format=numeric: a series' numbers in their numeric form
+	text    bool  // Accept: text/plain
 }
 
 // idsQuery reads and checks count, format and Accept of a request for IDs
@@ -165,8 +166,13 @@ func (s *Server) idsQuery(r *http.Request, tag string, mk *masking) (idsQuery, e
 	case "", "ids":
 	case "ranges":
 		q.ranges = true
+	case "numeric":
+		if tag == "" {
+			return q, apiErrorf(http.StatusBadRequest, codeInvalid, "format=numeric is for the numbers of a series tag; Snowflake IDs are numbers already")
+		}
+		q.numeric = true
 	default:
-		return q, apiErrorf(http.StatusBadRequest, codeInvalid, "format %q: want ids or ranges", clip(format))
+		return q, apiErrorf(http.StatusBadRequest, codeInvalid, "format %q: want ids or ranges (or numeric, for a series tag)", clip(format))
 	}
 	switch {
 	case q.ranges && mk != nil:

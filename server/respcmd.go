@@ -100,8 +100,8 @@ func newRESPCommands(m *metrics) *respCommands {
 			summary: "The next ID of the key: a Snowflake ID for snowflake or snowflake:*, else the next ID of the segment tag of that name.", run: (*respConn).incr},
 		{name: "id.next", arity: -2, maxArgs: 3, flags: []string{"write", "fast"}, keys: true, group: "flakeid",
 			summary: "ID.NEXT key [count]: count IDs (default 1) of the key, in order; strings where the server masks them.", run: (*respConn).idNext},
-		{name: "id.decode", arity: -2, maxArgs: 3, flags: []string{"readonly", "fast"}, group: "flakeid",
-			summary: "ID.DECODE id [plain|masked]: the parts of a Snowflake ID (time, datacenter, worker, sequence).", run: (*respConn).idDecode},
+		{name: "id.decode", arity: -2, maxArgs: 4, flags: []string{"readonly", "fast"}, group: "flakeid",
+			summary: "ID.DECODE id [plain|masked]: the parts of a Snowflake ID (time, datacenter, worker, sequence); ID.DECODE number TAG tag: the period and counter of a series' number.", run: (*respConn).idDecode},
 		{name: "incrby", arity: 3, flags: []string{"write", "fast"}, keys: true, group: "string",
 			summary: "INCRBY key 1 is INCR key (redis-py's incr sends it); any other increment is refused: use ID.NEXT key count.", run: (*respConn).incrBy},
 		{name: "incrbyfloat", arity: 3, flags: []string{"write", "fast"}, keys: true, group: "string", summary: "Not supported: use ID.NEXT key count.", run: (*respConn).counterOnly},
@@ -376,6 +376,9 @@ func (c *respConn) incr(args [][]byte) error {
 			return err
 		}
 		if t.h, err = segs.Tag(c.ctx, t.name); err != nil {
+			if isSeriesErr(err) {
+				return respErrorf("ERR", "key %s is a series of business numbers (text, not integers): use ID.NEXT %s", quoteArg(key), showKey(key))
+			}
 			return err
 		}
 		t.issued = c.s.metrics.segmentIssued(t.name)
@@ -453,6 +456,9 @@ func (c *respConn) idNext(args [][]byte) error {
 		mk = t.mk
 		var arr [4]segment.Span
 		spans, err := c.s.nextSegment(c.ctx, t.name, n, arr[:0])
+		if isSeriesErr(err) {
+			return c.seriesNext(t.name, n)
+		}
 		if err != nil {
 			return err
 		}
@@ -485,8 +491,28 @@ func (c *respConn) idNext(args [][]byte) error {
 	return nil
 }
 
-// idDecode answers ID.DECODE id [plain|masked] with the ID's parts.
+// seriesNext answers ID.NEXT of a series tag: its numbers as bulk strings.
+func (c *respConn) seriesNext(tag string, n int64) error {
+	nums, err := c.s.nextNumbers(c.ctx, tag, n)
+	if err != nil {
+		return err
+	}
+	c.wr.WriteArray(len(nums))
+	for _, num := range nums {
+		c.wr.WriteBulkString(num.Text)
+	}
+	return nil
+}
+
+// idDecode answers ID.DECODE id [plain|masked] with the ID's parts, and
+// ID.DECODE number TAG tag with a series number's period and counter.
 func (c *respConn) idDecode(args [][]byte) error {
+	if len(args) == 4 || len(args) == 3 && bytes.EqualFold(args[2], []byte("tag")) {
+		if len(args) != 4 || !bytes.EqualFold(args[2], []byte("tag")) {
+			return respErrorf("ERR", "syntax error: ID.DECODE id [plain|masked], or ID.DECODE number TAG tag")
+		}
+		return c.decodeNumber(string(args[1]), string(args[3]))
+	}
 	as := ""
 	if len(args) == 3 {
 		as = string(args[2])
@@ -522,6 +548,36 @@ func (c *respConn) idDecode(args [][]byte) error {
 		c.wr.WriteBulkString("key_id")
 		c.wr.WriteInt64(int64(in.keyID))
 	}
+	return nil
+}
+
+// decodeNumber answers ID.DECODE number TAG tag.
+func (c *respConn) decodeNumber(number, tag string) error {
+	t, err := c.tag([]byte(tag))
+	if err != nil {
+		return err
+	}
+	d, err := c.s.decodeNumber(c.ctx, t.name, number, func() error {
+		if c.tok == nil {
+			return nil
+		}
+		return tokenMayUnmask(c.tok)
+	})
+	if err != nil {
+		return err
+	}
+	c.writeMap(10)
+	for _, f := range [][2]string{{"tag", d.Tag}, {"number", d.Number}, {"numeric", d.Numeric}, {"period", d.Period},
+		{"label", d.Label}, {"period_start", d.PeriodStart}, {"period_end", d.PeriodEnd}} {
+		c.wr.WriteBulkString(f[0])
+		c.wr.WriteBulkString(f[1])
+	}
+	c.wr.WriteBulkString("counter")
+	c.wr.WriteInt64(d.Counter)
+	c.wr.WriteBulkString("seq")
+	c.wr.WriteInt64(d.Seq)
+	c.wr.WriteBulkString("masked")
+	c.wr.WriteInt64(map[bool]int64{false: 0, true: 1}[d.Masked])
 	return nil
 }
 

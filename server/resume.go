@@ -10,21 +10,27 @@ import (
 )
 
 // segmentsRefused is why segment tags are refused (their stores went
-// backwards; see segment.ErrRegressed), naming each, or nil.
+// backwards; see segment.ErrRegressed), naming each, and which series are
+// full until their next period (segment.ErrPeriodFull), or nil.
 func (s *Server) segmentsRefused() error {
 	if s.segs == nil {
 		return nil
 	}
-	errs := s.segs.Refused()
-	if len(errs) == 0 {
-		return nil
+	join := func(errs []error) string {
+		msgs := make([]string, len(errs))
+		for i, err := range errs {
+			msgs[i] = err.Error()
+		}
+		return strings.Join(msgs, "; ")
 	}
-	msgs := make([]string, len(errs))
-	for i, err := range errs {
-		msgs[i] = err.Error()
+	var out []error
+	if errs := s.segs.Refused(); len(errs) > 0 {
+		out = append(out, fmt.Errorf("%d segment tag(s) refused (fix the store, then POST /v1/segment/tags/{tag}/resume): %s", len(errs), join(errs)))
 	}
-	return fmt.Errorf("%d segment tag(s) refused (fix the store, then POST /v1/segment/tags/{tag}/resume): %s",
-		len(errs), strings.Join(msgs, "; "))
+	if full := s.segs.Full(); len(full) > 0 {
+		out = append(out, fmt.Errorf("%d series full until their next period: %s", len(full), join(full)))
+	}
+	return errors.Join(out...)
 }
 
 // handleTagsResume serves a tag refused because its store went backwards

@@ -18,10 +18,12 @@ type tagJSON struct {
 	Step        int64     `json:"step"`
 	Description string    `json:"description"`
 	Updated     time.Time `json:"update_time,omitzero"`
+	// A series tag's settings (absent for a tag of plain IDs).
+	seriesTagFields
 }
 
 func newTagJSON(t segment.Tag) tagJSON {
-	return tagJSON{Tag: t.Name, MaxID: t.MaxID, Step: t.Step, Description: t.Description, Updated: t.Updated.UTC()}
+	return tagJSON{Tag: t.Name, MaxID: t.MaxID, Step: t.Step, Description: t.Description, Updated: t.Updated.UTC(), seriesTagFields: newSeriesTagFields(t)}
 }
 
 func (s *Server) handleTagsList(w http.ResponseWriter, r *http.Request) error {
@@ -46,8 +48,10 @@ func (s *Server) handleTagsList(w http.ResponseWriter, r *http.Request) error {
 
 // handleTagsCreate answers POST /v1/segment/tags: {"tag": required,
 // "step": 1–segment.MaxStep (absent: the allocator's default step),
-// "description", "max_id": ≥ 0, a number or a string}. Any other key, a
-// key twice or a value of the wrong kind is a 400 naming it.
+// "description", "max_id": ≥ 0, a number or a string}, and for a series of
+// business numbers "period" and "template" (required together), "tz",
+// "start" (default 1) and "masked". Any other key, a key twice or a value
+// of the wrong kind is a 400 naming it.
 func (s *Server) handleTagsCreate(w http.ResponseWriter, r *http.Request) error {
 	a, err := s.segments()
 	if err != nil {
@@ -61,8 +65,17 @@ func (s *Server) handleTagsCreate(w http.ResponseWriter, r *http.Request) error 
 		return err
 	}
 	var t segment.Tag
+	var ser segment.Series
+	has := map[string]bool{}
 	hasTag := false
 	for _, m := range members {
+		if ok, err := readSeriesMember(m, &ser); ok {
+			if err != nil {
+				return err
+			}
+			has[m.key] = true
+			continue
+		}
 		switch m.key {
 		case "tag":
 			t.Name, err = stringField(m)
@@ -74,7 +87,7 @@ func (s *Server) handleTagsCreate(w http.ResponseWriter, r *http.Request) error 
 		case "max_id":
 			t.MaxID, err = wholeField(m, 0, maxID, true)
 		default:
-			err = apiErrorf(http.StatusBadRequest, codeInvalid, "unknown key %q: POST /v1/segment/tags takes tag, step, description and max_id", clip(m.key))
+			err = apiErrorf(http.StatusBadRequest, codeInvalid, "unknown key %q: POST /v1/segment/tags takes tag, step, description and max_id, and for a series period, template, tz, start and masked", clip(m.key))
 		}
 		if err != nil {
 			return err
@@ -85,6 +98,12 @@ func (s *Server) handleTagsCreate(w http.ResponseWriter, r *http.Request) error 
 	}
 	if err := segment.ValidName(t.Name); err != nil {
 		return err
+	}
+	if len(has) > 0 {
+		if err := s.prepareSeries(&ser, has); err != nil {
+			return err
+		}
+		t.Series = &ser
 	}
 	if err := a.Create(r.Context(), t); err != nil { // Step 0 (absent): the default step
 		return err

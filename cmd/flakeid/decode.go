@@ -2,11 +2,16 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/flakeid/flakeid/segment"
+	"github.com/flakeid/flakeid/server"
 	"github.com/flakeid/flakeid/snowflake"
 )
 
@@ -17,9 +22,13 @@ import (
 // others are still printed, and the exit status is 1 if any failed.
 type decodeCmd struct {
 	JSON bool     `name:"json" env:"FLAKEID_JSON" help:"Print one JSON object per ID, one per line (NDJSON)."`
-	IDs  []string `arg:"" name:"id" help:"IDs to decode: decimal, 13-character Crockford base32 or 11-character base58 (digits only are read as decimal). An ID that does not parse or fit the layout is reported on stderr and skipped; the exit status is then 1. Put -- before IDs that start with a dash."`
+	IDs  []string `arg:"" name:"id" help:"IDs to decode: decimal, 13-character Crockford base32 or 11-character base58 (digits only are read as decimal); with --tag, numbers of that series (ORD-20261128-000123, or their numeric form). An ID that does not parse or fit the layout is reported on stderr and skipped; the exit status is then 1. Put -- before IDs that start with a dash."`
+	Tag  string   `placeholder:"TAG" help:"Read the arguments as numbers of this series tag (its settings come from --store; a masked series needs its key: --mask-key or --mask-keyring)."`
 
-	Layout layoutFlags `embed:""`
+	Layout layoutFlags  `embed:""`
+	Data   dataFlags    `embed:""`
+	Store  storeFlags   `embed:""`
+	Mask   maskKeyFlags `embed:"" prefix:"mask-"`
 }
 
 // decodedID is the --json form of one decoded ID.
@@ -33,7 +42,10 @@ type decodedID struct {
 }
 
 // Run decodes every argument.
-func (c *decodeCmd) Run(out *streams) error {
+func (c *decodeCmd) Run(ctx context.Context, out *streams) error {
+	if c.Tag != "" {
+		return c.numbers(ctx, out)
+	}
 	l, err := c.Layout.layout()
 	if err != nil {
 		return err
@@ -100,4 +112,91 @@ func decodeOne(l snowflake.Layout, arg string) (decoded, error) {
 		return decoded{}, err
 	}
 	return decoded{id: id, Parts: p}, nil
+}
+
+// numbers decodes the arguments as numbers of the series tag c.Tag.
+func (c *decodeCmd) numbers(ctx context.Context, out *streams) error {
+	cfg := segment.Config{Logger: discardLogger()}
+	keys, err := c.Mask.keys("mask-")
+	if err != nil {
+		return err
+	}
+	if len(keys) > 0 {
+		mc := server.MaskConfig{}
+		for _, k := range keys {
+			mc.Keys = append(mc.Keys, server.MaskKey{ID: k.id, Key: hex.EncodeToString(k.key)})
+		}
+		if cfg.CounterKeys, err = mc.CounterKeys(); err != nil {
+			return err
+		}
+	}
+	store, err := c.Store.open(ctx, &c.Data)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	cfg.Store = store
+	a, err := segment.New(cfg)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	f, err := a.Format(ctx, c.Tag)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(out.stdout)
+	enc := json.NewEncoder(w)
+	failed, printed := 0, 0
+	for i, arg := range c.IDs {
+		d, err := a.DecodeNumber(ctx, c.Tag, strings.TrimSpace(arg))
+		if err != nil {
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			fmt.Fprintf(out.stderr, "flakeid decode: argument %d %q: %v\n", i+1, arg, err)
+			failed++
+			continue
+		}
+		rec := decodedNumber{Tag: c.Tag, Number: d.Text, Numeric: strconv.FormatInt(d.Numeric, 10), Period: string(f.Series().Period),
+			Label: strconv.FormatInt(d.Label, 10), PeriodStart: d.Start.Format(time.RFC3339), PeriodEnd: d.End.Format(time.RFC3339),
+			Counter: d.Counter, Seq: d.Seq}
+		if c.JSON {
+			err = enc.Encode(rec)
+		} else {
+			if printed > 0 {
+				w.WriteString("\n")
+			}
+			err = writeFields(w, [][2]string{
+				{"tag", rec.Tag}, {"number", rec.Number}, {"numeric", rec.Numeric}, {"period", rec.Period},
+				{"label", rec.Label}, {"period_start", rec.PeriodStart}, {"period_end", rec.PeriodEnd},
+				{"counter", strconv.FormatInt(rec.Counter, 10)}, {"seq", strconv.FormatInt(rec.Seq, 10)},
+			})
+		}
+		if err != nil {
+			return err
+		}
+		printed++
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d numbers could not be decoded", failed, len(c.IDs))
+	}
+	return nil
+}
+
+// decodedNumber is the --json form of a decoded series number; its fields
+// are those of GET /v1/segment/{tag}/decode/{number}.
+type decodedNumber struct {
+	Tag         string `json:"tag"`
+	Number      string `json:"number"`
+	Numeric     string `json:"numeric"`
+	Period      string `json:"period"`
+	Label       string `json:"label"`
+	PeriodStart string `json:"period_start"`
+	PeriodEnd   string `json:"period_end"`
+	Counter     int64  `json:"counter"`
+	Seq         int64  `json:"seq"`
 }

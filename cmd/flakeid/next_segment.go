@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -27,6 +28,9 @@ func (c *nextCmd) segments(ctx context.Context, out *streams) error {
 	}
 	defer a.Close()
 	h, err := a.Tag(ctx, c.Tag)
+	if errors.Is(err, segment.ErrSeries) {
+		return c.numbers(ctx, a, out)
+	}
 	if err != nil {
 		return err
 	}
@@ -58,6 +62,48 @@ func (c *nextCmd) segments(ctx context.Context, out *streams) error {
 				if _, err := w.Write(buf); err != nil {
 					return err
 				}
+			}
+		}
+		left -= want
+		if tick != nil {
+			if err := w.Flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// numbers prints c.Count numbers of the series tag c.Tag, one per line, in
+// their template form (--format is for plain IDs).
+func (c *nextCmd) numbers(ctx context.Context, a *segment.Allocator, out *streams) error {
+	if c.Format != "" && c.Format != "decimal" {
+		return fmt.Errorf("tag %s is a series of business numbers: they print as their template shows them; drop --format", c.Tag)
+	}
+	w := bufio.NewWriterSize(out.stdout, 64<<10)
+	defer w.Flush()
+	var tick *time.Ticker
+	if c.Every > 0 {
+		tick = time.NewTicker(c.Every)
+		defer tick.Stop()
+	}
+	for left := c.Count; left > 0; {
+		want := min(left, 100_000)
+		if tick != nil {
+			want = 1
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-tick.C:
+			}
+		}
+		nums, err := a.NextNumbers(ctx, c.Tag, want)
+		if err != nil {
+			return err
+		}
+		for _, n := range nums {
+			if _, err := fmt.Fprintln(w, n.Text); err != nil {
+				return err
 			}
 		}
 		left -= want

@@ -241,8 +241,16 @@ func (c *serveCmd) Run(ctx context.Context, out *streams) error {
 		return err
 	}
 	defer store.Close()
-	segs, err := segment.New(segment.Config{Store: store, AutoCreate: c.AutoCreateTags,
-		SegmentDuration: c.SegmentDuration, MaxBatch: cfg.MaxCount, Logger: log})
+	counterKeys, err := cfg.Mask.CounterKeys()
+	if err != nil {
+		return err
+	}
+	segCfg := segment.Config{Store: store, AutoCreate: c.AutoCreateTags,
+		SegmentDuration: c.SegmentDuration, MaxBatch: cfg.MaxCount, Logger: log, CounterKeys: counterKeys}
+	if tc := c.Coord.testClock(); tc != nil {
+		segCfg.Now = tc.Now // series' periods follow the node's (shifted) clock
+	}
+	segs, err := segment.New(segCfg)
 	if err != nil {
 		return err
 	}

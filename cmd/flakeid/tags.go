@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"strconv"
 	"text/tabwriter"
 
 	"github.com/flakeid/flakeid/segment"
+	"github.com/flakeid/flakeid/server"
 )
 
 // tagsCmd groups the segment-tag commands.
@@ -31,7 +35,12 @@ func (c *tagsLsCmd) Run(ctx context.Context, out *streams) error {
 		return err
 	}
 	defer s.Close()
-	tags, err := s.List(ctx)
+	a, err := segment.New(segment.Config{Store: s, Logger: discardLogger()})
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	tags, err := a.Tags(ctx) // series with their settings; their periods' rows left out
 	if err != nil {
 		return err
 	}
@@ -51,30 +60,79 @@ func (c *tagsLsCmd) Run(ctx context.Context, out *streams) error {
 	tw := tabwriter.NewWriter(out.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TAG\tMAX ID\tSTEP\tUPDATED\tDESCRIPTION")
 	for _, t := range tags {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", t.Name, t.MaxID, t.Step, stamp(t.Updated), t.Description)
+		maxID, desc := strconv.FormatInt(t.MaxID, 10), t.Description
+		if t.Series != nil {
+			maxID = "-"
+			desc = seriesSummary(*t.Series) + sep(desc) + desc
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", t.Name, maxID, t.Step, stamp(t.Updated), desc)
 	}
 	return tw.Flush()
 }
 
 type tagsCreateCmd struct {
-	Tag         string     `arg:"" help:"Tag name: 1–128 of A–Z a–z 0–9 - _ . : (not \".\" or \"..\")."`
-	Step        int64      `default:"1000" help:"IDs per fetch from the store, 1–2^31−1; the dynamic step never goes below it."`
-	MaxID       int64      `name:"start" default:"1" help:"The first ID the tag hands out."`
-	Description string     `help:"Free text, up to 256 bytes."`
-	Data        dataFlags  `embed:""`
-	Store       storeFlags `embed:""`
+	Tag         string       `arg:"" help:"Tag name: 1–128 of A–Z a–z 0–9 - _ . : (not \".\" or \"..\"); a series' name at most 100."`
+	Step        int64        `default:"1000" help:"IDs per fetch from the store, 1–2^31−1; the dynamic step never goes below it. A series keeps it: at most one step per node per period is lost."`
+	MaxID       int64        `name:"start" default:"1" help:"The first ID the tag hands out; for a series, the first counter of every period."`
+	Description string       `help:"Free text, up to 256 bytes (a series' settings share them)."`
+	Period      string       `enum:",minute,hour,day,week,month,year" default:"" help:"Make the tag a series of business numbers whose counter starts again every minute, hour, day, week, month or year (with --template)."`
+	Template    string       `placeholder:"TEXT" help:"A series' number: literal text, date parts {yyyy} {yy} {MM} {dd} {HH} {mm} {GGGG} {ww} of the period (several in one pair of braces, as {yyyyMMdd}) and one counter {seq:N} of N digits, e.g. ORD-{yyyyMMdd}-{seq:6}."`
+	TZ          string       `name:"tz" placeholder:"ZONE" help:"A series' IANA time zone, e.g. Asia/Shanghai: its day starts at local midnight there. Default UTC."`
+	Masked      bool         `help:"Show a series' counter as a keyed permutation of the period's counters, so that numbers do not tell the period's volume (needs --mask-key or --mask-keyring: the first key masks the series for its life)."`
+	Mask        maskKeyFlags `embed:"" prefix:"mask-"`
+	Data        dataFlags    `embed:""`
+	Store       storeFlags   `embed:""`
 }
 
 // Run creates the tag.
 func (c *tagsCreateCmd) Run(ctx context.Context, out *streams) error {
+	if (c.Period == "") != (c.Template == "") || c.Period == "" && (c.TZ != "" || c.Masked) {
+		return fmt.Errorf("a series needs both --period and --template (--tz and --masked apply to a series only)")
+	}
+	cfg := segment.Config{Logger: discardLogger()}
+	t := segment.Tag{Name: c.Tag, Step: c.Step, MaxID: c.MaxID, Description: c.Description}
+	if c.Period != "" {
+		ser := segment.Series{Period: segment.Period(c.Period), TZ: c.TZ, Template: c.Template, Start: c.MaxID, Masked: c.Masked}
+		t.MaxID = 0
+		if c.Masked {
+			keys, err := c.Mask.keys("mask-")
+			if err != nil {
+				return err
+			}
+			if len(keys) == 0 {
+				return fmt.Errorf("--masked needs the key the server masks with: --mask-key (FLAKEID_MASK_KEY) or --mask-keyring (FLAKEID_MASK_KEYRING)")
+			}
+			mc := server.MaskConfig{}
+			for _, k := range keys {
+				mc.Keys = append(mc.Keys, server.MaskKey{ID: k.id, Key: hex.EncodeToString(k.key)})
+			}
+			if cfg.CounterKeys, err = mc.CounterKeys(); err != nil {
+				return err
+			}
+			ser.KeyID = keys[0].id
+		}
+		if _, err := segment.CompileSeries(ser, c.Step); err != nil {
+			return err // before the store is opened
+		}
+		t.Series = &ser
+	}
 	s, err := c.Store.open(ctx, &c.Data)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	t := segment.Tag{Name: c.Tag, Step: c.Step, MaxID: c.MaxID, Description: c.Description}
-	if err := s.Create(ctx, t); err != nil {
+	cfg.Store = s
+	a, err := segment.New(cfg)
+	if err != nil {
 		return err
+	}
+	defer a.Close()
+	if err := a.Create(ctx, t); err != nil {
+		return err
+	}
+	if t.Series != nil {
+		fmt.Fprintf(out.stdout, "created series %s (step %d): %s\n", c.Tag, c.Step, seriesSummary(*t.Series))
+		return nil
 	}
 	first := max(c.MaxID, 1)
 	if got, err := s.Get(ctx, c.Tag); err == nil {
@@ -102,7 +160,12 @@ func (c *tagsSetStepCmd) Run(ctx context.Context, out *streams) error {
 		return err
 	}
 	defer s.Close()
-	if err := s.Update(ctx, c.Tag, &c.Step, c.Description); err != nil {
+	a, err := segment.New(segment.Config{Store: s, Logger: discardLogger()})
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	if err := a.Update(ctx, c.Tag, &c.Step, c.Description); err != nil { // a series keeps its settings
 		return err
 	}
 	fmt.Fprintf(out.stdout, "tag %s: step %d\n", c.Tag, c.Step)
@@ -134,3 +197,31 @@ func (c *tagsDeleteCmd) Run(ctx context.Context, out *streams) error {
 	fmt.Fprintf(out.stdout, "deleted tag %s (max id %d kept: creating it again continues from there)\n", c.Tag, row.MaxID)
 	return nil
 }
+
+// seriesSummary describes a series' settings in one line.
+func seriesSummary(s segment.Series) string {
+	tz := s.TZ
+	if tz == "" {
+		tz = "UTC"
+	}
+	out := fmt.Sprintf("series %s, every %s (%s) from %d", s.Template, s.Period, tz, s.Start)
+	if f, err := segment.CompileSeries(s, 1); err == nil {
+		out += ", " + f.CapacityText()
+	}
+	if s.Masked {
+		out += fmt.Sprintf(", masked with key %d", s.KeyID)
+	}
+	return out
+}
+
+// sep is "; " before a non-empty text.
+func sep(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "; "
+}
+
+// discardLogger is the logger of an allocator a command uses for one
+// administrative call.
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -24,6 +24,423 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// SeriesSettings make a tag a series of business numbers
+// (ORD-20261128-000123): a counter that starts again every period, shown
+// through a template. docs/API.md describes the fields.
+type SeriesSettings struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// period: minute, hour, day, week, month or year. Required.
+	Period string `protobuf:"bytes,1,opt,name=period,proto3" json:"period,omitempty"`
+	// tz is an IANA time zone; "" means UTC.
+	Tz string `protobuf:"bytes,2,opt,name=tz,proto3" json:"tz,omitempty"`
+	// template, e.g. ORD-{yyyyMMdd}-{seq:6}. Required.
+	Template string `protobuf:"bytes,3,opt,name=template,proto3" json:"template,omitempty"`
+	// start is the first counter of every period; absent means 1.
+	Start *int64 `protobuf:"varint,4,opt,name=start,proto3,oneof" json:"start,omitempty"`
+	// masked shows the counter as a keyed permutation of the period's.
+	Masked        bool `protobuf:"varint,5,opt,name=masked,proto3" json:"masked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SeriesSettings) Reset() {
+	*x = SeriesSettings{}
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SeriesSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SeriesSettings) ProtoMessage() {}
+
+func (x *SeriesSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SeriesSettings.ProtoReflect.Descriptor instead.
+func (*SeriesSettings) Descriptor() ([]byte, []int) {
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *SeriesSettings) GetPeriod() string {
+	if x != nil {
+		return x.Period
+	}
+	return ""
+}
+
+func (x *SeriesSettings) GetTz() string {
+	if x != nil {
+		return x.Tz
+	}
+	return ""
+}
+
+func (x *SeriesSettings) GetTemplate() string {
+	if x != nil {
+		return x.Template
+	}
+	return ""
+}
+
+func (x *SeriesSettings) GetStart() int64 {
+	if x != nil && x.Start != nil {
+		return *x.Start
+	}
+	return 0
+}
+
+func (x *SeriesSettings) GetMasked() bool {
+	if x != nil {
+		return x.Masked
+	}
+	return false
+}
+
+type CreateTagRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Tag   string                 `protobuf:"bytes,1,opt,name=tag,proto3" json:"tag,omitempty"`
+	// step; 0 means the server's default step.
+	Step        int64  `protobuf:"varint,2,opt,name=step,proto3" json:"step,omitempty"`
+	Description string `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	// max_id is where the tag starts; 0 means 1.
+	MaxId int64 `protobuf:"varint,4,opt,name=max_id,json=maxId,proto3" json:"max_id,omitempty"`
+	// series, when set, makes the tag a series.
+	Series        *SeriesSettings `protobuf:"bytes,5,opt,name=series,proto3" json:"series,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateTagRequest) Reset() {
+	*x = CreateTagRequest{}
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTagRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTagRequest) ProtoMessage() {}
+
+func (x *CreateTagRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTagRequest.ProtoReflect.Descriptor instead.
+func (*CreateTagRequest) Descriptor() ([]byte, []int) {
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *CreateTagRequest) GetTag() string {
+	if x != nil {
+		return x.Tag
+	}
+	return ""
+}
+
+func (x *CreateTagRequest) GetStep() int64 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
+func (x *CreateTagRequest) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *CreateTagRequest) GetMaxId() int64 {
+	if x != nil {
+		return x.MaxId
+	}
+	return 0
+}
+
+func (x *CreateTagRequest) GetSeries() *SeriesSettings {
+	if x != nil {
+		return x.Series
+	}
+	return nil
+}
+
+type CreateTagResponse struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Tag         string                 `protobuf:"bytes,1,opt,name=tag,proto3" json:"tag,omitempty"`
+	Step        int64                  `protobuf:"varint,2,opt,name=step,proto3" json:"step,omitempty"`
+	Description string                 `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	// series is the series' settings as kept (start filled in).
+	Series *SeriesSettings `protobuf:"bytes,4,opt,name=series,proto3" json:"series,omitempty"`
+	// capacity says how many numbers a period holds, e.g. "at most 999,999
+	// numbers a day"; empty for a plain tag.
+	Capacity      string `protobuf:"bytes,5,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateTagResponse) Reset() {
+	*x = CreateTagResponse{}
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTagResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTagResponse) ProtoMessage() {}
+
+func (x *CreateTagResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTagResponse.ProtoReflect.Descriptor instead.
+func (*CreateTagResponse) Descriptor() ([]byte, []int) {
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *CreateTagResponse) GetTag() string {
+	if x != nil {
+		return x.Tag
+	}
+	return ""
+}
+
+func (x *CreateTagResponse) GetStep() int64 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
+func (x *CreateTagResponse) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *CreateTagResponse) GetSeries() *SeriesSettings {
+	if x != nil {
+		return x.Series
+	}
+	return nil
+}
+
+func (x *CreateTagResponse) GetCapacity() string {
+	if x != nil {
+		return x.Capacity
+	}
+	return ""
+}
+
+type DecodeNumberRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Tag   string                 `protobuf:"bytes,1,opt,name=tag,proto3" json:"tag,omitempty"`
+	// number in its template form (ORD-20261128-000123) or numeric form
+	// (20261128000123).
+	Number        string `protobuf:"bytes,2,opt,name=number,proto3" json:"number,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DecodeNumberRequest) Reset() {
+	*x = DecodeNumberRequest{}
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecodeNumberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecodeNumberRequest) ProtoMessage() {}
+
+func (x *DecodeNumberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecodeNumberRequest.ProtoReflect.Descriptor instead.
+func (*DecodeNumberRequest) Descriptor() ([]byte, []int) {
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *DecodeNumberRequest) GetTag() string {
+	if x != nil {
+		return x.Tag
+	}
+	return ""
+}
+
+func (x *DecodeNumberRequest) GetNumber() string {
+	if x != nil {
+		return x.Number
+	}
+	return ""
+}
+
+type DecodeNumberResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Tag   string                 `protobuf:"bytes,1,opt,name=tag,proto3" json:"tag,omitempty"`
+	// number in its template form, numeric in its numeric form.
+	Number  string `protobuf:"bytes,2,opt,name=number,proto3" json:"number,omitempty"`
+	Numeric int64  `protobuf:"varint,3,opt,name=numeric,proto3" json:"numeric,omitempty"`
+	Period  string `protobuf:"bytes,4,opt,name=period,proto3" json:"period,omitempty"`
+	// label names the period (20261128 for a day); period_start and
+	// period_end are RFC 3339.
+	Label       int64  `protobuf:"varint,5,opt,name=label,proto3" json:"label,omitempty"`
+	PeriodStart string `protobuf:"bytes,6,opt,name=period_start,json=periodStart,proto3" json:"period_start,omitempty"`
+	PeriodEnd   string `protobuf:"bytes,7,opt,name=period_end,json=periodEnd,proto3" json:"period_end,omitempty"`
+	// counter as the number shows it; seq the real one (they differ when the
+	// series is masked).
+	Counter       int64 `protobuf:"varint,8,opt,name=counter,proto3" json:"counter,omitempty"`
+	Seq           int64 `protobuf:"varint,9,opt,name=seq,proto3" json:"seq,omitempty"`
+	Masked        bool  `protobuf:"varint,10,opt,name=masked,proto3" json:"masked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DecodeNumberResponse) Reset() {
+	*x = DecodeNumberResponse{}
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecodeNumberResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecodeNumberResponse) ProtoMessage() {}
+
+func (x *DecodeNumberResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecodeNumberResponse.ProtoReflect.Descriptor instead.
+func (*DecodeNumberResponse) Descriptor() ([]byte, []int) {
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *DecodeNumberResponse) GetTag() string {
+	if x != nil {
+		return x.Tag
+	}
+	return ""
+}
+
+func (x *DecodeNumberResponse) GetNumber() string {
+	if x != nil {
+		return x.Number
+	}
+	return ""
+}
+
+func (x *DecodeNumberResponse) GetNumeric() int64 {
+	if x != nil {
+		return x.Numeric
+	}
+	return 0
+}
+
+func (x *DecodeNumberResponse) GetPeriod() string {
+	if x != nil {
+		return x.Period
+	}
+	return ""
+}
+
+func (x *DecodeNumberResponse) GetLabel() int64 {
+	if x != nil {
+		return x.Label
+	}
+	return 0
+}
+
+func (x *DecodeNumberResponse) GetPeriodStart() string {
+	if x != nil {
+		return x.PeriodStart
+	}
+	return ""
+}
+
+func (x *DecodeNumberResponse) GetPeriodEnd() string {
+	if x != nil {
+		return x.PeriodEnd
+	}
+	return ""
+}
+
+func (x *DecodeNumberResponse) GetCounter() int64 {
+	if x != nil {
+		return x.Counter
+	}
+	return 0
+}
+
+func (x *DecodeNumberResponse) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *DecodeNumberResponse) GetMasked() bool {
+	if x != nil {
+		return x.Masked
+	}
+	return false
+}
+
 type DeleteTagRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Tag           string                 `protobuf:"bytes,1,opt,name=tag,proto3" json:"tag,omitempty"`
@@ -33,7 +450,7 @@ type DeleteTagRequest struct {
 
 func (x *DeleteTagRequest) Reset() {
 	*x = DeleteTagRequest{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[0]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -45,7 +462,7 @@ func (x *DeleteTagRequest) String() string {
 func (*DeleteTagRequest) ProtoMessage() {}
 
 func (x *DeleteTagRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[0]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -58,7 +475,7 @@ func (x *DeleteTagRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTagRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTagRequest) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{0}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *DeleteTagRequest) GetTag() string {
@@ -78,7 +495,7 @@ type DeleteTagResponse struct {
 
 func (x *DeleteTagResponse) Reset() {
 	*x = DeleteTagResponse{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[1]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -90,7 +507,7 @@ func (x *DeleteTagResponse) String() string {
 func (*DeleteTagResponse) ProtoMessage() {}
 
 func (x *DeleteTagResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[1]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -103,7 +520,7 @@ func (x *DeleteTagResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTagResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTagResponse) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{1}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DeleteTagResponse) GetTag() string {
@@ -126,7 +543,7 @@ type IDRange struct {
 
 func (x *IDRange) Reset() {
 	*x = IDRange{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[2]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -138,7 +555,7 @@ func (x *IDRange) String() string {
 func (*IDRange) ProtoMessage() {}
 
 func (x *IDRange) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[2]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -151,7 +568,7 @@ func (x *IDRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IDRange.ProtoReflect.Descriptor instead.
 func (*IDRange) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{2}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *IDRange) GetFirst() int64 {
@@ -185,7 +602,7 @@ type NextSnowflakeRequest struct {
 
 func (x *NextSnowflakeRequest) Reset() {
 	*x = NextSnowflakeRequest{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[3]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -197,7 +614,7 @@ func (x *NextSnowflakeRequest) String() string {
 func (*NextSnowflakeRequest) ProtoMessage() {}
 
 func (x *NextSnowflakeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[3]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -210,7 +627,7 @@ func (x *NextSnowflakeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextSnowflakeRequest.ProtoReflect.Descriptor instead.
 func (*NextSnowflakeRequest) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{3}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *NextSnowflakeRequest) GetCount() int64 {
@@ -235,7 +652,7 @@ type NextSnowflakeResponse struct {
 
 func (x *NextSnowflakeResponse) Reset() {
 	*x = NextSnowflakeResponse{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[4]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -247,7 +664,7 @@ func (x *NextSnowflakeResponse) String() string {
 func (*NextSnowflakeResponse) ProtoMessage() {}
 
 func (x *NextSnowflakeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[4]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -260,7 +677,7 @@ func (x *NextSnowflakeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextSnowflakeResponse.ProtoReflect.Descriptor instead.
 func (*NextSnowflakeResponse) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{4}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *NextSnowflakeResponse) GetRanges() []*IDRange {
@@ -303,7 +720,7 @@ type StreamSnowflakeRequest struct {
 
 func (x *StreamSnowflakeRequest) Reset() {
 	*x = StreamSnowflakeRequest{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[5]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -315,7 +732,7 @@ func (x *StreamSnowflakeRequest) String() string {
 func (*StreamSnowflakeRequest) ProtoMessage() {}
 
 func (x *StreamSnowflakeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[5]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -328,7 +745,7 @@ func (x *StreamSnowflakeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamSnowflakeRequest.ProtoReflect.Descriptor instead.
 func (*StreamSnowflakeRequest) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{5}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *StreamSnowflakeRequest) GetCount() int64 {
@@ -349,14 +766,17 @@ type NextSegmentRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Tag   string                 `protobuf:"bytes,1,opt,name=tag,proto3" json:"tag,omitempty"`
 	// count of IDs; 0 means 1.
-	Count         int64 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	Count int64 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	// format of a series tag's numbers: "" for their template form, or
+	// "numeric" for their numeric form (digits, in numbers).
+	Format        string `protobuf:"bytes,3,opt,name=format,proto3" json:"format,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NextSegmentRequest) Reset() {
 	*x = NextSegmentRequest{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[6]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -368,7 +788,7 @@ func (x *NextSegmentRequest) String() string {
 func (*NextSegmentRequest) ProtoMessage() {}
 
 func (x *NextSegmentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[6]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -381,7 +801,7 @@ func (x *NextSegmentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextSegmentRequest.ProtoReflect.Descriptor instead.
 func (*NextSegmentRequest) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{6}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *NextSegmentRequest) GetTag() string {
@@ -398,6 +818,13 @@ func (x *NextSegmentRequest) GetCount() int64 {
 	return 0
 }
 
+func (x *NextSegmentRequest) GetFormat() string {
+	if x != nil {
+		return x.Format
+	}
+	return ""
+}
+
 type NextSegmentResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Tag   string                 `protobuf:"bytes,1,opt,name=tag,proto3" json:"tag,omitempty"`
@@ -405,14 +832,17 @@ type NextSegmentResponse struct {
 	Ranges []*IDRange `protobuf:"bytes,2,rep,name=ranges,proto3" json:"ranges,omitempty"`
 	// masked_ids are the IDs' masked texts, in order, when the server masks
 	// the tag's IDs; ranges is then empty.
-	MaskedIds     []string `protobuf:"bytes,3,rep,name=masked_ids,json=maskedIds,proto3" json:"masked_ids,omitempty"`
+	MaskedIds []string `protobuf:"bytes,3,rep,name=masked_ids,json=maskedIds,proto3" json:"masked_ids,omitempty"`
+	// numbers are a series tag's numbers, in order (ORD-20261128-000123, or
+	// digits with format "numeric"); ranges is then empty.
+	Numbers       []string `protobuf:"bytes,4,rep,name=numbers,proto3" json:"numbers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NextSegmentResponse) Reset() {
 	*x = NextSegmentResponse{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[7]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -424,7 +854,7 @@ func (x *NextSegmentResponse) String() string {
 func (*NextSegmentResponse) ProtoMessage() {}
 
 func (x *NextSegmentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[7]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -437,7 +867,7 @@ func (x *NextSegmentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextSegmentResponse.ProtoReflect.Descriptor instead.
 func (*NextSegmentResponse) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{7}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *NextSegmentResponse) GetTag() string {
@@ -461,6 +891,13 @@ func (x *NextSegmentResponse) GetMaskedIds() []string {
 	return nil
 }
 
+func (x *NextSegmentResponse) GetNumbers() []string {
+	if x != nil {
+		return x.Numbers
+	}
+	return nil
+}
+
 type DecodeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// id in decimal, 13-character Crockford base32 or 11-character base58, or
@@ -479,7 +916,7 @@ type DecodeRequest struct {
 
 func (x *DecodeRequest) Reset() {
 	*x = DecodeRequest{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[8]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -491,7 +928,7 @@ func (x *DecodeRequest) String() string {
 func (*DecodeRequest) ProtoMessage() {}
 
 func (x *DecodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[8]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -504,7 +941,7 @@ func (x *DecodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecodeRequest.ProtoReflect.Descriptor instead.
 func (*DecodeRequest) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{8}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DecodeRequest) GetId() string {
@@ -545,7 +982,7 @@ type DecodeResponse struct {
 
 func (x *DecodeResponse) Reset() {
 	*x = DecodeResponse{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[9]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -557,7 +994,7 @@ func (x *DecodeResponse) String() string {
 func (*DecodeResponse) ProtoMessage() {}
 
 func (x *DecodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[9]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -570,7 +1007,7 @@ func (x *DecodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecodeResponse.ProtoReflect.Descriptor instead.
 func (*DecodeResponse) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{9}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DecodeResponse) GetId() int64 {
@@ -641,7 +1078,42 @@ var File_flakeid_v1_flakeid_proto protoreflect.FileDescriptor
 const file_flakeid_v1_flakeid_proto_rawDesc = "" +
 	"\n" +
 	"\x18flakeid/v1/flakeid.proto\x12\n" +
-	"flakeid.v1\"$\n" +
+	"flakeid.v1\"\x91\x01\n" +
+	"\x0eSeriesSettings\x12\x16\n" +
+	"\x06period\x18\x01 \x01(\tR\x06period\x12\x0e\n" +
+	"\x02tz\x18\x02 \x01(\tR\x02tz\x12\x1a\n" +
+	"\btemplate\x18\x03 \x01(\tR\btemplate\x12\x19\n" +
+	"\x05start\x18\x04 \x01(\x03H\x00R\x05start\x88\x01\x01\x12\x16\n" +
+	"\x06masked\x18\x05 \x01(\bR\x06maskedB\b\n" +
+	"\x06_start\"\xa5\x01\n" +
+	"\x10CreateTagRequest\x12\x10\n" +
+	"\x03tag\x18\x01 \x01(\tR\x03tag\x12\x12\n" +
+	"\x04step\x18\x02 \x01(\x03R\x04step\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x12\x15\n" +
+	"\x06max_id\x18\x04 \x01(\x03R\x05maxId\x122\n" +
+	"\x06series\x18\x05 \x01(\v2\x1a.flakeid.v1.SeriesSettingsR\x06series\"\xab\x01\n" +
+	"\x11CreateTagResponse\x12\x10\n" +
+	"\x03tag\x18\x01 \x01(\tR\x03tag\x12\x12\n" +
+	"\x04step\x18\x02 \x01(\x03R\x04step\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x122\n" +
+	"\x06series\x18\x04 \x01(\v2\x1a.flakeid.v1.SeriesSettingsR\x06series\x12\x1a\n" +
+	"\bcapacity\x18\x05 \x01(\tR\bcapacity\"?\n" +
+	"\x13DecodeNumberRequest\x12\x10\n" +
+	"\x03tag\x18\x01 \x01(\tR\x03tag\x12\x16\n" +
+	"\x06number\x18\x02 \x01(\tR\x06number\"\x8e\x02\n" +
+	"\x14DecodeNumberResponse\x12\x10\n" +
+	"\x03tag\x18\x01 \x01(\tR\x03tag\x12\x16\n" +
+	"\x06number\x18\x02 \x01(\tR\x06number\x12\x18\n" +
+	"\anumeric\x18\x03 \x01(\x03R\anumeric\x12\x16\n" +
+	"\x06period\x18\x04 \x01(\tR\x06period\x12\x14\n" +
+	"\x05label\x18\x05 \x01(\x03R\x05label\x12!\n" +
+	"\fperiod_start\x18\x06 \x01(\tR\vperiodStart\x12\x1d\n" +
+	"\n" +
+	"period_end\x18\a \x01(\tR\tperiodEnd\x12\x18\n" +
+	"\acounter\x18\b \x01(\x03R\acounter\x12\x10\n" +
+	"\x03seq\x18\t \x01(\x03R\x03seq\x12\x16\n" +
+	"\x06masked\x18\n" +
+	" \x01(\bR\x06masked\"$\n" +
 	"\x10DeleteTagRequest\x12\x10\n" +
 	"\x03tag\x18\x01 \x01(\tR\x03tag\"%\n" +
 	"\x11DeleteTagResponse\x12\x10\n" +
@@ -660,15 +1132,17 @@ const file_flakeid_v1_flakeid_proto_rawDesc = "" +
 	"masked_ids\x18\x04 \x03(\tR\tmaskedIds\"D\n" +
 	"\x16StreamSnowflakeRequest\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\x03R\x05count\x12\x14\n" +
-	"\x05batch\x18\x02 \x01(\x03R\x05batch\"<\n" +
+	"\x05batch\x18\x02 \x01(\x03R\x05batch\"T\n" +
 	"\x12NextSegmentRequest\x12\x10\n" +
 	"\x03tag\x18\x01 \x01(\tR\x03tag\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\x03R\x05count\"s\n" +
+	"\x05count\x18\x02 \x01(\x03R\x05count\x12\x16\n" +
+	"\x06format\x18\x03 \x01(\tR\x06format\"\x8d\x01\n" +
 	"\x13NextSegmentResponse\x12\x10\n" +
 	"\x03tag\x18\x01 \x01(\tR\x03tag\x12+\n" +
 	"\x06ranges\x18\x02 \x03(\v2\x13.flakeid.v1.IDRangeR\x06ranges\x12\x1d\n" +
 	"\n" +
-	"masked_ids\x18\x03 \x03(\tR\tmaskedIds\"/\n" +
+	"masked_ids\x18\x03 \x03(\tR\tmaskedIds\x12\x18\n" +
+	"\anumbers\x18\x04 \x03(\tR\anumbers\"/\n" +
 	"\rDecodeRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x0e\n" +
 	"\x02as\x18\x02 \x01(\tR\x02as\"\xd5\x02\n" +
@@ -691,13 +1165,15 @@ const file_flakeid_v1_flakeid_proto_rawDesc = "" +
 	"\v_datacenterB\t\n" +
 	"\a_workerB\v\n" +
 	"\t_sequenceB\t\n" +
-	"\a_key_id2\xa5\x03\n" +
+	"\a_key_id2\xc9\x04\n" +
 	"\tIDService\x12V\n" +
 	"\rNextSnowflake\x12 .flakeid.v1.NextSnowflakeRequest\x1a!.flakeid.v1.NextSnowflakeResponse\"\x00\x12\\\n" +
 	"\x0fStreamSnowflake\x12\".flakeid.v1.StreamSnowflakeRequest\x1a!.flakeid.v1.NextSnowflakeResponse\"\x000\x01\x12P\n" +
 	"\vNextSegment\x12\x1e.flakeid.v1.NextSegmentRequest\x1a\x1f.flakeid.v1.NextSegmentResponse\"\x00\x12D\n" +
 	"\x06Decode\x12\x19.flakeid.v1.DecodeRequest\x1a\x1a.flakeid.v1.DecodeResponse\"\x03\x90\x02\x01\x12J\n" +
-	"\tDeleteTag\x12\x1c.flakeid.v1.DeleteTagRequest\x1a\x1d.flakeid.v1.DeleteTagResponse\"\x00B5Z3github.com/flakeid/flakeid/gen/flakeid/v1;flakeidv1b\x06proto3"
+	"\tDeleteTag\x12\x1c.flakeid.v1.DeleteTagRequest\x1a\x1d.flakeid.v1.DeleteTagResponse\"\x00\x12J\n" +
+	"\tCreateTag\x12\x1c.flakeid.v1.CreateTagRequest\x1a\x1d.flakeid.v1.CreateTagResponse\"\x00\x12V\n" +
+	"\fDecodeNumber\x12\x1f.flakeid.v1.DecodeNumberRequest\x1a .flakeid.v1.DecodeNumberResponse\"\x03\x90\x02\x01B5Z3github.com/flakeid/flakeid/gen/flakeid/v1;flakeidv1b\x06proto3"
 
 var (
 	file_flakeid_v1_flakeid_proto_rawDescOnce sync.Once
@@ -711,37 +1187,48 @@ func file_flakeid_v1_flakeid_proto_rawDescGZIP() []byte {
 	return file_flakeid_v1_flakeid_proto_rawDescData
 }
 
-var file_flakeid_v1_flakeid_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_flakeid_v1_flakeid_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_flakeid_v1_flakeid_proto_goTypes = []any{
-	(*DeleteTagRequest)(nil),       // 0: flakeid.v1.DeleteTagRequest
-	(*DeleteTagResponse)(nil),      // 1: flakeid.v1.DeleteTagResponse
-	(*IDRange)(nil),                // 2: flakeid.v1.IDRange
-	(*NextSnowflakeRequest)(nil),   // 3: flakeid.v1.NextSnowflakeRequest
-	(*NextSnowflakeResponse)(nil),  // 4: flakeid.v1.NextSnowflakeResponse
-	(*StreamSnowflakeRequest)(nil), // 5: flakeid.v1.StreamSnowflakeRequest
-	(*NextSegmentRequest)(nil),     // 6: flakeid.v1.NextSegmentRequest
-	(*NextSegmentResponse)(nil),    // 7: flakeid.v1.NextSegmentResponse
-	(*DecodeRequest)(nil),          // 8: flakeid.v1.DecodeRequest
-	(*DecodeResponse)(nil),         // 9: flakeid.v1.DecodeResponse
+	(*SeriesSettings)(nil),         // 0: flakeid.v1.SeriesSettings
+	(*CreateTagRequest)(nil),       // 1: flakeid.v1.CreateTagRequest
+	(*CreateTagResponse)(nil),      // 2: flakeid.v1.CreateTagResponse
+	(*DecodeNumberRequest)(nil),    // 3: flakeid.v1.DecodeNumberRequest
+	(*DecodeNumberResponse)(nil),   // 4: flakeid.v1.DecodeNumberResponse
+	(*DeleteTagRequest)(nil),       // 5: flakeid.v1.DeleteTagRequest
+	(*DeleteTagResponse)(nil),      // 6: flakeid.v1.DeleteTagResponse
+	(*IDRange)(nil),                // 7: flakeid.v1.IDRange
+	(*NextSnowflakeRequest)(nil),   // 8: flakeid.v1.NextSnowflakeRequest
+	(*NextSnowflakeResponse)(nil),  // 9: flakeid.v1.NextSnowflakeResponse
+	(*StreamSnowflakeRequest)(nil), // 10: flakeid.v1.StreamSnowflakeRequest
+	(*NextSegmentRequest)(nil),     // 11: flakeid.v1.NextSegmentRequest
+	(*NextSegmentResponse)(nil),    // 12: flakeid.v1.NextSegmentResponse
+	(*DecodeRequest)(nil),          // 13: flakeid.v1.DecodeRequest
+	(*DecodeResponse)(nil),         // 14: flakeid.v1.DecodeResponse
 }
 var file_flakeid_v1_flakeid_proto_depIdxs = []int32{
-	2, // 0: flakeid.v1.NextSnowflakeResponse.ranges:type_name -> flakeid.v1.IDRange
-	2, // 1: flakeid.v1.NextSegmentResponse.ranges:type_name -> flakeid.v1.IDRange
-	3, // 2: flakeid.v1.IDService.NextSnowflake:input_type -> flakeid.v1.NextSnowflakeRequest
-	5, // 3: flakeid.v1.IDService.StreamSnowflake:input_type -> flakeid.v1.StreamSnowflakeRequest
-	6, // 4: flakeid.v1.IDService.NextSegment:input_type -> flakeid.v1.NextSegmentRequest
-	8, // 5: flakeid.v1.IDService.Decode:input_type -> flakeid.v1.DecodeRequest
-	0, // 6: flakeid.v1.IDService.DeleteTag:input_type -> flakeid.v1.DeleteTagRequest
-	4, // 7: flakeid.v1.IDService.NextSnowflake:output_type -> flakeid.v1.NextSnowflakeResponse
-	4, // 8: flakeid.v1.IDService.StreamSnowflake:output_type -> flakeid.v1.NextSnowflakeResponse
-	7, // 9: flakeid.v1.IDService.NextSegment:output_type -> flakeid.v1.NextSegmentResponse
-	9, // 10: flakeid.v1.IDService.Decode:output_type -> flakeid.v1.DecodeResponse
-	1, // 11: flakeid.v1.IDService.DeleteTag:output_type -> flakeid.v1.DeleteTagResponse
-	7, // [7:12] is the sub-list for method output_type
-	2, // [2:7] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	0,  // 0: flakeid.v1.CreateTagRequest.series:type_name -> flakeid.v1.SeriesSettings
+	0,  // 1: flakeid.v1.CreateTagResponse.series:type_name -> flakeid.v1.SeriesSettings
+	7,  // 2: flakeid.v1.NextSnowflakeResponse.ranges:type_name -> flakeid.v1.IDRange
+	7,  // 3: flakeid.v1.NextSegmentResponse.ranges:type_name -> flakeid.v1.IDRange
+	8,  // 4: flakeid.v1.IDService.NextSnowflake:input_type -> flakeid.v1.NextSnowflakeRequest
+	10, // 5: flakeid.v1.IDService.StreamSnowflake:input_type -> flakeid.v1.StreamSnowflakeRequest
+	11, // 6: flakeid.v1.IDService.NextSegment:input_type -> flakeid.v1.NextSegmentRequest
+	13, // 7: flakeid.v1.IDService.Decode:input_type -> flakeid.v1.DecodeRequest
+	5,  // 8: flakeid.v1.IDService.DeleteTag:input_type -> flakeid.v1.DeleteTagRequest
+	1,  // 9: flakeid.v1.IDService.CreateTag:input_type -> flakeid.v1.CreateTagRequest
+	3,  // 10: flakeid.v1.IDService.DecodeNumber:input_type -> flakeid.v1.DecodeNumberRequest
+	9,  // 11: flakeid.v1.IDService.NextSnowflake:output_type -> flakeid.v1.NextSnowflakeResponse
+	9,  // 12: flakeid.v1.IDService.StreamSnowflake:output_type -> flakeid.v1.NextSnowflakeResponse
+	12, // 13: flakeid.v1.IDService.NextSegment:output_type -> flakeid.v1.NextSegmentResponse
+	14, // 14: flakeid.v1.IDService.Decode:output_type -> flakeid.v1.DecodeResponse
+	6,  // 15: flakeid.v1.IDService.DeleteTag:output_type -> flakeid.v1.DeleteTagResponse
+	2,  // 16: flakeid.v1.IDService.CreateTag:output_type -> flakeid.v1.CreateTagResponse
+	4,  // 17: flakeid.v1.IDService.DecodeNumber:output_type -> flakeid.v1.DecodeNumberResponse
+	11, // [11:18] is the sub-list for method output_type
+	4,  // [4:11] is the sub-list for method input_type
+	4,  // [4:4] is the sub-list for extension type_name
+	4,  // [4:4] is the sub-list for extension extendee
+	0,  // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_flakeid_v1_flakeid_proto_init() }
@@ -749,14 +1236,15 @@ func file_flakeid_v1_flakeid_proto_init() {
 	if File_flakeid_v1_flakeid_proto != nil {
 		return
 	}
-	file_flakeid_v1_flakeid_proto_msgTypes[9].OneofWrappers = []any{}
+	file_flakeid_v1_flakeid_proto_msgTypes[0].OneofWrappers = []any{}
+	file_flakeid_v1_flakeid_proto_msgTypes[14].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flakeid_v1_flakeid_proto_rawDesc), len(file_flakeid_v1_flakeid_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -47,6 +47,10 @@ const (
 	IDServiceDecodeProcedure = "/flakeid.v1.IDService/Decode"
 	// IDServiceDeleteTagProcedure is the fully-qualified name of the IDService's DeleteTag RPC.
 	IDServiceDeleteTagProcedure = "/flakeid.v1.IDService/DeleteTag"
+	// IDServiceCreateTagProcedure is the fully-qualified name of the IDService's CreateTag RPC.
+	IDServiceCreateTagProcedure = "/flakeid.v1.IDService/CreateTag"
+	// IDServiceDecodeNumberProcedure is the fully-qualified name of the IDService's DecodeNumber RPC.
+	IDServiceDecodeNumberProcedure = "/flakeid.v1.IDService/DecodeNumber"
 )
 
 // IDServiceClient is a client for the flakeid.v1.IDService service.
@@ -66,6 +70,13 @@ type IDServiceClient interface {
 	// that creating the tag again continues above every ID it handed out.
 	// Admin tokens only. An unknown or already deleted tag is NotFound.
 	DeleteTag(context.Context, *connect.Request[v1.DeleteTagRequest]) (*connect.Response[v1.DeleteTagResponse], error)
+	// CreateTag creates a segment tag, or a series of business numbers (a
+	// tag with series settings). Admin tokens only. A tag that exists is
+	// AlreadyExists; bad settings are InvalidArgument, naming the problem.
+	CreateTag(context.Context, *connect.Request[v1.CreateTagRequest]) (*connect.Response[v1.CreateTagResponse], error)
+	// DecodeNumber reads a number of a series tag (its text or numeric
+	// form): the period and the counter.
+	DecodeNumber(context.Context, *connect.Request[v1.DecodeNumberRequest]) (*connect.Response[v1.DecodeNumberResponse], error)
 }
 
 // NewIDServiceClient constructs a client for the flakeid.v1.IDService service. By default, it uses
@@ -110,6 +121,19 @@ func NewIDServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...c
 			connect.WithSchema(iDServiceMethods.ByName("DeleteTag")),
 			connect.WithClientOptions(opts...),
 		),
+		createTag: connect.NewClient[v1.CreateTagRequest, v1.CreateTagResponse](
+			httpClient,
+			baseURL+IDServiceCreateTagProcedure,
+			connect.WithSchema(iDServiceMethods.ByName("CreateTag")),
+			connect.WithClientOptions(opts...),
+		),
+		decodeNumber: connect.NewClient[v1.DecodeNumberRequest, v1.DecodeNumberResponse](
+			httpClient,
+			baseURL+IDServiceDecodeNumberProcedure,
+			connect.WithSchema(iDServiceMethods.ByName("DecodeNumber")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -120,6 +144,8 @@ type iDServiceClient struct {
 	nextSegment     *connect.Client[v1.NextSegmentRequest, v1.NextSegmentResponse]
 	decode          *connect.Client[v1.DecodeRequest, v1.DecodeResponse]
 	deleteTag       *connect.Client[v1.DeleteTagRequest, v1.DeleteTagResponse]
+	createTag       *connect.Client[v1.CreateTagRequest, v1.CreateTagResponse]
+	decodeNumber    *connect.Client[v1.DecodeNumberRequest, v1.DecodeNumberResponse]
 }
 
 // NextSnowflake calls flakeid.v1.IDService.NextSnowflake.
@@ -147,6 +173,16 @@ func (c *iDServiceClient) DeleteTag(ctx context.Context, req *connect.Request[v1
 	return c.deleteTag.CallUnary(ctx, req)
 }
 
+// CreateTag calls flakeid.v1.IDService.CreateTag.
+func (c *iDServiceClient) CreateTag(ctx context.Context, req *connect.Request[v1.CreateTagRequest]) (*connect.Response[v1.CreateTagResponse], error) {
+	return c.createTag.CallUnary(ctx, req)
+}
+
+// DecodeNumber calls flakeid.v1.IDService.DecodeNumber.
+func (c *iDServiceClient) DecodeNumber(ctx context.Context, req *connect.Request[v1.DecodeNumberRequest]) (*connect.Response[v1.DecodeNumberResponse], error) {
+	return c.decodeNumber.CallUnary(ctx, req)
+}
+
 // IDServiceHandler is an implementation of the flakeid.v1.IDService service.
 type IDServiceHandler interface {
 	// NextSnowflake returns count Snowflake IDs (1 to the server's maximum,
@@ -164,6 +200,13 @@ type IDServiceHandler interface {
 	// that creating the tag again continues above every ID it handed out.
 	// Admin tokens only. An unknown or already deleted tag is NotFound.
 	DeleteTag(context.Context, *connect.Request[v1.DeleteTagRequest]) (*connect.Response[v1.DeleteTagResponse], error)
+	// CreateTag creates a segment tag, or a series of business numbers (a
+	// tag with series settings). Admin tokens only. A tag that exists is
+	// AlreadyExists; bad settings are InvalidArgument, naming the problem.
+	CreateTag(context.Context, *connect.Request[v1.CreateTagRequest]) (*connect.Response[v1.CreateTagResponse], error)
+	// DecodeNumber reads a number of a series tag (its text or numeric
+	// form): the period and the counter.
+	DecodeNumber(context.Context, *connect.Request[v1.DecodeNumberRequest]) (*connect.Response[v1.DecodeNumberResponse], error)
 }
 
 // NewIDServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -204,6 +247,19 @@ func NewIDServiceHandler(svc IDServiceHandler, opts ...connect.HandlerOption) (s
 		connect.WithSchema(iDServiceMethods.ByName("DeleteTag")),
 		connect.WithHandlerOptions(opts...),
 	)
+	iDServiceCreateTagHandler := connect.NewUnaryHandler(
+		IDServiceCreateTagProcedure,
+		svc.CreateTag,
+		connect.WithSchema(iDServiceMethods.ByName("CreateTag")),
+		connect.WithHandlerOptions(opts...),
+	)
+	iDServiceDecodeNumberHandler := connect.NewUnaryHandler(
+		IDServiceDecodeNumberProcedure,
+		svc.DecodeNumber,
+		connect.WithSchema(iDServiceMethods.ByName("DecodeNumber")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/flakeid.v1.IDService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case IDServiceNextSnowflakeProcedure:
@@ -216,6 +272,10 @@ func NewIDServiceHandler(svc IDServiceHandler, opts ...connect.HandlerOption) (s
 			iDServiceDecodeHandler.ServeHTTP(w, r)
 		case IDServiceDeleteTagProcedure:
 			iDServiceDeleteTagHandler.ServeHTTP(w, r)
+		case IDServiceCreateTagProcedure:
+			iDServiceCreateTagHandler.ServeHTTP(w, r)
+		case IDServiceDecodeNumberProcedure:
+			iDServiceDecodeNumberHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -243,4 +303,12 @@ func (UnimplementedIDServiceHandler) Decode(context.Context, *connect.Request[v1
 
 func (UnimplementedIDServiceHandler) DeleteTag(context.Context, *connect.Request[v1.DeleteTagRequest]) (*connect.Response[v1.DeleteTagResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("flakeid.v1.IDService.DeleteTag is not implemented"))
+}
+
+func (UnimplementedIDServiceHandler) CreateTag(context.Context, *connect.Request[v1.CreateTagRequest]) (*connect.Response[v1.CreateTagResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("flakeid.v1.IDService.CreateTag is not implemented"))
+}
+
+func (UnimplementedIDServiceHandler) DecodeNumber(context.Context, *connect.Request[v1.DecodeNumberRequest]) (*connect.Response[v1.DecodeNumberResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("flakeid.v1.IDService.DecodeNumber is not implemented"))
 }
