@@ -25,7 +25,7 @@ type Allocator struct {
 	// series maps a series tag to its state, copied on write as tags is.
 	series atomic.Pointer[map[string]*series]
 	mu     sync.Mutex
-	rr   atomic.Uint64 // round robin over sources
+	rr     atomic.Uint64 // round robin over sources
 
 	ctx    context.Context
 	cancel context.CancelFunc

@@ -373,4 +373,3 @@ func (a *Allocator) Full() []error {
 func errIsSeries(tag string) error {
 	return fmt.Errorf("%w: tag %q is a series of business numbers: ask for its numbers, not plain IDs", ErrSeries, tag)
 }
-

@@ -523,9 +523,10 @@ func TestRESPUnknownCommandAndArity(t *testing.T) {
 		t.Fatalf("PING after unknown commands: %v", v)
 	}
 	for _, args := range [][]string{{"INCR"}, {"INCR", "orders", "x"}, {"ID.NEXT"}, {"ID.NEXT", "orders", "1", "2"},
-		{"ID.DECODE", "1", "plain", "x"}, {"ECHO"}, {"PING", "a", "b"}, {"AUTH", "a", "b", "c"}, {"SELECT"}} {
+		{"ID.DECODE", "1", "plain", "x", "y"}, {"ECHO"}, {"PING", "a", "b"}, {"AUTH", "a", "b", "c"}, {"SELECT"}} {
 		wantErr(t, strings.Join(args, " "), c.do(t, args...), "ERR", "wrong number of arguments for '"+strings.ToLower(args[0])+"' command")
 	}
+	wantErr(t, "ID.DECODE 1 plain x", c.do(t, "ID.DECODE", "1", "plain", "x"), "ERR", "syntax error: ID.DECODE id [plain|masked], or ID.DECODE number TAG tag")
 	if v := wantInt(t, "INCR orders after the errors", c.do(t, "INCR", "orders")); v != 1 {
 		t.Fatalf("INCR orders after the errors: %d, want 1 (the errors took IDs)", v)
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/flakeid/flakeid/segment"
-	"github.com/flakeid/flakeid/server"
 	"github.com/flakeid/flakeid/snowflake"
 )
 
@@ -116,20 +114,11 @@ func decodeOne(l snowflake.Layout, arg string) (decoded, error) {
 
 // numbers decodes the arguments as numbers of the series tag c.Tag.
 func (c *decodeCmd) numbers(ctx context.Context, out *streams) error {
-	cfg := segment.Config{Logger: discardLogger()}
-	keys, err := c.Mask.keys("mask-")
+	keys, _, err := c.Mask.counterKeys()
 	if err != nil {
 		return err
 	}
-	if len(keys) > 0 {
-		mc := server.MaskConfig{}
-		for _, k := range keys {
-			mc.Keys = append(mc.Keys, server.MaskKey{ID: k.id, Key: hex.EncodeToString(k.key)})
-		}
-		if cfg.CounterKeys, err = mc.CounterKeys(); err != nil {
-			return err
-		}
-	}
+	cfg := segment.Config{Logger: discardLogger(), CounterKeys: keys}
 	store, err := c.Store.open(ctx, &c.Data)
 	if err != nil {
 		return err

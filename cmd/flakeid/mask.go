@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/flakeid/flakeid/idmask"
+	"github.com/flakeid/flakeid/segment"
+	"github.com/flakeid/flakeid/server"
 	"github.com/flakeid/flakeid/snowflake"
 )
 
@@ -266,4 +269,20 @@ func allDigits(s string) bool {
 		}
 	}
 	return s != ""
+}
+
+// counterKeys returns the keys of the flags for a masked series
+// (segment.Config.CounterKeys), and the id of the first (the one a new
+// series is masked with); nil when no key is given.
+func (f *maskKeyFlags) counterKeys() (func(uint8) (segment.CounterMasker, error), uint8, error) {
+	keys, err := f.keys("mask-")
+	if err != nil || len(keys) == 0 {
+		return nil, 0, err
+	}
+	mc := server.MaskConfig{}
+	for _, k := range keys {
+		mc.Keys = append(mc.Keys, server.MaskKey{ID: k.id, Key: hex.EncodeToString(k.key)})
+	}
+	ck, err := mc.CounterKeys()
+	return ck, keys[0].id, err
 }

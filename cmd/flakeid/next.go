@@ -33,10 +33,11 @@ type nextCmd struct {
 	Token     string `placeholder:"TOKEN" env:"FLAKEID_TOKEN" help:"Bearer token for --server."`
 	CreateTag bool   `env:"FLAKEID_CREATE_TAG" help:"Segment mode: create the tag (step 1000) if it does not exist."`
 
-	Data   dataFlags   `embed:""`
-	Store  storeFlags  `embed:""`
-	Coord  coordFlags  `embed:""`
-	Layout layoutFlags `embed:""`
+	Mask   maskKeyFlags `embed:"" prefix:"mask-" help:"A masked series' key."`
+	Data   dataFlags    `embed:""`
+	Store  storeFlags   `embed:""`
+	Coord  coordFlags   `embed:""`
+	Layout layoutFlags  `embed:""`
 }
 
 // Run prints c.Count IDs.

@@ -22,7 +22,11 @@ func (c *nextCmd) segments(ctx context.Context, out *streams) error {
 	}
 	defer store.Close()
 	log := slog.New(slog.NewTextHandler(out.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	a, err := segment.New(segment.Config{Store: store, AutoCreate: c.CreateTag, Logger: log})
+	keys, _, err := c.Mask.counterKeys() // a masked series' key
+	if err != nil {
+		return err
+	}
+	a, err := segment.New(segment.Config{Store: store, AutoCreate: c.CreateTag, Logger: log, CounterKeys: keys})
 	if err != nil {
 		return err
 	}

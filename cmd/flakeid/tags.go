@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -10,7 +9,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/flakeid/flakeid/segment"
-	"github.com/flakeid/flakeid/server"
 )
 
 // tagsCmd groups the segment-tag commands.
@@ -95,21 +93,14 @@ func (c *tagsCreateCmd) Run(ctx context.Context, out *streams) error {
 		ser := segment.Series{Period: segment.Period(c.Period), TZ: c.TZ, Template: c.Template, Start: c.MaxID, Masked: c.Masked}
 		t.MaxID = 0
 		if c.Masked {
-			keys, err := c.Mask.keys("mask-")
+			keys, id, err := c.Mask.counterKeys()
 			if err != nil {
 				return err
 			}
-			if len(keys) == 0 {
+			if keys == nil {
 				return fmt.Errorf("--masked needs the key the server masks with: --mask-key (FLAKEID_MASK_KEY) or --mask-keyring (FLAKEID_MASK_KEYRING)")
 			}
-			mc := server.MaskConfig{}
-			for _, k := range keys {
-				mc.Keys = append(mc.Keys, server.MaskKey{ID: k.id, Key: hex.EncodeToString(k.key)})
-			}
-			if cfg.CounterKeys, err = mc.CounterKeys(); err != nil {
-				return err
-			}
-			ser.KeyID = keys[0].id
+			cfg.CounterKeys, ser.KeyID = keys, id
 		}
 		if _, err := segment.CompileSeries(ser, c.Step); err != nil {
 			return err // before the store is opened
