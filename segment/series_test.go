@@ -191,3 +191,4 @@ func TestSeriesFormatParse(t *testing.T) {
 		}
 	})
 }
+

@@ -643,3 +643,33 @@ func TestUIBrowserDeleteTag(t *testing.T) {
 		t.Errorf("the page logged errors:\n%s", strings.Join(errs, "\n"))
 	}
 }
+
+// TestUIBrowserCreateSeries: the console's New tag form creates a series
+// of business numbers (the server's answer, with its capacity, is shown,
+// and the series hands out numbers), and shows the server's reason when a
+// template cannot be a series.
+func TestUIBrowserCreateSeries(t *testing.T) {
+	t.Parallel()
+	ctx, jsErrors := browser(t)
+	f := newFixture(t, nil)
+	step(t, ctx, "loading /ui/", 20*time.Second, chromedp.Navigate(f.http.URL+"/ui/"))
+	step(t, ctx, "filling in a bad series", 10*time.Second,
+		chromedp.SetValue(chromedp.ID("c-tag"), "bad"),
+		chromedp.SetValue(chromedp.ID("c-period"), "day"),
+		chromedp.SetValue(chromedp.ID("c-template"), "ORD-{yyyyMM}-{seq:6}"),
+		chromedp.Click(chromedp.ID("c-submit")))
+	waitJS(t, ctx, "the error", `!document.getElementById("c-error").hidden && /cannot show which day/.test(document.getElementById("c-error").textContent)`, 10*time.Second)
+	step(t, ctx, "filling in a good series", 10*time.Second,
+		chromedp.SetValue(chromedp.ID("c-tag"), "invoices"),
+		chromedp.SetValue(chromedp.ID("c-step"), "20"),
+		chromedp.SetValue(chromedp.ID("c-template"), "INV-{yyyyMMdd}-{seq:5}"),
+		chromedp.SetValue(chromedp.ID("c-tz"), "Europe/Paris"),
+		chromedp.Click(chromedp.ID("c-submit")))
+	waitJS(t, ctx, "the result", `/Created series invoices: INV-\{yyyyMMdd\}-\{seq:5\} every day \(Europe\/Paris\), at most 99,999 numbers a day/.test(document.getElementById("c-result").textContent)`, 10*time.Second)
+	if r := f.do(t, "GET", "/v1/segment/invoices/next", ""); r.status != 200 || !strings.Contains(r.body, `"INV-`) {
+		t.Fatalf("the console's series: %d %s", r.status, r.body)
+	}
+	if errs := jsErrors(); len(errs) > 0 {
+		t.Errorf("the page logged errors:\n%s", strings.Join(errs, "\n"))
+	}
+}

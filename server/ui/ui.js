@@ -35,15 +35,20 @@
 
   // api fetches a JSON endpoint and returns its body; a non-2xx answer
   // throws an Error carrying the server's JSON error message and the status.
-  async function api(path, timeoutMs, method) {
+  async function api(path, timeoutMs, method, payload) {
     const ctl = new AbortController();
     const timer = setTimeout(() => ctl.abort(), timeoutMs || 5000);
     const headers = { Accept: "application/json" };
     const tok = currentToken();
     if (tok) headers.Authorization = "Bearer " + tok;
+    const init = { method: method || "GET", headers, signal: ctl.signal, cache: "no-store" };
+    if (payload !== undefined) {
+      headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(payload);
+    }
     let resp;
     try {
-      resp = await fetch(API + path, { method: method || "GET", headers, signal: ctl.signal, cache: "no-store" });
+      resp = await fetch(API + path, init);
     } catch (e) {
       throw new Error(e.name === "AbortError" ? "no answer within " + (timeoutMs || 5000) / 1000 + " s" : "network error: " + e.message);
     } finally {
@@ -497,6 +502,42 @@
     }
   }
 
+  // ---- New tag -------------------------------------------------------------------
+
+  // onCreate creates a tag (POST /v1/segment/tags, an admin token's right):
+  // plain IDs, or with a period a series of business numbers, whose
+  // template the server checks and whose capacity it answers.
+  async function onCreate(ev) {
+    ev.preventDefault();
+    const errEl = $("c-error"), out = $("c-result");
+    errEl.hidden = true;
+    out.textContent = "";
+    const body = { tag: $("c-tag").value.trim() };
+    const step = $("c-step").value.trim();
+    if (step) body.step = Number(step);
+    const desc = $("c-desc").value;
+    if (desc) body.description = desc;
+    const period = $("c-period").value;
+    if (period) {
+      body.period = period;
+      body.template = $("c-template").value;
+      const tz = $("c-tz").value.trim();
+      if (tz) body.tz = tz;
+      const start = $("c-start").value.trim();
+      if (start) body.start = Number(start);
+      if ($("c-masked").checked) body.masked = true;
+    }
+    try {
+      const t = await api("segment/tags", 5000, "POST", body);
+      out.textContent = t.period
+        ? "Created series " + t.tag + ": " + t.template + " every " + t.period + " (" + t.tz + "), " + t.capacity + "."
+        : "Created tag " + t.tag + " (step " + fmtInt(t.step) + ").";
+    } catch (e) {
+      errEl.textContent = "Not created" + (e.status ? " (" + e.status + ")" : "") + ": " + e.message;
+      errEl.hidden = false;
+    }
+  }
+
   // ---- Decode ------------------------------------------------------------------
 
   // decodeID asks the server to split an ID typed in any plain form, or a
@@ -687,6 +728,7 @@
     });
     $("errors-clear").addEventListener("click", () => { errors.length = 0; renderErrors(); });
     $("decode-form").addEventListener("submit", onDecode);
+    $("create-form").addEventListener("submit", onCreate);
     $("decode-fresh").addEventListener("click", onFreshID);
     $("layout-form").addEventListener("input", onLayoutInput);
     $("layout-form").addEventListener("submit", (ev) => { ev.preventDefault(); calcLayout(layoutQuery()); });

@@ -423,6 +423,9 @@ func (r *runner) setupCluster(ctx context.Context) error {
 		return err
 	}
 	r.segments = ok
+	if ok {
+		return r.createSeries(ctx, r.nodes[0].cur.Load().url)
+	}
 	return nil
 }
 
@@ -474,6 +477,11 @@ func (r *runner) setupTargets(ctx context.Context) error {
 			return err
 		}
 		r.segments = r.segments && ok
+		if ok {
+			if err := r.createSeries(ctx, base); err != nil {
+				return err
+			}
+		}
 		r.startPoller(inc)
 	}
 	return nil

@@ -374,6 +374,13 @@ func Run(ctx context.Context, cfg Config) error {
 		wg.Go(func() { r.client(loadCtx, i, recs[i]) })
 	}
 	recs[cfg.Clients] = &recorder{}
+	// Two more clients take numbers of the run's series (HTTP, Connect).
+	srec := &seriesRecorder{}
+	if r.segments {
+		for i, viaRPC := range []bool{false, true} {
+			wg.Go(func() { r.seriesClient(loadCtx, i, viaRPC, srec) })
+		}
+	}
 	nemesisDone := make(chan struct{})
 	go func() {
 		defer close(nemesisDone)
@@ -397,6 +404,9 @@ func Run(ctx context.Context, cfg Config) error {
 	h.reqs, h.sf, h.seg = merge(recs)
 	r.logf("checking %d requests", len(h.reqs))
 	rep := r.check(h, loadStart, loadEnd)
+	if r.segments {
+		rep.addSeries(r.seriesTag(), r.checkSeries(srec, h.incs))
+	}
 	rep.write(cfg.Stdout)
 	if cfg.Keep && r.dir != "" {
 		fmt.Fprintf(cfg.Stdout, "\nnode logs kept in %s\n", filepath.Join(r.dir))
