@@ -191,4 +191,3 @@ func TestSeriesFormatParse(t *testing.T) {
 		}
 	})
 }
-
