@@ -46,11 +46,41 @@ func (a *Allocator) Create(ctx context.Context, t Tag) error {
 		if err != nil {
 			return fmt.Errorf("tag %q: %w", t.Name, err)
 		}
+		if err := a.sameAsBefore(ctx, t.Name, *t.Series); err != nil {
+			return err
+		}
 		t.Description, t.Series = d, nil
 	} else if strings.HasPrefix(t.Description, seriesMark) {
 		return fmt.Errorf("%w: tag %q: a description starting %q is kept for series settings", ErrInvalidTag, t.Name, seriesMark)
 	}
 	return a.createRow(ctx, t)
+}
+
+// sameAsBefore checks that a series about to be created has the settings
+// of the periods' rows its name already has (a series deleted earlier):
+// other settings could print, in a period that kept its counter, a number
+// the old ones printed. A name without such rows is free.
+func (a *Allocator) sameAsBefore(ctx context.Context, name string, s Series) error {
+	for _, src := range a.cfg.Sources {
+		rows, err := src.Store.List(ctx)
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			if !strings.HasPrefix(r.Name, name+periodSep) {
+				continue
+			}
+			old, _, err := decodeSeries(r.Description)
+			if err != nil || old == nil {
+				return fmt.Errorf("%w: tag %q: the store has the period row %q, whose settings do not read; choose another name", ErrInvalidTag, name, r.Name)
+			}
+			if *old != s {
+				return fmt.Errorf("%w: series %q existed before with the settings %+v, and its periods' rows are kept: create it again with the same settings (or choose another name), so that no number is printed twice", ErrInvalidTag, name, *old)
+			}
+			break
+		}
+	}
+	return nil
 }
 
 // createRow creates the row t in every source.

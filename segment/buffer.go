@@ -138,7 +138,7 @@ func (a *Allocator) loadBuffer(ctx context.Context, name string, create *Tag) (*
 	if err != nil {
 		return nil, err
 	}
-	if t.Series != nil {
+	if t.Series != nil && create == nil {
 		return nil, errIsSeries(name)
 	}
 	b.minStep, b.step, b.stepRead = t.Step, t.Step, time.Now()

@@ -230,7 +230,13 @@ func (s *series) switchTo(ctx context.Context, now time.Time) (*period, error) {
 // max_id, and a later use fetches above it).
 func (s *series) load(ctx context.Context, label int64) (*buffer, error) {
 	row := periodRow(s.name, label)
-	b, err := s.a.loadBuffer(ctx, row, &Tag{Name: row, Step: s.step, MaxID: 1, Description: "period " + strconv.FormatInt(label, 10) + " of series " + s.name})
+	// The row keeps the series' settings too, so that the series, deleted
+	// and created again, can only come back with them (see Create).
+	desc, err := encodeSeries(s.f.s, "period "+strconv.FormatInt(label, 10))
+	if err != nil {
+		return nil, err
+	}
+	b, err := s.a.loadBuffer(ctx, row, &Tag{Name: row, Step: s.step, MaxID: 1, Description: desc})
 	if err != nil {
 		return nil, err
 	}

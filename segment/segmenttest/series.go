@@ -87,6 +87,11 @@ func seriesAdmin(t *testing.T, c Connector) {
 	if _, err := a.NextNumber(ctx, "orders"); !errors.Is(err, segment.ErrUnknownTag) {
 		t.Fatalf("NextNumber of a deleted series: %v, want ErrUnknownTag", err)
 	}
+	changed := ser
+	changed.Template = "ORD-{yyyyMMdd}-{seq:7}"
+	if err := a.Create(ctx, segment.Tag{Name: "orders", Step: 10, Series: &changed}); !errors.Is(err, segment.ErrInvalidTag) || !strings.Contains(err.Error(), "same settings") {
+		t.Fatalf("creating the deleted series again with another template: %v, want ErrInvalidTag asking for the same settings", err)
+	}
 	if err := a.Create(ctx, segment.Tag{Name: "orders", Step: 10, Series: &ser}); err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"connectrpc.com/connect"
 
 	flakeidv1 "github.com/flakeid/flakeid/gen/flakeid/v1"
+	"github.com/flakeid/flakeid/internal/humanize"
 	"github.com/flakeid/flakeid/segment"
 )
 
@@ -31,6 +32,9 @@ const (
 	// (--max-clock-skew, 1 s by default) plus the largest offset the
 	// nemesis gives a node's clock (restart-behind: 5 s).
 	seriesClockSlack = 6*time.Second + time.Second
+	// seriesPrefetchLead is how long before a period a node fetches its
+	// first segment (segment's prefetchLead).
+	seriesPrefetchLead = 10 * time.Second
 )
 
 // seriesSettings are the run's series: minute periods in UTC from 1.
@@ -201,7 +205,10 @@ func (r *runner) checkSeries(rec *seriesRecorder, incs []*incarnation) seriesChe
 			if inc.ended == 0 {
 				to = end.Add(time.Hour)
 			}
-			if from.Before(end.Add(seriesClockSlack)) && to.After(start.Add(-seriesClockSlack)) {
+			// A process serves a period from up to 10 s before it (the
+			// prefetch of its first segment) to its end, each within the
+			// clock slack.
+			if from.Before(end.Add(seriesClockSlack)) && to.After(start.Add(-seriesClockSlack-seriesPrefetchLead)) {
 				procs++
 			}
 		}
@@ -233,7 +240,7 @@ func (rep *report) addSeries(tag string, sc seriesChecks) {
 		return "ok"
 	}
 	rep.checks.add(fmt.Sprintf("series numbers acknowledged (tag %q, %s, a period a minute)", tag, seriesTemplate),
-		fmt.Sprintf("%d numbers in %d periods, from %d calls (%d failed)", sc.numbers, sc.periods, sc.calls, sc.fails), verdict(sc.numbers == 0 || sc.periods < 2))
+		fmt.Sprintf("%s numbers in %d periods, from %s calls (%s failed)", humanize.Thousands(int64(sc.numbers)), sc.periods, humanize.Thousands(int64(sc.calls)), humanize.Thousands(int64(sc.fails))), verdict(sc.numbers == 0 || sc.periods < 2))
 	rep.checks.add("no series number handed out twice", fmt.Sprintf("%d duplicates", len(sc.duplicates)), verdict(len(sc.duplicates) > 0))
 	rep.checks.add("every series number matches its template and shows a period within the clock bound of its call",
 		fmt.Sprintf("%d malformed, %d off their period", len(sc.malformed), len(sc.offPeriod)), verdict(len(sc.malformed)+len(sc.offPeriod) > 0))
