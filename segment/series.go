@@ -373,27 +373,15 @@ func (f *Format) label(t time.Time) int64 {
 // bounds returns the first instant of the period with label l and of the
 // one after it, in the series' zone, or false if l names no period.
 func (f *Format) bounds(l int64) (start, end time.Time, ok bool) {
-	var y, mo, d, h, mi int64 = 0, 1, 1, 0, 0
-	switch f.s.Period {
-	case Year:
-		y = l
-	case Month:
-		y, mo = l/100, l%100
-	case Week:
-		y = l / 100
-		w := l % 100
+	if f.s.Period == Week {
+		y, w := l/100, l%100
 		jan4 := time.Date(int(y), 1, 4, 0, 0, 0, 0, f.loc)
 		monday := jan4.AddDate(0, 0, -((int(jan4.Weekday())+6)%7)+int(w-1)*7)
 		start = time.Date(monday.Year(), monday.Month(), monday.Day(), 0, 0, 0, 0, f.loc)
 		end = time.Date(monday.Year(), monday.Month(), monday.Day()+7, 0, 0, 0, 0, f.loc)
 		return start, end, w >= 1 && w <= 53 && y >= 1 && f.label(start) == l
-	case Day:
-		y, mo, d = l/10000, l/100%100, l%100
-	case Hour:
-		y, mo, d, h = l/1000000, l/10000%100, l/100%100, l%100
-	case Minute:
-		y, mo, d, h, mi = l/100000000, l/1000000%100, l/10000%100, l/100%100, l%100
 	}
+	y, mo, d, h, mi := f.fields(l)
 	if y < 1 || y > 9999 {
 		return start, end, false
 	}
@@ -430,26 +418,35 @@ func (f *Format) Period(t time.Time) PeriodOf {
 	return PeriodOf{Label: l, Start: start, End: end}
 }
 
-// render returns the text of period l's numbers before the counter and
-// after it.
-func (f *Format) render(l int64) (before, after string) {
-	var y, mo, d, h, mi, wy, ww int64
+// fields splits the label of a period other than a week into the local
+// year, month, day, hour and minute of its start.
+func (f *Format) fields(l int64) (y, mo, d, h, mi int64) {
+	mo, d = 1, 1
 	switch f.s.Period {
 	case Year:
 		y = l
 	case Month:
 		y, mo = l/100, l%100
-	case Week:
-		wy, ww = l/100, l%100
-		start, _, _ := f.bounds(l)
-		st := start.In(f.loc)
-		y, mo, d = int64(st.Year()), int64(st.Month()), int64(st.Day())
 	case Day:
 		y, mo, d = l/10000, l/100%100, l%100
 	case Hour:
 		y, mo, d, h = l/1000000, l/10000%100, l/100%100, l%100
 	case Minute:
 		y, mo, d, h, mi = l/100000000, l/1000000%100, l/10000%100, l/100%100, l%100
+	}
+	return y, mo, d, h, mi
+}
+
+// render returns the text of period l's numbers before the counter and
+// after it.
+func (f *Format) render(l int64) (before, after string) {
+	y, mo, d, h, mi := f.fields(l)
+	var wy, ww int64
+	if f.s.Period == Week {
+		wy, ww = l/100, l%100
+		start, _, _ := f.bounds(l)
+		st := start.In(f.loc)
+		y, mo, d = int64(st.Year()), int64(st.Month()), int64(st.Day())
 	}
 	var b, a []byte
 	cur := &b

@@ -12,10 +12,6 @@ import (
 	"github.com/flakeid/flakeid/segment"
 )
 
-// seriesKeys are the members of POST /v1/segment/tags that make a tag a
-// series of business numbers.
-var seriesKeys = []string{"period", "tz", "template", "start", "masked"}
-
 // readSeriesMember reads one member of a series' settings into ser; it
 // reports false for a member that is not one.
 func readSeriesMember(m member, ser *segment.Series) (bool, error) {

@@ -49,11 +49,34 @@ func (c *decodeCmd) Run(ctx context.Context, out *streams) error {
 		return err
 	}
 	tf := timeFormat(l)
+	return c.each(out, "IDs", func(arg string) (any, [][2]string, error) {
+		d, err := decodeOne(l, arg)
+		if err != nil {
+			return nil, nil, err
+		}
+		rec := decodedID{ID: d.id.String(), Time: d.Time.Format(tf), Tick: d.Tick,
+			Datacenter: d.Datacenter, Worker: d.Worker, Sequence: d.Sequence}
+		return rec, [][2]string{
+			{"id", rec.ID},
+			{"time", rec.Time},
+			{"tick", strconv.FormatInt(rec.Tick, 10)},
+			{"datacenter", strconv.FormatInt(rec.Datacenter, 10)},
+			{"worker", strconv.FormatInt(rec.Worker, 10)},
+			{"sequence", strconv.FormatInt(rec.Sequence, 10)},
+		}, nil
+	})
+}
+
+// each decodes every argument with decode, which returns the --json record
+// and the fields of the text form; an argument it fails on is reported on
+// stderr (naming it) and skipped, and makes the command fail at the end.
+// what names the arguments in that error ("IDs", "numbers").
+func (c *decodeCmd) each(out *streams, what string, decode func(arg string) (any, [][2]string, error)) error {
 	w := bufio.NewWriter(out.stdout)
 	enc := json.NewEncoder(w)
 	failed, printed := 0, 0
 	for i, arg := range c.IDs {
-		d, err := decodeOne(l, arg)
+		rec, fields, err := decode(arg)
 		if err != nil {
 			// Keep stdout and stderr in order when both are a terminal.
 			if err := w.Flush(); err != nil {
@@ -63,22 +86,13 @@ func (c *decodeCmd) Run(ctx context.Context, out *streams) error {
 			failed++
 			continue
 		}
-		rec := decodedID{ID: d.id.String(), Time: d.Time.Format(tf), Tick: d.Tick,
-			Datacenter: d.Datacenter, Worker: d.Worker, Sequence: d.Sequence}
 		if c.JSON {
 			err = enc.Encode(rec)
 		} else {
 			if printed > 0 {
 				w.WriteString("\n")
 			}
-			err = writeFields(w, [][2]string{
-				{"id", rec.ID},
-				{"time", rec.Time},
-				{"tick", strconv.FormatInt(rec.Tick, 10)},
-				{"datacenter", strconv.FormatInt(rec.Datacenter, 10)},
-				{"worker", strconv.FormatInt(rec.Worker, 10)},
-				{"sequence", strconv.FormatInt(rec.Sequence, 10)},
-			})
+			err = writeFields(w, fields)
 		}
 		if err != nil {
 			return err
@@ -89,7 +103,7 @@ func (c *decodeCmd) Run(ctx context.Context, out *streams) error {
 		return err
 	}
 	if failed > 0 {
-		return fmt.Errorf("%d of %d IDs could not be decoded", failed, len(c.IDs))
+		return fmt.Errorf("%d of %d %s could not be decoded", failed, len(c.IDs), what)
 	}
 	return nil
 }
@@ -134,46 +148,20 @@ func (c *decodeCmd) numbers(ctx context.Context, out *streams) error {
 	if err != nil {
 		return err
 	}
-	w := bufio.NewWriter(out.stdout)
-	enc := json.NewEncoder(w)
-	failed, printed := 0, 0
-	for i, arg := range c.IDs {
+	return c.each(out, "numbers", func(arg string) (any, [][2]string, error) {
 		d, err := a.DecodeNumber(ctx, c.Tag, strings.TrimSpace(arg))
 		if err != nil {
-			if err := w.Flush(); err != nil {
-				return err
-			}
-			fmt.Fprintf(out.stderr, "flakeid decode: argument %d %q: %v\n", i+1, arg, err)
-			failed++
-			continue
+			return nil, nil, err
 		}
 		rec := decodedNumber{Tag: c.Tag, Number: d.Text, Numeric: strconv.FormatInt(d.Numeric, 10), Period: string(f.Series().Period),
 			Label: strconv.FormatInt(d.Label, 10), PeriodStart: d.Start.Format(time.RFC3339), PeriodEnd: d.End.Format(time.RFC3339),
 			Counter: d.Counter, Seq: d.Seq}
-		if c.JSON {
-			err = enc.Encode(rec)
-		} else {
-			if printed > 0 {
-				w.WriteString("\n")
-			}
-			err = writeFields(w, [][2]string{
-				{"tag", rec.Tag}, {"number", rec.Number}, {"numeric", rec.Numeric}, {"period", rec.Period},
-				{"label", rec.Label}, {"period_start", rec.PeriodStart}, {"period_end", rec.PeriodEnd},
-				{"counter", strconv.FormatInt(rec.Counter, 10)}, {"seq", strconv.FormatInt(rec.Seq, 10)},
-			})
-		}
-		if err != nil {
-			return err
-		}
-		printed++
-	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	if failed > 0 {
-		return fmt.Errorf("%d of %d numbers could not be decoded", failed, len(c.IDs))
-	}
-	return nil
+		return rec, [][2]string{
+			{"tag", rec.Tag}, {"number", rec.Number}, {"numeric", rec.Numeric}, {"period", rec.Period},
+			{"label", rec.Label}, {"period_start", rec.PeriodStart}, {"period_end", rec.PeriodEnd},
+			{"counter", strconv.FormatInt(rec.Counter, 10)}, {"seq", strconv.FormatInt(rec.Seq, 10)},
+		}, nil
+	})
 }
 
 // decodedNumber is the --json form of a decoded series number; its fields

@@ -38,25 +38,9 @@ func (c *nextCmd) segments(ctx context.Context, out *streams) error {
 	if err != nil {
 		return err
 	}
-	w := bufio.NewWriterSize(out.stdout, 64<<10)
-	defer w.Flush()
-	var tick *time.Ticker
-	if c.Every > 0 {
-		tick = time.NewTicker(c.Every)
-		defer tick.Stop()
-	}
 	var spans []segment.Span
 	var buf []byte
-	for left := c.Count; left > 0; {
-		want := min(left, 100_000)
-		if tick != nil {
-			want = 1
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-tick.C:
-			}
-		}
+	return c.batches(ctx, out, func(w *bufio.Writer, want int) error {
 		if spans, err = h.Next(ctx, want, spans[:0]); err != nil {
 			return err
 		}
@@ -67,6 +51,33 @@ func (c *nextCmd) segments(ctx context.Context, out *streams) error {
 					return err
 				}
 			}
+		}
+		return nil
+	})
+}
+
+// batches runs write for c.Count items in batches of up to 100,000 — or one
+// at a time every c.Every, each flushed at once — on a buffered stdout.
+func (c *nextCmd) batches(ctx context.Context, out *streams, write func(w *bufio.Writer, n int) error) error {
+	w := bufio.NewWriterSize(out.stdout, 64<<10)
+	defer w.Flush()
+	var tick *time.Ticker
+	if c.Every > 0 {
+		tick = time.NewTicker(c.Every)
+		defer tick.Stop()
+	}
+	for left := c.Count; left > 0; {
+		want := min(left, 100_000)
+		if tick != nil {
+			want = 1
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-tick.C:
+			}
+		}
+		if err := write(w, want); err != nil {
+			return err
 		}
 		left -= want
 		if tick != nil {
@@ -84,23 +95,7 @@ func (c *nextCmd) numbers(ctx context.Context, a *segment.Allocator, out *stream
 	if c.Format != "" && c.Format != "decimal" {
 		return fmt.Errorf("tag %s is a series of business numbers: they print as their template shows them; drop --format", c.Tag)
 	}
-	w := bufio.NewWriterSize(out.stdout, 64<<10)
-	defer w.Flush()
-	var tick *time.Ticker
-	if c.Every > 0 {
-		tick = time.NewTicker(c.Every)
-		defer tick.Stop()
-	}
-	for left := c.Count; left > 0; {
-		want := min(left, 100_000)
-		if tick != nil {
-			want = 1
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-tick.C:
-			}
-		}
+	return c.batches(ctx, out, func(w *bufio.Writer, want int) error {
 		nums, err := a.NextNumbers(ctx, c.Tag, want)
 		if err != nil {
 			return err
@@ -110,12 +105,6 @@ func (c *nextCmd) numbers(ctx context.Context, a *segment.Allocator, out *stream
 				return err
 			}
 		}
-		left -= want
-		if tick != nil {
-			if err := w.Flush(); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+		return nil
+	})
 }

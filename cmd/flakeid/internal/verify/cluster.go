@@ -333,7 +333,13 @@ func (r *runner) startPoller(inc *incarnation) {
 // existing tag is fine. It reports false when the server has no segment
 // mode.
 func (r *runner) createTag(ctx context.Context, base string) (bool, error) {
-	body := fmt.Sprintf(`{"tag":%q,"step":1000}`, r.cfg.Tag)
+	return r.postTag(ctx, base, r.cfg.Tag, fmt.Sprintf(`{"tag":%q,"step":1000}`, r.cfg.Tag))
+}
+
+// postTag creates tag with the JSON body on the server at base, while the
+// server is starting too; an existing tag is fine. It reports false when
+// the server has no segment mode.
+func (r *runner) postTag(ctx context.Context, base, tag, body string) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for {
@@ -344,7 +350,7 @@ func (r *runner) createTag(ctx context.Context, base string) (bool, error) {
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := r.pollHC.Do(req)
 		if err != nil {
-			return false, fmt.Errorf("creating tag %q on %s: %w", r.cfg.Tag, base, err)
+			return false, fmt.Errorf("creating tag %q on %s: %w", tag, base, err)
 		}
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 		resp.Body.Close()
@@ -357,7 +363,7 @@ func (r *runner) createTag(ctx context.Context, base string) (bool, error) {
 			time.Sleep(200 * time.Millisecond)
 			continue
 		}
-		return false, fmt.Errorf("creating tag %q on %s: %s: %s", r.cfg.Tag, base, resp.Status, bytes.TrimSpace(b))
+		return false, fmt.Errorf("creating tag %q on %s: %s: %s", tag, base, resp.Status, bytes.TrimSpace(b))
 	}
 }
 

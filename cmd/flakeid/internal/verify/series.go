@@ -1,11 +1,9 @@
 package verify
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -49,29 +47,8 @@ func (r *runner) seriesTag() string { return r.cfg.Tag + "-series" }
 // one is fine).
 func (r *runner) createSeries(ctx context.Context, base string) error {
 	body := fmt.Sprintf(`{"tag":%q,"step":%d,"period":"minute","template":%q}`, r.seriesTag(), seriesStep, seriesTemplate)
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/segment/tags", strings.NewReader(body))
-		if err != nil {
-			return err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := r.pollHC.Do(req)
-		if err != nil {
-			return fmt.Errorf("creating series %q on %s: %w", r.seriesTag(), base, err)
-		}
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		resp.Body.Close()
-		switch {
-		case resp.StatusCode == http.StatusCreated || resp.StatusCode == http.StatusConflict:
-			return nil
-		case resp.StatusCode == http.StatusServiceUnavailable && ctx.Err() == nil:
-			time.Sleep(200 * time.Millisecond)
-			continue
-		}
-		return fmt.Errorf("creating series %q on %s: %s: %s", r.seriesTag(), base, resp.Status, bytes.TrimSpace(b))
-	}
+	_, err := r.postTag(ctx, base, r.seriesTag(), body)
+	return err
 }
 
 // seriesNumber is one number a client was given, with the call's window.
