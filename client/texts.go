@@ -85,6 +85,7 @@ func (c *Client) NextSegmentTexts(ctx context.Context, tag string, n int) ([]str
 type textsResponse struct {
 	Tag    string     `json:"tag"`
 	Masked bool       `json:"masked"`
+	Series bool       `json:"series"`
 	IDs    []jsonText `json:"ids"`
 }
 
@@ -126,7 +127,7 @@ func (c *Client) fetchTexts(ctx context.Context, tag string, n int) ([]string, e
 	var out []string
 	e, err := c.t.getFrom(ctx, idsPath(tag)+"?count="+strconv.Itoa(n), func(r io.Reader) error {
 		var err error
-		out, err = parseTexts(r, n, tag)
+		out, err = parseTexts(r, n, tag, false)
 		return err
 	})
 	if err == nil && tag == "" {
@@ -141,7 +142,7 @@ func (c *Client) fetchTexts(ctx context.Context, tag string, n int) ([]string, e
 // parseTexts decodes a next answer of IDs and checks it holds exactly n (of
 // tag, when the answer names one). Plain IDs are decimal JSON strings (or
 // numbers, from an older server); masked IDs are strings.
-func parseTexts(r io.Reader, n int, tag string) ([]string, error) {
+func parseTexts(r io.Reader, n int, tag string, series bool) ([]string, error) {
 	// Room for the n IDs asked for: the decoder appends to it.
 	resp := textsResponse{IDs: make([]jsonText, 0, n)}
 	if err := json.NewDecoder(r).Decode(&resp); err != nil {
@@ -149,6 +150,12 @@ func parseTexts(r io.Reader, n int, tag string) ([]string, error) {
 	}
 	if tag != "" && resp.Tag != "" && resp.Tag != tag {
 		return nil, fmt.Errorf("IDs of tag %q, asked for %q", resp.Tag, tag)
+	}
+	switch {
+	case resp.Series && !series:
+		return nil, fmt.Errorf("%w: tag %q is a series of business numbers: take them with NextNumbers", ErrInvalidArgument, tag)
+	case series && !resp.Series:
+		return nil, fmt.Errorf("%w: tag %q is not a series of business numbers: take its IDs with NextSegment", ErrInvalidArgument, tag)
 	}
 	if len(resp.IDs) != n {
 		return nil, fmt.Errorf("%d IDs, asked for %d", len(resp.IDs), n)
@@ -159,7 +166,11 @@ func parseTexts(r io.Reader, n int, tag string) ([]string, error) {
 		if s == "" {
 			return nil, fmt.Errorf("ID %d of the answer is empty", i)
 		}
-		if resp.Masked {
+		if resp.Series {
+			if strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+				return nil, fmt.Errorf("number %d of the answer, %q, has a control character", i, s)
+			}
+		} else if resp.Masked {
 			// Digits and letters, and the symbols of Crockford's base32
 			// check character (*~$=), which ends one base32 text in nine.
 			if strings.ContainsFunc(s, func(r rune) bool {
@@ -171,6 +182,43 @@ func parseTexts(r io.Reader, n int, tag string) ([]string, error) {
 			return nil, fmt.Errorf("ID %d of the answer, %q, is not a decimal int64 and the answer is not masked", i, s)
 		}
 		out[i] = s
+	}
+	return out, nil
+}
+
+// NextNumber returns the next number of a series tag (ORD-20261128-000123):
+// one request, never buffered — a number carries the period the server
+// issued it in, which a buffer could hand out after the period ended.
+// A tag that is not a series is ErrInvalidArgument (the IDs the server
+// answered are lost: a gap, never a duplicate).
+func (c *Client) NextNumber(ctx context.Context, tag string) (string, error) {
+	nums, err := c.NextNumbers(ctx, tag, 1)
+	if err != nil {
+		return "", err
+	}
+	return nums[0], nil
+}
+
+// NextNumbers returns n numbers of a series tag, 1 ≤ n ≤ MaxCount, in the
+// order the server issued them, with one request (see NextNumber).
+func (c *Client) NextNumbers(ctx context.Context, tag string, n int) ([]string, error) {
+	if err := c.check(n); err != nil {
+		return nil, err
+	}
+	if c.closed.Load() {
+		return nil, ErrClosed
+	}
+	if tag == "" {
+		return nil, fmt.Errorf("%w: empty tag", ErrInvalidArgument)
+	}
+	var out []string
+	_, err := c.t.getFrom(ctx, idsPath(tag)+"?count="+strconv.Itoa(n), func(r io.Reader) error {
+		var err error
+		out, err = parseTexts(r, n, tag, true)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

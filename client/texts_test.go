@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/flakeid/flakeid/idmask"
+	"github.com/flakeid/flakeid/segment"
 	"github.com/flakeid/flakeid/server"
 	"github.com/flakeid/flakeid/snowflake"
 )
@@ -167,8 +168,9 @@ func TestParseTexts(t *testing.T) {
 		{`{"masked":true,"ids":["51PWE0WJAQ6B1J$","5ABC*","5X~","5Y=","5ZU"]}`, "", "51PWE0WJAQ6B1J$,5ABC*,5X~,5Y=,5ZU", 5},
 		{`{"masked":true,"ids":["5a-"]}`, "", "error: not base32 or base62", 1},
 		{`{"ids":[`, "", "error: unexpected EOF", 1},
+		{`{"tag":"a","series":true,"ids":["ORD-20261128-000001"]}`, "a", "error: take them with NextNumbers", 1},
 	} {
-		got, err := parseTexts(strings.NewReader(tc.body), tc.n, tc.tag)
+		got, err := parseTexts(strings.NewReader(tc.body), tc.n, tc.tag, false)
 		if w, ok := strings.CutPrefix(tc.want, "error: "); ok {
 			if err == nil || !strings.Contains(err.Error(), w) {
 				t.Errorf("parseTexts(%s) = %v, %v; want an error with %q", tc.body, got, err, w)
@@ -188,7 +190,7 @@ func FuzzParseTexts(f *testing.F) {
 	f.Add(`{"masked":true,"tag":"a","ids":["5aZ"]}`, 1)
 	f.Add(`{"ids":[1e3]}`, 1)
 	f.Fuzz(func(t *testing.T, body string, n int) {
-		got, err := parseTexts(strings.NewReader(body), n, "a")
+		got, err := parseTexts(strings.NewReader(body), n, "a", n%2 == 0)
 		if err != nil {
 			return
 		}
@@ -449,4 +451,53 @@ func BenchmarkNextTextBuffered(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "ids/s")
+}
+
+// TestIntegrationSeriesNumbers: NextNumber and NextNumbers take a series'
+// numbers from the servers (every call a request, with or without segment
+// buffering), distinct and in each server's order; the calls for plain
+// texts refuse a series' answer, and NextNumbers a plain tag's, naming the
+// call to use, after one request.
+func TestIntegrationSeriesNumbers(t *testing.T) {
+	cl := newCluster(t, 2)
+	a, err := segment.New(segment.Config{Store: cl.store, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	ser := segment.Series{Period: segment.Year, Template: "INV-{yyyy}-{seq:7}", Start: 1}
+	if err := a.Create(t.Context(), segment.Tag{Name: "inv", Step: 10, Series: &ser}); err != nil {
+		t.Fatal(err)
+	}
+	year := strconv.Itoa(time.Now().UTC().Year()) // or the year before, were the test run across New Year
+	for _, buffered := range []bool{false, true} {
+		cfg := Config{}
+		if buffered {
+			cfg.Buffer.Segment = 100
+		}
+		c := newClient(t, cfg, cl.urls()...)
+		seen := map[string]bool{}
+		for range 20 {
+			nums, err := c.NextNumbers(t.Context(), "inv", 3)
+			if err != nil || len(nums) != 3 {
+				t.Fatalf("buffered=%v: NextNumbers = %v, %v", buffered, nums, err)
+			}
+			one, err := c.NextNumber(t.Context(), "inv")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range append(nums, one) {
+				if seen[n] || !strings.HasPrefix(n, "INV-") || len(n) != len("INV-2026-0000001") || !strings.Contains(n, year) && !strings.Contains(n, strconv.Itoa(time.Now().UTC().Year()-1)) {
+					t.Fatalf("buffered=%v: number %q (seen before, or not INV-<year>-NNNNNNN)", buffered, n)
+				}
+				seen[n] = true
+			}
+		}
+		if _, err := c.NextSegmentTexts(t.Context(), "inv", 2); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "NextNumbers") {
+			t.Fatalf("buffered=%v: NextSegmentTexts of a series: %v, want ErrInvalidArgument naming NextNumbers", buffered, err)
+		}
+		if _, err := c.NextNumbers(t.Context(), "orders", 2); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "not a series") {
+			t.Fatalf("buffered=%v: NextNumbers of a plain tag: %v, want ErrInvalidArgument", buffered, err)
+		}
+	}
 }

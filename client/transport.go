@@ -152,6 +152,9 @@ func (t *transport) getFrom(ctx context.Context, path string, decode func(io.Rea
 		if ae, ok := errors.AsType[*APIError](err); ok && !retryable(ae.Status) {
 			return nil, err
 		}
+		if errors.Is(err, ErrInvalidArgument) {
+			return nil, err // an answer of another kind than asked for (a series' numbers): every server gives it
+		}
 		e.fail(t.bo, time.Now())
 		last = err
 	}

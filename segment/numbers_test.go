@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -120,4 +122,47 @@ func Example_series() {
 	// ORD-20261129-000001 20261129000001
 	// ORD-20261129-000002 20261129000002
 	// at most 999,999 numbers a day
+}
+
+// TestSeriesPrefetchesTheNextPeriod: a number taken in the last seconds of
+// a period fetches the next period's first segment in the background, so
+// that the first number after the boundary is handed out with the store
+// unreachable.
+func TestSeriesPrefetchesTheNextPeriod(t *testing.T) {
+	ctx := t.Context()
+	var mu sync.Mutex
+	now := time.Date(2026, 11, 28, 23, 59, 55, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	m := segmenttest.NewMemory()
+	a, err := segment.New(segment.Config{Store: m, Now: clock, Logger: slog.New(slog.DiscardHandler), FetchTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	s := segment.Series{Period: segment.Day, Template: "D{yyyyMMdd}-{seq:4}", Start: 1}
+	if err := a.Create(ctx, segment.Tag{Name: "daily", Step: 10, Series: &s}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := a.NextNumber(ctx, "daily"); err != nil || n.Text != "D20261128-0001" {
+		t.Fatalf("the last day's number: %+v, %v", n, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if slices.ContainsFunc(a.Stats(), func(st segment.TagStats) bool { return st.Tag == "daily::20261129" }) {
+			break // its row created and its first segment fetched and loaded
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the next day's row was not created within 10 s of a number taken 5 s before midnight")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	m.Cut()
+	mu.Lock()
+	now = now.Add(10 * time.Second)
+	mu.Unlock()
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if n, err := a.NextNumber(cctx, "daily"); err != nil || n.Text != "D20261129-0001" {
+		t.Fatalf("the new day's first number with the store cut: %+v, %v (not prefetched)", n, err)
+	}
 }
