@@ -39,6 +39,7 @@ import (
 	"github.com/flakeid/flakeid/segment"
 	"github.com/flakeid/flakeid/segment/segmenttest"
 	"github.com/flakeid/flakeid/snowflake"
+	"github.com/flakeid/flakeid/worker"
 )
 
 // connLog is a log destination that tests read while servers write.
@@ -74,13 +75,19 @@ type connEnv struct {
 // ends.
 func newConnEnv(t *testing.T, mod func(*Config), segMod func(*segment.Config)) *connEnv {
 	t.Helper()
+	return newConnEnvLease(t, fixtureLease(), mod, segMod)
+}
+
+// newConnEnvLease is newConnEnv with the node leasing with lease.
+func newConnEnvLease(t *testing.T, lease worker.Config, mod func(*Config), segMod func(*segment.Config)) *connEnv {
+	t.Helper()
 	buf := &connLog{}
 	log := slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	coord, err := bolt.OpenWorkers(t.Context(), &url.URL{Scheme: "file", Path: filepath.Join(t.TempDir(), "workers.db")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := node.Start(t.Context(), node.Config{Coordinator: coord, Logger: log, Lease: fixtureLease()})
+	n, err := node.Start(t.Context(), node.Config{Coordinator: coord, Logger: log, Lease: lease})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +404,7 @@ func TestMaxConns(t *testing.T) {
 // HTTP/1.1 (Connect) and h2c (Connect and gRPC).
 func TestStreamsOutliveWriteTimeout(t *testing.T) {
 	t.Parallel()
-	e := newConnEnv(t, func(c *Config) {
+	e := newConnEnvLease(t, streamLease(), func(c *Config) {
 		c.WriteTimeout, c.ReadTimeout, c.ReadHeaderTimeout = time.Second, time.Second, time.Second
 	}, nil)
 	h1 := &http.Transport{}

@@ -215,7 +215,7 @@ func TestConnectRPCs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, text := range []string{id.String(), id.Base32(), id.Base58(), " " + id.String() + "\n"} {
+			for _, text := range textForms(id, id.String(), id.Base58(), " "+id.String()+"\n") {
 				dec, err := c.Decode(ctx, connect.NewRequest(&flakeidv1.DecodeRequest{Id: text}))
 				if err != nil {
 					t.Fatalf("Decode(%q): %v", text, err)
@@ -757,4 +757,14 @@ func BenchmarkStreamSnowflake(b *testing.B) {
 			}
 		}
 	}
+}
+
+// textForms is forms and id's base32 text, unless that text is digits only:
+// such a text reads as decimal, by design, and some IDs' base32 texts are
+// (for minutes at a time, as the time field's digits come up).
+func textForms(id snowflake.ID, forms ...string) []string {
+	if b32 := id.Base32(); strings.ContainsFunc(b32, func(r rune) bool { return r < '0' || r > '9' }) {
+		forms = append(forms, b32)
+	}
+	return forms
 }

@@ -245,39 +245,64 @@ func (c *segmentCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect implements prometheus.Collector.
+// Collect implements prometheus.Collector. A series' periods (rows
+// <tag>::<label>) are reported as their series, summed: one label per
+// series, not one per period.
 func (c *segmentCollector) Collect(ch chan<- prometheus.Metric) {
 	d := c.descs()
 	refused := 0
-	var other struct {
-		tags                                                 int
+	type tagSums struct {
 		buffered, fetches, failures, waits, refused, regress float64
+		step                                                 int64
+		lastFetch                                            float64
 	}
+	var other struct {
+		tags int
+		tagSums
+	}
+	var names []string
+	sums := map[string]*tagSums{}
 	for _, st := range c.s.segs.Stats() {
-		buffered := float64(st.Size-st.Used) + float64(st.Next.Len())
-		r := 0.0
+		name, _, _ := strings.Cut(st.Tag, "::")
+		x, ok := sums[name]
+		if !ok {
+			x = &tagSums{}
+			sums[name] = x
+			names = append(names, name)
+		}
+		x.buffered += float64(st.Size-st.Used) + float64(st.Next.Len())
+		x.fetches += float64(st.Fetches)
+		x.failures += float64(st.Failures)
+		x.waits += float64(st.Waits)
+		x.regress += float64(st.Regressions)
+		x.step = max(x.step, st.Step)
+		x.lastFetch = max(x.lastFetch, st.LastFetch.Seconds())
 		if st.Refused != "" {
-			r = 1
+			x.refused++
 			refused++
 		}
-		if _, own := c.s.metrics.tags.lookup(st.Tag); !own {
+	}
+	for _, name := range names {
+		x := sums[name]
+		r := min(x.refused, 1)
+		if _, own := c.s.metrics.tags.lookup(name); !own {
 			other.tags++
-			other.buffered += buffered
-			other.fetches += float64(st.Fetches)
-			other.failures += float64(st.Failures)
-			other.waits += float64(st.Waits)
+			other.buffered += x.buffered
+			other.fetches += x.fetches
+			other.failures += x.failures
+			other.waits += x.waits
 			other.refused += r
-			other.regress += float64(st.Regressions)
+			other.regress += x.regress
 			continue
 		}
-		ch <- prometheus.MustNewConstMetric(d[0], prometheus.GaugeValue, buffered, st.Tag)
-		ch <- prometheus.MustNewConstMetric(d[1], prometheus.GaugeValue, float64(st.Step), st.Tag)
-		ch <- prometheus.MustNewConstMetric(d[2], prometheus.CounterValue, float64(st.Fetches), st.Tag)
-		ch <- prometheus.MustNewConstMetric(d[3], prometheus.CounterValue, float64(st.Failures), st.Tag)
-		ch <- prometheus.MustNewConstMetric(d[4], prometheus.CounterValue, float64(st.Waits), st.Tag)
-		ch <- prometheus.MustNewConstMetric(d[5], prometheus.GaugeValue, st.LastFetch.Seconds(), st.Tag)
-		ch <- prometheus.MustNewConstMetric(d[6], prometheus.GaugeValue, r, st.Tag)
-		ch <- prometheus.MustNewConstMetric(d[7], prometheus.CounterValue, float64(st.Regressions), st.Tag)
+		ch <- prometheus.MustNewConstMetric(d[0], prometheus.GaugeValue, x.buffered, name)
+		ch <- prometheus.MustNewConstMetric(d[1], prometheus.GaugeValue, float64(x.step), name)
+		ch <- prometheus.MustNewConstMetric(d[2], prometheus.CounterValue, x.fetches, name)
+		ch <- prometheus.MustNewConstMetric(d[3], prometheus.CounterValue, x.failures, name)
+		ch <- prometheus.MustNewConstMetric(d[4], prometheus.CounterValue, x.waits, name)
+		ch <- prometheus.MustNewConstMetric(d[5], prometheus.GaugeValue, x.lastFetch, name)
+		ch <- prometheus.MustNewConstMetric(d[6], prometheus.GaugeValue, r, name)
+		ch <- prometheus.MustNewConstMetric(d[7], prometheus.CounterValue, x.regress, name)
 	}
 	if other.tags > 0 {
 		ch <- prometheus.MustNewConstMetric(d[0], prometheus.GaugeValue, other.buffered, otherTag)

@@ -428,7 +428,11 @@ func TestRESPDecode(t *testing.T) {
 				t.Fatal(err)
 			}
 			p := e.checkSnowflake(t, "INCR snowflake", id)
-			for _, args := range [][]any{{"ID.DECODE", id}, {"id.decode", strconv.FormatInt(id, 10), "plain"}, {"ID.DECODE", snowflake.ID(id).Base32()}} {
+			forms := [][]any{{"ID.DECODE", id}, {"id.decode", strconv.FormatInt(id, 10), "plain"}}
+			for _, text := range textForms(snowflake.ID(id)) {
+				forms = append(forms, []any{"ID.DECODE", text})
+			}
+			for _, args := range forms {
 				v, err := c.Do(ctx, args...).Result()
 				if err != nil {
 					t.Fatalf("%v: %v", args, err)

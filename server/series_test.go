@@ -157,6 +157,9 @@ func TestSeriesHTTP(t *testing.T) {
 	if r = f.do(t, "GET", "/metrics", ""); !strings.Contains(r.body, "flakeid_series_periods_full 1") {
 		t.Fatal("the metrics do not show the full series")
 	}
+	if !strings.Contains(r.body, `flakeid_segment_fetches_total{tag="ord"}`) || strings.Contains(r.body, `tag="ord::`) {
+		t.Fatal("the metrics label a series' periods by period, not by series")
+	}
 	clock.add(time.Minute)
 	if r = f.do(t, "GET", "/v1/segment/tiny/next", ""); r.status != 200 || !strings.Contains(r.body, "202611282231") {
 		t.Fatalf("the next minute: %d %s", r.status, r.body)

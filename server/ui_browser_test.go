@@ -240,7 +240,7 @@ func TestUIBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, form := range []string{id.String(), id.Base32(), id.Base58()} {
+	for _, form := range textForms(id, id.String(), id.Base58()) {
 		step(t, ctx, "decoding "+form, 10*time.Second,
 			typeInto("decode-input", form),
 			chromedp.Click(chromedp.ID("decode-btn")),

@@ -513,8 +513,9 @@
     errEl.hidden = true;
     out.textContent = "";
     const body = { tag: $("c-tag").value.trim() };
-    const step = $("c-step").value.trim();
-    if (step) body.step = Number(step);
+    // Counts, not IDs: the inputs' own numbers (valueAsNumber).
+    const step = $("c-step").valueAsNumber;
+    if (!Number.isNaN(step)) body.step = step;
     const desc = $("c-desc").value;
     if (desc) body.description = desc;
     const period = $("c-period").value;
@@ -523,8 +524,8 @@
       body.template = $("c-template").value;
       const tz = $("c-tz").value.trim();
       if (tz) body.tz = tz;
-      const start = $("c-start").value.trim();
-      if (start) body.start = Number(start);
+      const start = $("c-start").valueAsNumber;
+      if (!Number.isNaN(start)) body.start = start;
       if ($("c-masked").checked) body.masked = true;
     }
     try {
