@@ -93,7 +93,8 @@ func (s *Server) writeIDs(w http.ResponseWriter, r *http.Request, tag string, ru
 }
 
 // writeRuns answers runs of IDs: JSON strings by default, ranges with
-// ?format=ranges, one per line for Accept: text/plain. tag, when not "", is
+// ?format=ranges, UUIDv7, TypeID or ULID texts with ?format=uuid7, typeid
+// or ulid, one per line for Accept: text/plain. tag, when not "", is
 // echoed in the JSON answers. With mk not nil every ID is written as its
 // masked text (idsQuery refused ranges: masked IDs do not form runs).
 func (s *Server) writeRuns(w http.ResponseWriter, q idsQuery, tag string, runs []run, mk *masking) error {
@@ -137,7 +138,12 @@ func (s *Server) writeRuns(w http.ResponseWriter, q idsQuery, tag string, runs [
 		}
 		buf = append(buf, `"ids":[`...)
 	}
-	buf, err := appendIDs(w, buf, runs, mk, !text)
+	var err error
+	if q.uuid != 0 {
+		buf, err = s.uuids.appendTexts(w, buf, runs, q.uuid, q.prefix, mk, !text)
+	} else {
+		buf, err = appendIDs(w, buf, runs, mk, !text)
+	}
 	if err != nil {
 		*bp = buf[:0]
 		return err

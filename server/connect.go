@@ -34,7 +34,8 @@ func (s *Server) connectRoutes(mux *http.ServeMux) {
 	mux.Handle(path, rpcPaths(h, flakeidv1connect.IDServiceNextSnowflakeProcedure,
 		flakeidv1connect.IDServiceStreamSnowflakeProcedure, flakeidv1connect.IDServiceNextSegmentProcedure,
 		flakeidv1connect.IDServiceDecodeProcedure, flakeidv1connect.IDServiceDeleteTagProcedure,
-		flakeidv1connect.IDServiceCreateTagProcedure, flakeidv1connect.IDServiceDecodeNumberProcedure))
+		flakeidv1connect.IDServiceCreateTagProcedure, flakeidv1connect.IDServiceDecodeNumberProcedure,
+		flakeidv1connect.IDServiceBoundsProcedure))
 	s.healthRoutes(mux)
 	s.reflectionRoutes(mux)
 }
@@ -135,12 +136,16 @@ func (x idService) NextSnowflake(_ context.Context, req *connect.Request[flakeid
 	if n == 0 {
 		n = 1
 	}
+	f, prefix, err := x.s.rpcFormat(req.Msg.GetFormat(), req.Msg.GetPrefix())
+	if err != nil {
+		return nil, connectError(err)
+	}
 	batches, err := x.s.nextSnowflake(n, nil)
 	if err != nil {
 		return nil, connectError(err)
 	}
 	res := &flakeidv1.NextSnowflakeResponse{}
-	if err := x.s.fillSnowflake(res, batches); err != nil {
+	if err := x.s.fillSnowflake(res, batches, f, prefix); err != nil {
 		return nil, connectError(err)
 	}
 	return connect.NewResponse(res), nil
@@ -159,10 +164,13 @@ func (x idService) StreamSnowflake(ctx context.Context, req *connect.Request[fla
 		batch = int64(s.cfg.StreamBatch)
 	}
 	batch = min(batch, int64(s.cfg.MaxCount))
+	f, prefix, err := s.rpcFormat(req.Msg.GetFormat(), req.Msg.GetPrefix())
+	if err != nil {
+		return connectError(err)
+	}
 	var (
 		batches []snowflake.Batch
 		res     flakeidv1.NextSnowflakeResponse // reused: Send marshals at once
-		err     error
 	)
 	for sent := int64(0); total == 0 || sent < total; {
 		// A stream ends when the client cancels (ctx), or when the server
@@ -182,7 +190,7 @@ func (x idService) StreamSnowflake(ctx context.Context, req *connect.Request[fla
 		if batches, err = s.nextSnowflake(n, batches[:0]); err != nil {
 			return connectError(err)
 		}
-		if err := s.fillSnowflake(&res, batches); err != nil {
+		if err := s.fillSnowflake(&res, batches, f, prefix); err != nil {
 			return connectError(err)
 		}
 		if err := stream.Send(&res); err != nil {
@@ -193,14 +201,30 @@ func (x idService) StreamSnowflake(ctx context.Context, req *connect.Request[fla
 	return nil
 }
 
+// rpcFormat reads an RPC's format and prefix: the UUID form (0 for the
+// IDs themselves) and the TypeID prefix.
+func (s *Server) rpcFormat(format, prefix string) (snowflake.UUIDForm, string, error) {
+	if format != "" && uuidForm(format) == 0 {
+		return 0, "", apiErrorf(http.StatusBadRequest, codeInvalid, "format %q: want uuid7, typeid or ulid (or none, for the IDs)", clip(format))
+	}
+	return s.uuids.query(format, prefix, prefix != "")
+}
+
 // fillSnowflake sets res to batches, reusing res's ranges (or its masked
-// texts, when the server masks Snowflake IDs). The datacenter and worker ids
-// are those the IDs were issued under (decoded from the last batch), which
-// may differ from the node's status if its lease changed since.
-func (s *Server) fillSnowflake(res *flakeidv1.NextSnowflakeResponse, batches []snowflake.Batch) error {
+// texts, when the server masks Snowflake IDs), or to their texts in form f
+// when f is not 0. The datacenter and worker ids are those the IDs were
+// issued under (decoded from the last batch), which may differ from the
+// node's status if its lease changed since.
+func (s *Server) fillSnowflake(res *flakeidv1.NextSnowflakeResponse, batches []snowflake.Batch, f snowflake.UUIDForm, prefix string) error {
 	var rarr [4]run
 	var err error
-	if res.Ranges, res.MaskedIds, err = s.mask.forSnowflake().fill(res.Ranges, res.MaskedIds, batchRuns(rarr[:0], batches)); err != nil {
+	runs := batchRuns(rarr[:0], batches)
+	if f != 0 {
+		res.Ranges, res.MaskedIds = res.Ranges[:0], res.MaskedIds[:0]
+		if res.Texts, err = s.uuids.texts(res.Texts[:0], runs, f, prefix, s.mask.forSnowflake()); err != nil {
+			return err
+		}
+	} else if res.Ranges, res.MaskedIds, err = s.mask.forSnowflake().fill(res.Ranges, res.MaskedIds, runs); err != nil {
 		return err
 	}
 	res.DatacenterId, res.WorkerId = 0, 0
@@ -373,7 +397,36 @@ func (x idService) Decode(_ context.Context, req *connect.Request[flakeidv1.Deco
 		Datacenter: proto.Int64(p.Datacenter),
 		Worker:     proto.Int64(p.Worker),
 		Sequence:   proto.Int64(p.Sequence),
+		Form:       formName(in.form),
+		Uuid:       uuidText(in),
+		Prefix:     in.prefix,
 	}), nil
+}
+
+// formName is f's name, or "" for none.
+func formName(f snowflake.UUIDForm) string {
+	if f == 0 {
+		return ""
+	}
+	return f.String()
+}
+
+// uuidText is the UUID of a decoded UUID-shaped text, or "".
+func uuidText(in decodeInput) string {
+	if in.form == 0 {
+		return ""
+	}
+	return in.uuid.String()
+}
+
+// Bounds implements flakeidv1connect.IDServiceHandler.
+func (x idService) Bounds(_ context.Context, req *connect.Request[flakeidv1.BoundsRequest]) (*connect.Response[flakeidv1.BoundsResponse], error) {
+	b, err := x.s.bounds(req.Msg.GetFrom(), req.Msg.GetTo())
+	if err != nil {
+		return nil, connectError(err)
+	}
+	return connect.NewResponse(&flakeidv1.BoundsResponse{Min: int64(b.Min), Max: int64(b.Max), From: b.From, To: b.To,
+		Layout: b.Layout, Note: b.Note}), nil
 }
 
 // connectCode maps an API error code to Connect's.
@@ -469,7 +522,7 @@ func (i rpcInterceptor) authorize(procedure string, h http.Header, msg any) erro
 			return err
 		}
 		return i.s.authorize(h, tag, false, false)
-	case flakeidv1connect.IDServiceDecodeProcedure:
+	case flakeidv1connect.IDServiceDecodeProcedure, flakeidv1connect.IDServiceBoundsProcedure:
 		return nil
 	case flakeidv1connect.IDServiceDeleteTagProcedure, flakeidv1connect.IDServiceCreateTagProcedure:
 		return i.s.authorize(h, "", false, true)

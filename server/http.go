@@ -28,7 +28,8 @@ func (s *Server) routes() http.Handler {
 		return ih
 	}
 	idParams := []string{"count", "format"}
-	api("GET /v1/snowflake/next", "/v1/snowflake/next", idParams, true, s.handleSnowflakeNext)
+	api("GET /v1/snowflake/next", "/v1/snowflake/next", []string{"count", "format", "prefix"}, true, s.handleSnowflakeNext)
+	api("GET /v1/snowflake/bounds", "/v1/snowflake/bounds", []string{"from", "to"}, false, s.handleBounds)
 	segmentNext := api("GET "+segmentNextPrefix+"{tag}"+segmentNextSuffix, "/v1/segment/next", idParams, true, s.handleSegmentNext)
 	api("GET /v1/decode/{id}", "/v1/decode", []string{"as"}, false, s.handleDecode)
 	api("GET /v1/segment/{tag}/decode/{number}", "/v1/segment/decode", nil, false, s.handleSeriesDecode)
@@ -39,7 +40,7 @@ func (s *Server) routes() http.Handler {
 	api("POST /v1/segment/tags/{tag}/resume", "/v1/segment/tags/resume", nil, false, s.handleTagsResume)
 	api("GET /v1/status", "/v1/status", nil, false, s.handleStatus)
 	// Meituan Leaf's paths: a Leaf client switches by changing a host name.
-	leafSnowflake := api("GET "+leafSnowflakePrefix+"{key}", "/api/snowflake/get", nil, true, s.handleLeafSnowflake)
+	leafSnowflake := api("GET "+leafSnowflakePrefix+"{key}", "/api/snowflake/get", []string{"format", "prefix"}, true, s.handleLeafSnowflake)
 	leafSegment := api("GET "+leafSegmentPrefix+"{key}", "/api/segment/get", nil, true, s.handleLeafSegment)
 	api("GET /decodeSnowflakeId", "/decodeSnowflakeId", []string{"snowflakeId", "as"}, false, s.handleLeafDecode)
 
@@ -243,6 +244,12 @@ type decodeJSON struct {
 	Datacenter int64  `json:"datacenter"`
 	Worker     int64  `json:"worker"`
 	Sequence   int64  `json:"sequence"`
+	// Form, UUID and Prefix are set when the input was a UUIDv7, TypeID or
+	// ULID text: its form (uuid7, typeid, ulid), the UUID it is, and a
+	// TypeID's prefix.
+	Form   string `json:"form,omitempty"`
+	UUID   string `json:"uuid,omitempty"`
+	Prefix string `json:"prefix,omitempty"`
 }
 
 func (s *Server) handleDecode(w http.ResponseWriter, r *http.Request) error {
@@ -255,8 +262,12 @@ func (s *Server) handleDecode(w http.ResponseWriter, r *http.Request) error {
 	if in.masked != "" {
 		keyID = &in.keyID
 	}
-	writeJSON(w, http.StatusOK, decodeJSON{ID: id, Masked: in.masked, KeyID: keyID, Time: p.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00"),
-		UnixMs: p.Time.UnixMilli(), Tick: p.Tick, Datacenter: p.Datacenter, Worker: p.Worker, Sequence: p.Sequence})
+	out := decodeJSON{ID: id, Masked: in.masked, KeyID: keyID, Time: p.Time.UTC().Format("2006-01-02T15:04:05.000Z07:00"),
+		UnixMs: p.Time.UnixMilli(), Tick: p.Tick, Datacenter: p.Datacenter, Worker: p.Worker, Sequence: p.Sequence}
+	if in.form != 0 {
+		out.Form, out.UUID, out.Prefix = in.form.String(), in.uuid.String(), in.prefix
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 

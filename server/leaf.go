@@ -10,17 +10,48 @@ import (
 )
 
 // Leaf's snowflake path answers one decimal ID as text; the key is ignored
-// (Leaf ignores it too).
+// (Leaf ignores it too). ?format=uuid7, typeid (with ?prefix=) or ulid
+// answers the ID's UUID-shaped text instead.
 func (s *Server) handleLeafSnowflake(w http.ResponseWriter, r *http.Request) error {
 	if err := s.authorize(r.Header, "", true, false); err != nil {
 		return err
+	}
+	var f snowflake.UUIDForm
+	var prefix string
+	if r.URL.RawQuery != "" {
+		format := query(r, "format")
+		if format != "" && uuidForm(format) == 0 {
+			return apiErrorf(http.StatusBadRequest, codeInvalid, "format %q: want uuid7, typeid or ulid (or none, for the decimal ID)", clip(format))
+		}
+		var err error
+		if f, prefix, err = s.uuids.query(format, query(r, "prefix"), query(r, "prefix") != ""); err != nil {
+			return err
+		}
 	}
 	var arr [1]snowflake.Batch
 	b, err := s.nextSnowflake(1, arr[:0])
 	if err != nil {
 		return err
 	}
+	if f != 0 {
+		return s.writeOneUUID(w, int64(b[0].First), f, prefix, s.mask.forSnowflake())
+	}
 	return s.writeOne(w, int64(b[0].First), s.mask.forSnowflake())
+}
+
+// writeOneUUID answers one ID as its UUIDv7, TypeID or ULID text.
+func (s *Server) writeOneUUID(w http.ResponseWriter, id int64, f snowflake.UUIDForm, prefix string, mk *masking) error {
+	bp := s.getBuf()
+	defer s.putBuf(bp)
+	r := s.uuids.rng()
+	defer s.uuids.putRNG(r)
+	var err error
+	if *bp, err = s.uuids.appendText((*bp)[:0], id, f, prefix, mk, r); err != nil {
+		return err
+	}
+	w.Header()["Content-Type"] = s.ctText
+	_, err = w.Write(*bp)
+	return err
 }
 
 // Leaf's segment path answers the next ID of tag key as text; for a series

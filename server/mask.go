@@ -310,6 +310,11 @@ type decodeInput struct {
 	id     snowflake.ID
 	masked string
 	keyID  uint8
+	// form is set when the text was a UUIDv7, TypeID or ULID: the form,
+	// the 128-bit value and the TypeID's prefix.
+	form   snowflake.UUIDForm
+	uuid   snowflake.UUID
+	prefix string
 }
 
 // readID reads text as a plain ID (decimal, base32, base58) or a masked
@@ -332,6 +337,9 @@ type decodeInput struct {
 // is a key id the server has) is refused likewise.
 func (s *Server) readID(text, as string, mayUnmask func() error) (decodeInput, error) {
 	text = strings.TrimSpace(text)
+	if snowflake.LooksLikeUUIDText(text) {
+		return s.readUUIDAs(text, as, mayUnmask)
+	}
 	plain := func() (decodeInput, error) {
 		id, err := snowflake.ParseAny(text)
 		return decodeInput{id: id}, err

@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/flakeid/flakeid/snowflake"
 )
 
 // endpoint is what the JSON API knows of a path before its handler runs:
@@ -147,6 +149,10 @@ type idsQuery struct {
 	ranges  bool  // ?format=ranges
 	numeric bool  // ?format=numeric: a series' numbers in their numeric form
 	text    bool  // Accept: text/plain
+	// uuid is set by ?format=uuid7, typeid or ulid (Snowflake IDs only),
+	// and prefix is the TypeID prefix.
+	uuid   snowflake.UUIDForm
+	prefix string
 }
 
 // idsQuery reads and checks count, format and Accept of a request for IDs
@@ -171,8 +177,19 @@ func (s *Server) idsQuery(r *http.Request, tag string, mk *masking) (idsQuery, e
 			return q, apiErrorf(http.StatusBadRequest, codeInvalid, "format=numeric is for the numbers of a series tag; Snowflake IDs are numbers already")
 		}
 		q.numeric = true
+	case "uuid7", "typeid", "ulid":
+		if tag != "" {
+			return q, apiErrorf(http.StatusBadRequest, codeInvalid, "format=%s is for Snowflake IDs (/v1/snowflake/next): segment IDs%s carry no time", format, forTag(tag))
+		}
 	default:
-		return q, apiErrorf(http.StatusBadRequest, codeInvalid, "format %q: want ids or ranges (or numeric, for a series tag)", clip(format))
+		return q, apiErrorf(http.StatusBadRequest, codeInvalid, "format %q: want ids or ranges (or uuid7, typeid or ulid for Snowflake IDs; numeric for a series tag)", clip(format))
+	}
+	if tag == "" {
+		prefix := query(r, "prefix") // never empty when given (checkQuery)
+		var err error
+		if q.uuid, q.prefix, err = s.uuids.query(query(r, "format"), prefix, prefix != ""); err != nil {
+			return q, err
+		}
 	}
 	switch {
 	case q.ranges && mk != nil:

@@ -526,11 +526,14 @@ func TestRESPUnknownCommandAndArity(t *testing.T) {
 	if v := c.do(t, "PING"); v.kind != '+' || v.str != "PONG" {
 		t.Fatalf("PING after unknown commands: %v", v)
 	}
-	for _, args := range [][]string{{"INCR"}, {"INCR", "orders", "x"}, {"ID.NEXT"}, {"ID.NEXT", "orders", "1", "2"},
+	for _, args := range [][]string{{"INCR"}, {"INCR", "orders", "x"}, {"ID.NEXT"}, {"ID.NEXT", "snowflake", "1", "FORMAT", "uuid7", "PREFIX", "a", "b"},
 		{"ID.DECODE", "1", "plain", "x", "y"}, {"ECHO"}, {"PING", "a", "b"}, {"AUTH", "a", "b", "c"}, {"SELECT"}} {
 		wantErr(t, strings.Join(args, " "), c.do(t, args...), "ERR", "wrong number of arguments for '"+strings.ToLower(args[0])+"' command")
 	}
 	wantErr(t, "ID.DECODE 1 plain x", c.do(t, "ID.DECODE", "1", "plain", "x"), "ERR", "syntax error: ID.DECODE id [plain|masked], or ID.DECODE number TAG tag")
+	wantErr(t, "ID.NEXT orders 1 2", c.do(t, "ID.NEXT", "orders", "1", "2"), "ERR", "syntax error: ID.NEXT key [count] [FORMAT uuid7|typeid|ulid] [PREFIX prefix]")
+	wantErr(t, "ID.NEXT orders FORMAT uuid7", c.do(t, "ID.NEXT", "orders", "FORMAT", "uuid7"), "ERR", "FORMAT and PREFIX are for Snowflake IDs")
+	wantErr(t, "ID.BOUNDS FROM", c.do(t, "ID.BOUNDS", "FROM"), "ERR", "syntax error: ID.BOUNDS [FROM time] [TO time]")
 	if v := wantInt(t, "INCR orders after the errors", c.do(t, "INCR", "orders")); v != 1 {
 		t.Fatalf("INCR orders after the errors: %d, want 1 (the errors took IDs)", v)
 	}

@@ -98,8 +98,10 @@ func newRESPCommands(m *metrics) *respCommands {
 	list := []*respCommand{
 		{name: "incr", arity: 2, flags: []string{"write", "fast"}, keys: true, group: "string",
 			summary: "The next ID of the key: a Snowflake ID for snowflake or snowflake:*, else the next ID of the segment tag of that name.", run: (*respConn).incr},
-		{name: "id.next", arity: -2, maxArgs: 3, flags: []string{"write", "fast"}, keys: true, group: "flakeid",
-			summary: "ID.NEXT key [count]: count IDs (default 1) of the key, in order; strings where the server masks them.", run: (*respConn).idNext},
+		{name: "id.next", arity: -2, maxArgs: 7, flags: []string{"write", "fast"}, keys: true, group: "flakeid",
+			summary: "ID.NEXT key [count] [FORMAT uuid7|typeid|ulid] [PREFIX prefix]: count IDs (default 1) of the key, in order; strings where the server masks them; for snowflake, FORMAT gives their UUIDv7, TypeID or ULID texts.", run: (*respConn).idNext},
+		{name: "id.bounds", arity: -1, maxArgs: 5, flags: []string{"readonly", "fast"}, group: "flakeid",
+			summary: "ID.BOUNDS [FROM time] [TO time]: the smallest and largest Snowflake IDs whose time lies in [from, to) (RFC 3339, a date, Unix ms, now or -1h; default the layout's epoch and end).", run: (*respConn).idBounds},
 		{name: "id.decode", arity: -2, maxArgs: 4, flags: []string{"readonly", "fast"}, group: "flakeid",
 			summary: "ID.DECODE id [plain|masked]: the parts of a Snowflake ID (time, datacenter, worker, sequence); ID.DECODE number TAG tag: the period and counter of a series' number.", run: (*respConn).idDecode},
 		{name: "incrby", arity: 3, flags: []string{"write", "fast"}, keys: true, group: "string",
@@ -428,11 +430,31 @@ func upper(b []byte) string {
 func (c *respConn) idNext(args [][]byte) error {
 	key := args[1]
 	n := int64(1)
-	if len(args) == 3 {
+	rest := args[2:]
+	if len(rest) > 0 && !isOption(rest[0]) {
 		var err error
-		if n, err = wholeNumber("count", string(args[2]), 1, int64(c.s.cfg.MaxCount)); err != nil {
+		if n, err = wholeNumber("count", string(rest[0]), 1, int64(c.s.cfg.MaxCount)); err != nil {
 			return err
 		}
+		rest = rest[1:]
+	}
+	var format, prefix string
+	for len(rest) > 0 {
+		if len(rest) < 2 || !isOption(rest[0]) {
+			return respErrorf("ERR", "syntax error: ID.NEXT key [count] [FORMAT uuid7|typeid|ulid] [PREFIX prefix]")
+		}
+		if bytes.EqualFold(rest[0], []byte("format")) {
+			format = string(rest[1])
+		} else {
+			prefix = string(rest[1])
+		}
+		rest = rest[2:]
+	}
+	if format != "" || prefix != "" {
+		if !isSnowflakeKey(key) {
+			return respErrorf("ERR", "FORMAT and PREFIX are for Snowflake IDs (ID.NEXT snowflake): segment IDs carry no time")
+		}
+		return c.uuidNext(n, format, prefix)
 	}
 	var rarr [4]run
 	var runs []run
@@ -491,6 +513,81 @@ func (c *respConn) idNext(args [][]byte) error {
 	return nil
 }
 
+// isOption reports whether an argument of ID.NEXT is one of its options.
+func isOption(a []byte) bool {
+	return bytes.EqualFold(a, []byte("format")) || bytes.EqualFold(a, []byte("prefix"))
+}
+
+// uuidNext answers ID.NEXT snowflake [count] FORMAT f [PREFIX p]: the IDs'
+// UUIDv7, TypeID or ULID texts as bulk strings.
+func (c *respConn) uuidNext(n int64, format, prefix string) error {
+	f, prefix, err := c.s.rpcFormat(format, prefix)
+	if err != nil {
+		return err
+	}
+	if f == 0 {
+		return respErrorf("ERR", "PREFIX is for FORMAT typeid")
+	}
+	if err := c.allowSnowflake(); err != nil {
+		return err
+	}
+	var arr [4]snowflake.Batch
+	batches, err := c.s.nextSnowflake(n, arr[:0])
+	if err != nil {
+		return err
+	}
+	var rarr [4]run
+	mk := c.s.mask.forSnowflake()
+	r := c.s.uuids.rng()
+	defer c.s.uuids.putRNG(r)
+	c.wr.WriteArray(int(n))
+	var text [128]byte
+	for i, id := range ids(batchRuns(rarr[:0], batches)) {
+		t, err := c.s.uuids.appendText(text[:0], id, f, prefix, mk, r)
+		if err != nil {
+			return err // cannot happen: the IDs fit the layout
+		}
+		c.wr.WriteBulk(t)
+		if i%respFlushEvery == respFlushEvery-1 {
+			if c.wr.Flush() != nil {
+				c.quit = true
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+// idBounds answers ID.BOUNDS [FROM time] [TO time]: the smallest and
+// largest Snowflake IDs whose time lies in the window.
+func (c *respConn) idBounds(args [][]byte) error {
+	var from, to string
+	for rest := args[1:]; len(rest) > 0; rest = rest[2:] {
+		switch {
+		case len(rest) >= 2 && bytes.EqualFold(rest[0], []byte("from")):
+			from = string(rest[1])
+		case len(rest) >= 2 && bytes.EqualFold(rest[0], []byte("to")):
+			to = string(rest[1])
+		default:
+			return respErrorf("ERR", "syntax error: ID.BOUNDS [FROM time] [TO time]")
+		}
+	}
+	b, err := c.s.bounds(from, to)
+	if err != nil {
+		return err
+	}
+	pairs := 5
+	if b.Note != "" {
+		pairs = 6
+	}
+	c.writeMap(pairs)
+	for _, f := range [][2]string{{"min", b.Min.String()}, {"max", b.Max.String()}, {"from", b.From}, {"to", b.To}, {"layout", b.Layout}, {"note", b.Note}}[:pairs] {
+		c.wr.WriteBulkString(f[0])
+		c.wr.WriteBulkString(f[1])
+	}
+	return nil
+}
+
 // seriesNext answers ID.NEXT of a series tag: its numbers as bulk strings.
 func (c *respConn) seriesNext(tag string, n int64) error {
 	nums, err := c.s.nextNumbers(c.ctx, tag, n)
@@ -528,7 +625,13 @@ func (c *respConn) idDecode(args [][]byte) error {
 	}
 	pairs := 7
 	if in.masked != "" {
-		pairs = 9
+		pairs += 2
+	}
+	if in.form != 0 {
+		pairs += 2
+		if in.prefix != "" {
+			pairs++
+		}
 	}
 	c.writeMap(pairs)
 	c.wr.WriteBulkString("id")
@@ -547,6 +650,16 @@ func (c *respConn) idDecode(args [][]byte) error {
 		c.wr.WriteBulkString(in.masked)
 		c.wr.WriteBulkString("key_id")
 		c.wr.WriteInt64(int64(in.keyID))
+	}
+	if in.form != 0 {
+		c.wr.WriteBulkString("form")
+		c.wr.WriteBulkString(in.form.String())
+		c.wr.WriteBulkString("uuid")
+		c.wr.WriteBulkString(in.uuid.String())
+		if in.prefix != "" {
+			c.wr.WriteBulkString("prefix")
+			c.wr.WriteBulkString(in.prefix)
+		}
 	}
 	return nil
 }

@@ -102,6 +102,11 @@ type Config struct {
 	// Mask hands out masked (non-guessable) IDs, globally or per segment
 	// tag, and lets decode read them; see MaskConfig. Default (zero) off.
 	Mask MaskConfig `json:"mask"`
+	// TypeIDPrefix is the prefix of the TypeIDs the server writes for
+	// format=typeid when a request names none (order → order_01jpgt…): up
+	// to 63 lowercase letters and underscores, not first or last. Default
+	// none (the bare 26 characters).
+	TypeIDPrefix string `json:"typeid_prefix"`
 	// RESP configures the Redis-protocol listener (ServeRESP); see
 	// RESPConfig. Default (zero): no listener, with the limits of
 	// DefaultRESPConfig.
@@ -229,6 +234,9 @@ func (c Config) Validate() error {
 	if err := c.Mask.validate(); err != nil {
 		return bad("%v", err)
 	}
+	if err := snowflake.CheckTypeIDPrefix(c.TypeIDPrefix); err != nil {
+		return bad("typeid prefix: %v", err)
+	}
 	if err := c.RESP.validate(); err != nil {
 		return bad("%v", err)
 	}
@@ -285,6 +293,7 @@ type Server struct {
 	clock    ClockShifter
 	handler  http.Handler
 	mask     *masking // nil: nothing masked, masked IDs not read
+	uuids    *uuidMaker
 	resp     *respCommands
 	started  time.Time
 	draining chan struct{}
@@ -326,6 +335,9 @@ func New(o Options) (*Server, error) {
 	}
 	mk, err := newMasking(o.Config.Mask, bits)
 	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	if s.uuids, err = newUUIDMaker(o.Node.Layout(), o.Config.TypeIDPrefix); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
 	}
 	s.mask = mk

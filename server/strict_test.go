@@ -126,7 +126,7 @@ func TestBadRequestsTakeNothing(t *testing.T) {
 		}
 	}
 	wantError(t, f.do(t, "GET", "/v1/snowflake/next?Count=3", ""), 400, codeInvalid,
-		"/v1/snowflake/next takes count and format")
+		"/v1/snowflake/next takes count, format and prefix")
 	wantError(t, f.do(t, "GET", "/v1/segment/orders/next?x=1", ""), 400, codeInvalid,
 		"/v1/segment/{tag}/next takes count and format")
 	for _, path := range []string{"/api/snowflake/get/x?count=2", "/api/segment/get/orders?x=1", "/api/segment/get/orders?"} {
@@ -137,7 +137,17 @@ func TestBadRequestsTakeNothing(t *testing.T) {
 			continue
 		}
 		r := f.wantNothingTaken(t, path, func() reply { return f.do(t, "GET", path, "") })
-		wantError(t, r, 400, codeInvalid, "takes no query parameters")
+		wantError(t, r, 400, codeInvalid, map[bool]string{true: "takes format and prefix", false: "takes no query parameters"}[strings.Contains(path, "snowflake")])
+	}
+	// Leaf's snowflake path takes a UUID format, and refuses others before
+	// taking an ID.
+	for path, mention := range map[string]string{
+		"/api/snowflake/get/x?format=ids":             "want uuid7, typeid or ulid",
+		"/api/snowflake/get/x?format=ulid&prefix=a":   "prefix is for format=typeid",
+		"/api/snowflake/get/x?format=typeid&prefix=A": "TypeID prefix",
+	} {
+		r := f.wantNothingTaken(t, path, func() reply { return f.do(t, "GET", path, "") })
+		wantError(t, r, 400, codeInvalid, mention)
 	}
 	// Bad tag names are refused before anything, with the rule.
 	for _, path := range []string{"/v1/segment/a%2Fb/next", "/v1/segment/%E8%AE%A2%E5%8D%95/next", "/api/segment/get/a:b%20c"} {

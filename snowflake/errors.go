@@ -36,6 +36,14 @@ var (
 	// or an ID does not fit the layout it is decoded with.
 	ErrInvalidID = errors.New("snowflake: invalid ID")
 
+	// ErrEmptyWindow means Layout.Bounds was given a time window in which
+	// no ID's time can lie: it is empty, ends before the epoch, starts past
+	// the end of the time field, or holds no tick's start.
+	ErrEmptyWindow = errors.New("snowflake: no ID's time lies in the window")
+
+	// ErrInvalidTime means ParseTime could not read an instant.
+	ErrInvalidTime = errors.New("snowflake: invalid time")
+
 	// ErrInvalidCount means NextN was asked for fewer than one ID.
 	ErrInvalidCount = errors.New("snowflake: invalid count")
 )

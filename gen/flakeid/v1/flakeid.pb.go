@@ -24,6 +24,155 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type BoundsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// from is where the window starts (included): RFC 3339, a date
+	// (2026-03-01, midnight UTC), Unix milliseconds, "now" or an offset from
+	// now (-1h, -7d). Empty: the layout's epoch.
+	From string `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	// to is where the window ends (excluded), read as from is. Empty: the
+	// end of the layout's time field.
+	To            string `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BoundsRequest) Reset() {
+	*x = BoundsRequest{}
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BoundsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BoundsRequest) ProtoMessage() {}
+
+func (x *BoundsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BoundsRequest.ProtoReflect.Descriptor instead.
+func (*BoundsRequest) Descriptor() ([]byte, []int) {
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *BoundsRequest) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *BoundsRequest) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+type BoundsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// min and max are the smallest and largest IDs whose time lies in the
+	// window, both included (JSON: strings).
+	Min int64 `protobuf:"varint,1,opt,name=min,proto3" json:"min,omitempty"`
+	Max int64 `protobuf:"varint,2,opt,name=max,proto3" json:"max,omitempty"`
+	// from and to are the window the bounds cover exactly, [from, to): the
+	// asked one with its ends moved to tick starts and clamped to the
+	// layout's epoch and end, RFC 3339 in UTC.
+	From string `protobuf:"bytes,3,opt,name=from,proto3" json:"from,omitempty"`
+	To   string `protobuf:"bytes,4,opt,name=to,proto3" json:"to,omitempty"`
+	// layout is the server's layout.
+	Layout string `protobuf:"bytes,5,opt,name=layout,proto3" json:"layout,omitempty"`
+	// note is set on a server that hands out masked Snowflake IDs: the
+	// bounds are internal IDs, and masked IDs do not sort by time.
+	Note          string `protobuf:"bytes,6,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BoundsResponse) Reset() {
+	*x = BoundsResponse{}
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BoundsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BoundsResponse) ProtoMessage() {}
+
+func (x *BoundsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BoundsResponse.ProtoReflect.Descriptor instead.
+func (*BoundsResponse) Descriptor() ([]byte, []int) {
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *BoundsResponse) GetMin() int64 {
+	if x != nil {
+		return x.Min
+	}
+	return 0
+}
+
+func (x *BoundsResponse) GetMax() int64 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
+}
+
+func (x *BoundsResponse) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *BoundsResponse) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *BoundsResponse) GetLayout() string {
+	if x != nil {
+		return x.Layout
+	}
+	return ""
+}
+
+func (x *BoundsResponse) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
 // SeriesSettings make a tag a series of business numbers
 // (ORD-20261128-000123): a counter that starts again every period, shown
 // through a template. docs/API.md describes the fields.
@@ -45,7 +194,7 @@ type SeriesSettings struct {
 
 func (x *SeriesSettings) Reset() {
 	*x = SeriesSettings{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[0]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -57,7 +206,7 @@ func (x *SeriesSettings) String() string {
 func (*SeriesSettings) ProtoMessage() {}
 
 func (x *SeriesSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[0]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -70,7 +219,7 @@ func (x *SeriesSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeriesSettings.ProtoReflect.Descriptor instead.
 func (*SeriesSettings) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{0}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *SeriesSettings) GetPeriod() string {
@@ -124,7 +273,7 @@ type CreateTagRequest struct {
 
 func (x *CreateTagRequest) Reset() {
 	*x = CreateTagRequest{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[1]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -136,7 +285,7 @@ func (x *CreateTagRequest) String() string {
 func (*CreateTagRequest) ProtoMessage() {}
 
 func (x *CreateTagRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[1]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -149,7 +298,7 @@ func (x *CreateTagRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTagRequest.ProtoReflect.Descriptor instead.
 func (*CreateTagRequest) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{1}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *CreateTagRequest) GetTag() string {
@@ -203,7 +352,7 @@ type CreateTagResponse struct {
 
 func (x *CreateTagResponse) Reset() {
 	*x = CreateTagResponse{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[2]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -215,7 +364,7 @@ func (x *CreateTagResponse) String() string {
 func (*CreateTagResponse) ProtoMessage() {}
 
 func (x *CreateTagResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[2]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -228,7 +377,7 @@ func (x *CreateTagResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTagResponse.ProtoReflect.Descriptor instead.
 func (*CreateTagResponse) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{2}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CreateTagResponse) GetTag() string {
@@ -278,7 +427,7 @@ type DecodeNumberRequest struct {
 
 func (x *DecodeNumberRequest) Reset() {
 	*x = DecodeNumberRequest{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[3]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -290,7 +439,7 @@ func (x *DecodeNumberRequest) String() string {
 func (*DecodeNumberRequest) ProtoMessage() {}
 
 func (x *DecodeNumberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[3]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -303,7 +452,7 @@ func (x *DecodeNumberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecodeNumberRequest.ProtoReflect.Descriptor instead.
 func (*DecodeNumberRequest) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{3}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *DecodeNumberRequest) GetTag() string {
@@ -343,7 +492,7 @@ type DecodeNumberResponse struct {
 
 func (x *DecodeNumberResponse) Reset() {
 	*x = DecodeNumberResponse{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[4]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -355,7 +504,7 @@ func (x *DecodeNumberResponse) String() string {
 func (*DecodeNumberResponse) ProtoMessage() {}
 
 func (x *DecodeNumberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[4]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -368,7 +517,7 @@ func (x *DecodeNumberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecodeNumberResponse.ProtoReflect.Descriptor instead.
 func (*DecodeNumberResponse) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{4}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DecodeNumberResponse) GetTag() string {
@@ -450,7 +599,7 @@ type DeleteTagRequest struct {
 
 func (x *DeleteTagRequest) Reset() {
 	*x = DeleteTagRequest{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[5]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -462,7 +611,7 @@ func (x *DeleteTagRequest) String() string {
 func (*DeleteTagRequest) ProtoMessage() {}
 
 func (x *DeleteTagRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[5]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -475,7 +624,7 @@ func (x *DeleteTagRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTagRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTagRequest) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{5}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DeleteTagRequest) GetTag() string {
@@ -495,7 +644,7 @@ type DeleteTagResponse struct {
 
 func (x *DeleteTagResponse) Reset() {
 	*x = DeleteTagResponse{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[6]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -507,7 +656,7 @@ func (x *DeleteTagResponse) String() string {
 func (*DeleteTagResponse) ProtoMessage() {}
 
 func (x *DeleteTagResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[6]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -520,7 +669,7 @@ func (x *DeleteTagResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTagResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTagResponse) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{6}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DeleteTagResponse) GetTag() string {
@@ -543,7 +692,7 @@ type IDRange struct {
 
 func (x *IDRange) Reset() {
 	*x = IDRange{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[7]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -555,7 +704,7 @@ func (x *IDRange) String() string {
 func (*IDRange) ProtoMessage() {}
 
 func (x *IDRange) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[7]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -568,7 +717,7 @@ func (x *IDRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IDRange.ProtoReflect.Descriptor instead.
 func (*IDRange) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{7}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *IDRange) GetFirst() int64 {
@@ -595,14 +744,20 @@ func (x *IDRange) GetStride() int64 {
 type NextSnowflakeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// count of IDs; 0 means 1.
-	Count         int64 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	Count int64 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	// format: "" for the IDs (ranges, or masked_ids), or "uuid7", "typeid"
+	// or "ulid" for their UUID-shaped texts in texts (see docs/API.md).
+	Format string `protobuf:"bytes,2,opt,name=format,proto3" json:"format,omitempty"`
+	// prefix of the TypeIDs with format "typeid"; "" means the server's
+	// default (--typeid-prefix).
+	Prefix        string `protobuf:"bytes,3,opt,name=prefix,proto3" json:"prefix,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NextSnowflakeRequest) Reset() {
 	*x = NextSnowflakeRequest{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[8]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -614,7 +769,7 @@ func (x *NextSnowflakeRequest) String() string {
 func (*NextSnowflakeRequest) ProtoMessage() {}
 
 func (x *NextSnowflakeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[8]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -627,7 +782,7 @@ func (x *NextSnowflakeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextSnowflakeRequest.ProtoReflect.Descriptor instead.
 func (*NextSnowflakeRequest) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{8}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *NextSnowflakeRequest) GetCount() int64 {
@@ -635,6 +790,20 @@ func (x *NextSnowflakeRequest) GetCount() int64 {
 		return x.Count
 	}
 	return 0
+}
+
+func (x *NextSnowflakeRequest) GetFormat() string {
+	if x != nil {
+		return x.Format
+	}
+	return ""
+}
+
+func (x *NextSnowflakeRequest) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
 }
 
 type NextSnowflakeResponse struct {
@@ -645,14 +814,17 @@ type NextSnowflakeResponse struct {
 	WorkerId     int64      `protobuf:"varint,3,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
 	// masked_ids are the IDs' masked texts, in order, when the server masks
 	// Snowflake IDs (its mask config); ranges is then empty.
-	MaskedIds     []string `protobuf:"bytes,4,rep,name=masked_ids,json=maskedIds,proto3" json:"masked_ids,omitempty"`
+	MaskedIds []string `protobuf:"bytes,4,rep,name=masked_ids,json=maskedIds,proto3" json:"masked_ids,omitempty"`
+	// texts are the IDs' UUIDv7, TypeID or ULID texts, in order, when the
+	// request gave a format; ranges and masked_ids are then empty.
+	Texts         []string `protobuf:"bytes,5,rep,name=texts,proto3" json:"texts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NextSnowflakeResponse) Reset() {
 	*x = NextSnowflakeResponse{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[9]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -664,7 +836,7 @@ func (x *NextSnowflakeResponse) String() string {
 func (*NextSnowflakeResponse) ProtoMessage() {}
 
 func (x *NextSnowflakeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[9]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -677,7 +849,7 @@ func (x *NextSnowflakeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextSnowflakeResponse.ProtoReflect.Descriptor instead.
 func (*NextSnowflakeResponse) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{9}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *NextSnowflakeResponse) GetRanges() []*IDRange {
@@ -708,19 +880,29 @@ func (x *NextSnowflakeResponse) GetMaskedIds() []string {
 	return nil
 }
 
+func (x *NextSnowflakeResponse) GetTexts() []string {
+	if x != nil {
+		return x.Texts
+	}
+	return nil
+}
+
 type StreamSnowflakeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// count of IDs to send in all; 0 streams until the client cancels.
 	Count int64 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
 	// batch is the most IDs per message; 0 means the server's default (4096).
-	Batch         int64 `protobuf:"varint,2,opt,name=batch,proto3" json:"batch,omitempty"`
+	Batch int64 `protobuf:"varint,2,opt,name=batch,proto3" json:"batch,omitempty"`
+	// format and prefix are NextSnowflakeRequest's.
+	Format        string `protobuf:"bytes,3,opt,name=format,proto3" json:"format,omitempty"`
+	Prefix        string `protobuf:"bytes,4,opt,name=prefix,proto3" json:"prefix,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StreamSnowflakeRequest) Reset() {
 	*x = StreamSnowflakeRequest{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[10]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -732,7 +914,7 @@ func (x *StreamSnowflakeRequest) String() string {
 func (*StreamSnowflakeRequest) ProtoMessage() {}
 
 func (x *StreamSnowflakeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[10]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -745,7 +927,7 @@ func (x *StreamSnowflakeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamSnowflakeRequest.ProtoReflect.Descriptor instead.
 func (*StreamSnowflakeRequest) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{10}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *StreamSnowflakeRequest) GetCount() int64 {
@@ -762,6 +944,20 @@ func (x *StreamSnowflakeRequest) GetBatch() int64 {
 	return 0
 }
 
+func (x *StreamSnowflakeRequest) GetFormat() string {
+	if x != nil {
+		return x.Format
+	}
+	return ""
+}
+
+func (x *StreamSnowflakeRequest) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
 type NextSegmentRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Tag   string                 `protobuf:"bytes,1,opt,name=tag,proto3" json:"tag,omitempty"`
@@ -776,7 +972,7 @@ type NextSegmentRequest struct {
 
 func (x *NextSegmentRequest) Reset() {
 	*x = NextSegmentRequest{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[11]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -788,7 +984,7 @@ func (x *NextSegmentRequest) String() string {
 func (*NextSegmentRequest) ProtoMessage() {}
 
 func (x *NextSegmentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[11]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -801,7 +997,7 @@ func (x *NextSegmentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextSegmentRequest.ProtoReflect.Descriptor instead.
 func (*NextSegmentRequest) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{11}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *NextSegmentRequest) GetTag() string {
@@ -842,7 +1038,7 @@ type NextSegmentResponse struct {
 
 func (x *NextSegmentResponse) Reset() {
 	*x = NextSegmentResponse{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[12]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -854,7 +1050,7 @@ func (x *NextSegmentResponse) String() string {
 func (*NextSegmentResponse) ProtoMessage() {}
 
 func (x *NextSegmentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[12]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -867,7 +1063,7 @@ func (x *NextSegmentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextSegmentResponse.ProtoReflect.Descriptor instead.
 func (*NextSegmentResponse) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{12}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *NextSegmentResponse) GetTag() string {
@@ -900,8 +1096,8 @@ func (x *NextSegmentResponse) GetNumbers() []string {
 
 type DecodeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// id in decimal, 13-character Crockford base32 or 11-character base58, or
-	// a masked ID's text (the server needs its key; with tokens configured,
+	// id in decimal, 13-character Crockford base32 or 11-character base58, a
+	// UUIDv7, TypeID or ULID text of a Snowflake ID, or a masked ID's text (the server needs its key; with tokens configured,
 	// a token allowed to unmask).
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// as says how to read id: "plain", "masked", or "" to tell by the text:
@@ -916,7 +1112,7 @@ type DecodeRequest struct {
 
 func (x *DecodeRequest) Reset() {
 	*x = DecodeRequest{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[13]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -928,7 +1124,7 @@ func (x *DecodeRequest) String() string {
 func (*DecodeRequest) ProtoMessage() {}
 
 func (x *DecodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[13]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -941,7 +1137,7 @@ func (x *DecodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecodeRequest.ProtoReflect.Descriptor instead.
 func (*DecodeRequest) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{13}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DecodeRequest) GetId() string {
@@ -974,15 +1170,21 @@ type DecodeResponse struct {
 	Sequence   *int64 `protobuf:"varint,7,opt,name=sequence,proto3,oneof" json:"sequence,omitempty"`
 	// masked is the input text when it was a masked ID, and key_id the id of
 	// the key that unmasked it.
-	Masked        string  `protobuf:"bytes,8,opt,name=masked,proto3" json:"masked,omitempty"`
-	KeyId         *uint32 `protobuf:"varint,9,opt,name=key_id,json=keyId,proto3,oneof" json:"key_id,omitempty"`
+	Masked string  `protobuf:"bytes,8,opt,name=masked,proto3" json:"masked,omitempty"`
+	KeyId  *uint32 `protobuf:"varint,9,opt,name=key_id,json=keyId,proto3,oneof" json:"key_id,omitempty"`
+	// form, uuid and prefix are set when id was a UUIDv7, TypeID or ULID
+	// text: its form ("uuid7", "typeid", "ulid"), the UUID it is, and a
+	// TypeID's prefix.
+	Form          string `protobuf:"bytes,10,opt,name=form,proto3" json:"form,omitempty"`
+	Uuid          string `protobuf:"bytes,11,opt,name=uuid,proto3" json:"uuid,omitempty"`
+	Prefix        string `protobuf:"bytes,12,opt,name=prefix,proto3" json:"prefix,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DecodeResponse) Reset() {
 	*x = DecodeResponse{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[14]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -994,7 +1196,7 @@ func (x *DecodeResponse) String() string {
 func (*DecodeResponse) ProtoMessage() {}
 
 func (x *DecodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[14]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1007,7 +1209,7 @@ func (x *DecodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecodeResponse.ProtoReflect.Descriptor instead.
 func (*DecodeResponse) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{14}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DecodeResponse) GetId() int64 {
@@ -1073,12 +1275,43 @@ func (x *DecodeResponse) GetKeyId() uint32 {
 	return 0
 }
 
+func (x *DecodeResponse) GetForm() string {
+	if x != nil {
+		return x.Form
+	}
+	return ""
+}
+
+func (x *DecodeResponse) GetUuid() string {
+	if x != nil {
+		return x.Uuid
+	}
+	return ""
+}
+
+func (x *DecodeResponse) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
 var File_flakeid_v1_flakeid_proto protoreflect.FileDescriptor
 
 const file_flakeid_v1_flakeid_proto_rawDesc = "" +
 	"\n" +
 	"\x18flakeid/v1/flakeid.proto\x12\n" +
-	"flakeid.v1\"\x91\x01\n" +
+	"flakeid.v1\"3\n" +
+	"\rBoundsRequest\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\tR\x02to\"\x84\x01\n" +
+	"\x0eBoundsResponse\x12\x10\n" +
+	"\x03min\x18\x01 \x01(\x03R\x03min\x12\x10\n" +
+	"\x03max\x18\x02 \x01(\x03R\x03max\x12\x12\n" +
+	"\x04from\x18\x03 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x04 \x01(\tR\x02to\x12\x16\n" +
+	"\x06layout\x18\x05 \x01(\tR\x06layout\x12\x12\n" +
+	"\x04note\x18\x06 \x01(\tR\x04note\"\x91\x01\n" +
 	"\x0eSeriesSettings\x12\x16\n" +
 	"\x06period\x18\x01 \x01(\tR\x06period\x12\x0e\n" +
 	"\x02tz\x18\x02 \x01(\tR\x02tz\x12\x1a\n" +
@@ -1121,18 +1354,23 @@ const file_flakeid_v1_flakeid_proto_rawDesc = "" +
 	"\aIDRange\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\x03R\x05first\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x03R\x05count\x12\x16\n" +
-	"\x06stride\x18\x03 \x01(\x03R\x06stride\",\n" +
+	"\x06stride\x18\x03 \x01(\x03R\x06stride\"\\\n" +
 	"\x14NextSnowflakeRequest\x12\x14\n" +
-	"\x05count\x18\x01 \x01(\x03R\x05count\"\xa5\x01\n" +
+	"\x05count\x18\x01 \x01(\x03R\x05count\x12\x16\n" +
+	"\x06format\x18\x02 \x01(\tR\x06format\x12\x16\n" +
+	"\x06prefix\x18\x03 \x01(\tR\x06prefix\"\xbb\x01\n" +
 	"\x15NextSnowflakeResponse\x12+\n" +
 	"\x06ranges\x18\x01 \x03(\v2\x13.flakeid.v1.IDRangeR\x06ranges\x12#\n" +
 	"\rdatacenter_id\x18\x02 \x01(\x03R\fdatacenterId\x12\x1b\n" +
 	"\tworker_id\x18\x03 \x01(\x03R\bworkerId\x12\x1d\n" +
 	"\n" +
-	"masked_ids\x18\x04 \x03(\tR\tmaskedIds\"D\n" +
+	"masked_ids\x18\x04 \x03(\tR\tmaskedIds\x12\x14\n" +
+	"\x05texts\x18\x05 \x03(\tR\x05texts\"t\n" +
 	"\x16StreamSnowflakeRequest\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\x03R\x05count\x12\x14\n" +
-	"\x05batch\x18\x02 \x01(\x03R\x05batch\"T\n" +
+	"\x05batch\x18\x02 \x01(\x03R\x05batch\x12\x16\n" +
+	"\x06format\x18\x03 \x01(\tR\x06format\x12\x16\n" +
+	"\x06prefix\x18\x04 \x01(\tR\x06prefix\"T\n" +
 	"\x12NextSegmentRequest\x12\x10\n" +
 	"\x03tag\x18\x01 \x01(\tR\x03tag\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x03R\x05count\x12\x16\n" +
@@ -1145,7 +1383,7 @@ const file_flakeid_v1_flakeid_proto_rawDesc = "" +
 	"\anumbers\x18\x04 \x03(\tR\anumbers\"/\n" +
 	"\rDecodeRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x0e\n" +
-	"\x02as\x18\x02 \x01(\tR\x02as\"\xd5\x02\n" +
+	"\x02as\x18\x02 \x01(\tR\x02as\"\x95\x03\n" +
 	"\x0eDecodeResponse\x12\x13\n" +
 	"\x02id\x18\x01 \x01(\x03H\x00R\x02id\x88\x01\x01\x12\x12\n" +
 	"\x04time\x18\x02 \x01(\tR\x04time\x12\x1c\n" +
@@ -1157,7 +1395,11 @@ const file_flakeid_v1_flakeid_proto_rawDesc = "" +
 	"\x06worker\x18\x06 \x01(\x03H\x04R\x06worker\x88\x01\x01\x12\x1f\n" +
 	"\bsequence\x18\a \x01(\x03H\x05R\bsequence\x88\x01\x01\x12\x16\n" +
 	"\x06masked\x18\b \x01(\tR\x06masked\x12\x1a\n" +
-	"\x06key_id\x18\t \x01(\rH\x06R\x05keyId\x88\x01\x01B\x05\n" +
+	"\x06key_id\x18\t \x01(\rH\x06R\x05keyId\x88\x01\x01\x12\x12\n" +
+	"\x04form\x18\n" +
+	" \x01(\tR\x04form\x12\x12\n" +
+	"\x04uuid\x18\v \x01(\tR\x04uuid\x12\x16\n" +
+	"\x06prefix\x18\f \x01(\tR\x06prefixB\x05\n" +
 	"\x03_idB\n" +
 	"\n" +
 	"\b_unix_msB\a\n" +
@@ -1165,7 +1407,7 @@ const file_flakeid_v1_flakeid_proto_rawDesc = "" +
 	"\v_datacenterB\t\n" +
 	"\a_workerB\v\n" +
 	"\t_sequenceB\t\n" +
-	"\a_key_id2\xc9\x04\n" +
+	"\a_key_id2\x8f\x05\n" +
 	"\tIDService\x12V\n" +
 	"\rNextSnowflake\x12 .flakeid.v1.NextSnowflakeRequest\x1a!.flakeid.v1.NextSnowflakeResponse\"\x00\x12\\\n" +
 	"\x0fStreamSnowflake\x12\".flakeid.v1.StreamSnowflakeRequest\x1a!.flakeid.v1.NextSnowflakeResponse\"\x000\x01\x12P\n" +
@@ -1173,7 +1415,8 @@ const file_flakeid_v1_flakeid_proto_rawDesc = "" +
 	"\x06Decode\x12\x19.flakeid.v1.DecodeRequest\x1a\x1a.flakeid.v1.DecodeResponse\"\x03\x90\x02\x01\x12J\n" +
 	"\tDeleteTag\x12\x1c.flakeid.v1.DeleteTagRequest\x1a\x1d.flakeid.v1.DeleteTagResponse\"\x00\x12J\n" +
 	"\tCreateTag\x12\x1c.flakeid.v1.CreateTagRequest\x1a\x1d.flakeid.v1.CreateTagResponse\"\x00\x12V\n" +
-	"\fDecodeNumber\x12\x1f.flakeid.v1.DecodeNumberRequest\x1a .flakeid.v1.DecodeNumberResponse\"\x03\x90\x02\x01B5Z3github.com/flakeid/flakeid/gen/flakeid/v1;flakeidv1b\x06proto3"
+	"\fDecodeNumber\x12\x1f.flakeid.v1.DecodeNumberRequest\x1a .flakeid.v1.DecodeNumberResponse\"\x03\x90\x02\x01\x12D\n" +
+	"\x06Bounds\x12\x19.flakeid.v1.BoundsRequest\x1a\x1a.flakeid.v1.BoundsResponse\"\x03\x90\x02\x01B5Z3github.com/flakeid/flakeid/gen/flakeid/v1;flakeidv1b\x06proto3"
 
 var (
 	file_flakeid_v1_flakeid_proto_rawDescOnce sync.Once
@@ -1187,45 +1430,49 @@ func file_flakeid_v1_flakeid_proto_rawDescGZIP() []byte {
 	return file_flakeid_v1_flakeid_proto_rawDescData
 }
 
-var file_flakeid_v1_flakeid_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_flakeid_v1_flakeid_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_flakeid_v1_flakeid_proto_goTypes = []any{
-	(*SeriesSettings)(nil),         // 0: flakeid.v1.SeriesSettings
-	(*CreateTagRequest)(nil),       // 1: flakeid.v1.CreateTagRequest
-	(*CreateTagResponse)(nil),      // 2: flakeid.v1.CreateTagResponse
-	(*DecodeNumberRequest)(nil),    // 3: flakeid.v1.DecodeNumberRequest
-	(*DecodeNumberResponse)(nil),   // 4: flakeid.v1.DecodeNumberResponse
-	(*DeleteTagRequest)(nil),       // 5: flakeid.v1.DeleteTagRequest
-	(*DeleteTagResponse)(nil),      // 6: flakeid.v1.DeleteTagResponse
-	(*IDRange)(nil),                // 7: flakeid.v1.IDRange
-	(*NextSnowflakeRequest)(nil),   // 8: flakeid.v1.NextSnowflakeRequest
-	(*NextSnowflakeResponse)(nil),  // 9: flakeid.v1.NextSnowflakeResponse
-	(*StreamSnowflakeRequest)(nil), // 10: flakeid.v1.StreamSnowflakeRequest
-	(*NextSegmentRequest)(nil),     // 11: flakeid.v1.NextSegmentRequest
-	(*NextSegmentResponse)(nil),    // 12: flakeid.v1.NextSegmentResponse
-	(*DecodeRequest)(nil),          // 13: flakeid.v1.DecodeRequest
-	(*DecodeResponse)(nil),         // 14: flakeid.v1.DecodeResponse
+	(*BoundsRequest)(nil),          // 0: flakeid.v1.BoundsRequest
+	(*BoundsResponse)(nil),         // 1: flakeid.v1.BoundsResponse
+	(*SeriesSettings)(nil),         // 2: flakeid.v1.SeriesSettings
+	(*CreateTagRequest)(nil),       // 3: flakeid.v1.CreateTagRequest
+	(*CreateTagResponse)(nil),      // 4: flakeid.v1.CreateTagResponse
+	(*DecodeNumberRequest)(nil),    // 5: flakeid.v1.DecodeNumberRequest
+	(*DecodeNumberResponse)(nil),   // 6: flakeid.v1.DecodeNumberResponse
+	(*DeleteTagRequest)(nil),       // 7: flakeid.v1.DeleteTagRequest
+	(*DeleteTagResponse)(nil),      // 8: flakeid.v1.DeleteTagResponse
+	(*IDRange)(nil),                // 9: flakeid.v1.IDRange
+	(*NextSnowflakeRequest)(nil),   // 10: flakeid.v1.NextSnowflakeRequest
+	(*NextSnowflakeResponse)(nil),  // 11: flakeid.v1.NextSnowflakeResponse
+	(*StreamSnowflakeRequest)(nil), // 12: flakeid.v1.StreamSnowflakeRequest
+	(*NextSegmentRequest)(nil),     // 13: flakeid.v1.NextSegmentRequest
+	(*NextSegmentResponse)(nil),    // 14: flakeid.v1.NextSegmentResponse
+	(*DecodeRequest)(nil),          // 15: flakeid.v1.DecodeRequest
+	(*DecodeResponse)(nil),         // 16: flakeid.v1.DecodeResponse
 }
 var file_flakeid_v1_flakeid_proto_depIdxs = []int32{
-	0,  // 0: flakeid.v1.CreateTagRequest.series:type_name -> flakeid.v1.SeriesSettings
-	0,  // 1: flakeid.v1.CreateTagResponse.series:type_name -> flakeid.v1.SeriesSettings
-	7,  // 2: flakeid.v1.NextSnowflakeResponse.ranges:type_name -> flakeid.v1.IDRange
-	7,  // 3: flakeid.v1.NextSegmentResponse.ranges:type_name -> flakeid.v1.IDRange
-	8,  // 4: flakeid.v1.IDService.NextSnowflake:input_type -> flakeid.v1.NextSnowflakeRequest
-	10, // 5: flakeid.v1.IDService.StreamSnowflake:input_type -> flakeid.v1.StreamSnowflakeRequest
-	11, // 6: flakeid.v1.IDService.NextSegment:input_type -> flakeid.v1.NextSegmentRequest
-	13, // 7: flakeid.v1.IDService.Decode:input_type -> flakeid.v1.DecodeRequest
-	5,  // 8: flakeid.v1.IDService.DeleteTag:input_type -> flakeid.v1.DeleteTagRequest
-	1,  // 9: flakeid.v1.IDService.CreateTag:input_type -> flakeid.v1.CreateTagRequest
-	3,  // 10: flakeid.v1.IDService.DecodeNumber:input_type -> flakeid.v1.DecodeNumberRequest
-	9,  // 11: flakeid.v1.IDService.NextSnowflake:output_type -> flakeid.v1.NextSnowflakeResponse
-	9,  // 12: flakeid.v1.IDService.StreamSnowflake:output_type -> flakeid.v1.NextSnowflakeResponse
-	12, // 13: flakeid.v1.IDService.NextSegment:output_type -> flakeid.v1.NextSegmentResponse
-	14, // 14: flakeid.v1.IDService.Decode:output_type -> flakeid.v1.DecodeResponse
-	6,  // 15: flakeid.v1.IDService.DeleteTag:output_type -> flakeid.v1.DeleteTagResponse
-	2,  // 16: flakeid.v1.IDService.CreateTag:output_type -> flakeid.v1.CreateTagResponse
-	4,  // 17: flakeid.v1.IDService.DecodeNumber:output_type -> flakeid.v1.DecodeNumberResponse
-	11, // [11:18] is the sub-list for method output_type
-	4,  // [4:11] is the sub-list for method input_type
+	2,  // 0: flakeid.v1.CreateTagRequest.series:type_name -> flakeid.v1.SeriesSettings
+	2,  // 1: flakeid.v1.CreateTagResponse.series:type_name -> flakeid.v1.SeriesSettings
+	9,  // 2: flakeid.v1.NextSnowflakeResponse.ranges:type_name -> flakeid.v1.IDRange
+	9,  // 3: flakeid.v1.NextSegmentResponse.ranges:type_name -> flakeid.v1.IDRange
+	10, // 4: flakeid.v1.IDService.NextSnowflake:input_type -> flakeid.v1.NextSnowflakeRequest
+	12, // 5: flakeid.v1.IDService.StreamSnowflake:input_type -> flakeid.v1.StreamSnowflakeRequest
+	13, // 6: flakeid.v1.IDService.NextSegment:input_type -> flakeid.v1.NextSegmentRequest
+	15, // 7: flakeid.v1.IDService.Decode:input_type -> flakeid.v1.DecodeRequest
+	7,  // 8: flakeid.v1.IDService.DeleteTag:input_type -> flakeid.v1.DeleteTagRequest
+	3,  // 9: flakeid.v1.IDService.CreateTag:input_type -> flakeid.v1.CreateTagRequest
+	5,  // 10: flakeid.v1.IDService.DecodeNumber:input_type -> flakeid.v1.DecodeNumberRequest
+	0,  // 11: flakeid.v1.IDService.Bounds:input_type -> flakeid.v1.BoundsRequest
+	11, // 12: flakeid.v1.IDService.NextSnowflake:output_type -> flakeid.v1.NextSnowflakeResponse
+	11, // 13: flakeid.v1.IDService.StreamSnowflake:output_type -> flakeid.v1.NextSnowflakeResponse
+	14, // 14: flakeid.v1.IDService.NextSegment:output_type -> flakeid.v1.NextSegmentResponse
+	16, // 15: flakeid.v1.IDService.Decode:output_type -> flakeid.v1.DecodeResponse
+	8,  // 16: flakeid.v1.IDService.DeleteTag:output_type -> flakeid.v1.DeleteTagResponse
+	4,  // 17: flakeid.v1.IDService.CreateTag:output_type -> flakeid.v1.CreateTagResponse
+	6,  // 18: flakeid.v1.IDService.DecodeNumber:output_type -> flakeid.v1.DecodeNumberResponse
+	1,  // 19: flakeid.v1.IDService.Bounds:output_type -> flakeid.v1.BoundsResponse
+	12, // [12:20] is the sub-list for method output_type
+	4,  // [4:12] is the sub-list for method input_type
 	4,  // [4:4] is the sub-list for extension type_name
 	4,  // [4:4] is the sub-list for extension extendee
 	0,  // [0:4] is the sub-list for field type_name
@@ -1236,15 +1483,15 @@ func file_flakeid_v1_flakeid_proto_init() {
 	if File_flakeid_v1_flakeid_proto != nil {
 		return
 	}
-	file_flakeid_v1_flakeid_proto_msgTypes[0].OneofWrappers = []any{}
-	file_flakeid_v1_flakeid_proto_msgTypes[14].OneofWrappers = []any{}
+	file_flakeid_v1_flakeid_proto_msgTypes[2].OneofWrappers = []any{}
+	file_flakeid_v1_flakeid_proto_msgTypes[16].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flakeid_v1_flakeid_proto_rawDesc), len(file_flakeid_v1_flakeid_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -51,6 +51,8 @@ const (
 	IDServiceCreateTagProcedure = "/flakeid.v1.IDService/CreateTag"
 	// IDServiceDecodeNumberProcedure is the fully-qualified name of the IDService's DecodeNumber RPC.
 	IDServiceDecodeNumberProcedure = "/flakeid.v1.IDService/DecodeNumber"
+	// IDServiceBoundsProcedure is the fully-qualified name of the IDService's Bounds RPC.
+	IDServiceBoundsProcedure = "/flakeid.v1.IDService/Bounds"
 )
 
 // IDServiceClient is a client for the flakeid.v1.IDService service.
@@ -77,6 +79,10 @@ type IDServiceClient interface {
 	// DecodeNumber reads a number of a series tag (its text or numeric
 	// form): the period and the counter.
 	DecodeNumber(context.Context, *connect.Request[v1.DecodeNumberRequest]) (*connect.Response[v1.DecodeNumberResponse], error)
+	// Bounds returns the smallest and largest Snowflake IDs whose time lies
+	// in a window: for range scans, partition pruning and pagination cursors
+	// on ID-keyed tables.
+	Bounds(context.Context, *connect.Request[v1.BoundsRequest]) (*connect.Response[v1.BoundsResponse], error)
 }
 
 // NewIDServiceClient constructs a client for the flakeid.v1.IDService service. By default, it uses
@@ -134,6 +140,13 @@ func NewIDServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...c
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		bounds: connect.NewClient[v1.BoundsRequest, v1.BoundsResponse](
+			httpClient,
+			baseURL+IDServiceBoundsProcedure,
+			connect.WithSchema(iDServiceMethods.ByName("Bounds")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -146,6 +159,7 @@ type iDServiceClient struct {
 	deleteTag       *connect.Client[v1.DeleteTagRequest, v1.DeleteTagResponse]
 	createTag       *connect.Client[v1.CreateTagRequest, v1.CreateTagResponse]
 	decodeNumber    *connect.Client[v1.DecodeNumberRequest, v1.DecodeNumberResponse]
+	bounds          *connect.Client[v1.BoundsRequest, v1.BoundsResponse]
 }
 
 // NextSnowflake calls flakeid.v1.IDService.NextSnowflake.
@@ -183,6 +197,11 @@ func (c *iDServiceClient) DecodeNumber(ctx context.Context, req *connect.Request
 	return c.decodeNumber.CallUnary(ctx, req)
 }
 
+// Bounds calls flakeid.v1.IDService.Bounds.
+func (c *iDServiceClient) Bounds(ctx context.Context, req *connect.Request[v1.BoundsRequest]) (*connect.Response[v1.BoundsResponse], error) {
+	return c.bounds.CallUnary(ctx, req)
+}
+
 // IDServiceHandler is an implementation of the flakeid.v1.IDService service.
 type IDServiceHandler interface {
 	// NextSnowflake returns count Snowflake IDs (1 to the server's maximum,
@@ -207,6 +226,10 @@ type IDServiceHandler interface {
 	// DecodeNumber reads a number of a series tag (its text or numeric
 	// form): the period and the counter.
 	DecodeNumber(context.Context, *connect.Request[v1.DecodeNumberRequest]) (*connect.Response[v1.DecodeNumberResponse], error)
+	// Bounds returns the smallest and largest Snowflake IDs whose time lies
+	// in a window: for range scans, partition pruning and pagination cursors
+	// on ID-keyed tables.
+	Bounds(context.Context, *connect.Request[v1.BoundsRequest]) (*connect.Response[v1.BoundsResponse], error)
 }
 
 // NewIDServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -260,6 +283,13 @@ func NewIDServiceHandler(svc IDServiceHandler, opts ...connect.HandlerOption) (s
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	iDServiceBoundsHandler := connect.NewUnaryHandler(
+		IDServiceBoundsProcedure,
+		svc.Bounds,
+		connect.WithSchema(iDServiceMethods.ByName("Bounds")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/flakeid.v1.IDService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case IDServiceNextSnowflakeProcedure:
@@ -276,6 +306,8 @@ func NewIDServiceHandler(svc IDServiceHandler, opts ...connect.HandlerOption) (s
 			iDServiceCreateTagHandler.ServeHTTP(w, r)
 		case IDServiceDecodeNumberProcedure:
 			iDServiceDecodeNumberHandler.ServeHTTP(w, r)
+		case IDServiceBoundsProcedure:
+			iDServiceBoundsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -311,4 +343,8 @@ func (UnimplementedIDServiceHandler) CreateTag(context.Context, *connect.Request
 
 func (UnimplementedIDServiceHandler) DecodeNumber(context.Context, *connect.Request[v1.DecodeNumberRequest]) (*connect.Response[v1.DecodeNumberResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("flakeid.v1.IDService.DecodeNumber is not implemented"))
+}
+
+func (UnimplementedIDServiceHandler) Bounds(context.Context, *connect.Request[v1.BoundsRequest]) (*connect.Response[v1.BoundsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("flakeid.v1.IDService.Bounds is not implemented"))
 }

@@ -1,0 +1,247 @@
+package server
+
+import (
+	crand "crypto/rand"
+	"encoding/binary"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/flakeid/flakeid/snowflake"
+)
+
+// uuidForm is the UUID-shaped text form of Snowflake IDs a format
+// parameter names (uuid7, typeid, ulid), or 0.
+func uuidForm(format string) snowflake.UUIDForm {
+	switch format {
+	case "uuid7":
+		return snowflake.FormUUID
+	case "typeid":
+		return snowflake.FormTypeID
+	case "ulid":
+		return snowflake.FormULID
+	}
+	return 0
+}
+
+// uuidMaker writes Snowflake IDs as UUIDv7, TypeID and ULID texts (see
+// snowflake.UUIDView; docs/API.md has the bit map). The bits below the
+// counter come from ChaCha8 generators seeded from crypto/rand (one per
+// goroutine at a time, from a pool), a CSPRNG at a few nanoseconds a UUID.
+//
+// On a server that masks Snowflake IDs the payload is keyed instead, so
+// that the counter (datacenter, worker, sequence) does not show: the key
+// id (5 bits), the ID masked with that key (63 bits; see package idmask)
+// and 6 random bits. Such UUIDs sort by their millisecond only, as masked
+// IDs do not sort at all.
+type uuidMaker struct {
+	view   *snowflake.UUIDView
+	prefix string // the default TypeID prefix
+	rngs   sync.Pool
+}
+
+// Bits of a masked UUID's payload: key id, masked ID, random.
+const (
+	maskedUUIDKeyBits    = 5
+	maskedUUIDIDBits     = 63
+	maskedUUIDRandomBits = snowflake.PayloadBits - maskedUUIDKeyBits - maskedUUIDIDBits
+)
+
+func newUUIDMaker(l snowflake.Layout, prefix string) (*uuidMaker, error) {
+	v, err := snowflake.NewUUIDView(l)
+	if err != nil {
+		return nil, err
+	}
+	return &uuidMaker{view: v, prefix: prefix}, nil
+}
+
+// rng takes a generator from the pool (put it back with putRNG).
+func (u *uuidMaker) rng() *rand.ChaCha8 {
+	if r, ok := u.rngs.Get().(*rand.ChaCha8); ok {
+		return r
+	}
+	var seed [32]byte
+	crand.Read(seed[:]) // never fails (crypto/rand.Read panics rather)
+	return rand.NewChaCha8(seed)
+}
+
+func (u *uuidMaker) putRNG(r *rand.ChaCha8) { u.rngs.Put(r) }
+
+// uuid returns the UUID of id: plain, or keyed by mk.
+func (u *uuidMaker) uuid(id int64, mk *masking, r *rand.ChaCha8) (snowflake.UUID, error) {
+	var random [10]byte
+	binary.LittleEndian.PutUint64(random[2:], r.Uint64())
+	if mk == nil {
+		binary.LittleEndian.PutUint16(random[:2], uint16(r.Uint64()))
+		out, err := u.view.UUID(snowflake.ID(id), random)
+		if err != nil {
+			return out, apiErrorf(http.StatusInternalServerError, codeInternal, "UUID of ID %d: %v", id, err)
+		}
+		return out, nil
+	}
+	cur := mk.ring.Current()
+	masked, err := cur.Mask(id)
+	if err != nil {
+		return snowflake.UUID{}, apiErrorf(http.StatusInternalServerError, codeInternal, "ID %d cannot be masked: %v", id, err)
+	}
+	// key id ‖ masked ID ‖ random, 74 bits: the key id and the masked
+	// ID's top 5 bits in hi, the rest below.
+	lo := uint64(masked)<<maskedUUIDRandomBits | r.Uint64()&(1<<maskedUUIDRandomBits-1)
+	hi := uint16(cur.KeyID())<<5 | uint16(uint64(masked)>>(64-maskedUUIDRandomBits))
+	return snowflake.NewUUIDv7(u.view.UnixMilli(snowflake.ID(id)), hi, lo), nil
+}
+
+// appendText appends the text of id in form f (with prefix for a TypeID).
+func (u *uuidMaker) appendText(dst []byte, id int64, f snowflake.UUIDForm, prefix string, mk *masking, r *rand.ChaCha8) ([]byte, error) {
+	v, err := u.uuid(id, mk, r)
+	if err != nil {
+		return dst, err
+	}
+	return v.AppendForm(dst, f, prefix), nil
+}
+
+// appendTexts appends the texts of the IDs of runs to buf: JSON strings
+// separated by commas when json is set, else one per line. It writes buf
+// out to w whenever it passes flushAt.
+func (u *uuidMaker) appendTexts(w io.Writer, buf []byte, runs []run, f snowflake.UUIDForm, prefix string, mk *masking, json bool) ([]byte, error) {
+	r := u.rng()
+	defer u.putRNG(r)
+	for i, id := range ids(runs) {
+		if json {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			buf = append(buf, '"')
+		}
+		var err error
+		if buf, err = u.appendText(buf, id, f, prefix, mk, r); err != nil {
+			return buf, err
+		}
+		if json {
+			buf = append(buf, '"')
+		} else {
+			buf = append(buf, '\n')
+		}
+		if len(buf) > flushAt {
+			w.Write(buf)
+			buf = buf[:0]
+		}
+	}
+	return buf, nil
+}
+
+// texts appends the texts of the IDs of runs to dst (the RPCs' texts).
+func (u *uuidMaker) texts(dst []string, runs []run, f snowflake.UUIDForm, prefix string, mk *masking) ([]string, error) {
+	r := u.rng()
+	defer u.putRNG(r)
+	var total int64
+	for _, rn := range runs {
+		total += rn.count
+	}
+	n := 36
+	if f != snowflake.FormUUID {
+		n = 27 + len(prefix)
+	}
+	buf := make([]byte, 0, int(total)*n)
+	for _, id := range ids(runs) {
+		var err error
+		if buf, err = u.appendText(buf, id, f, prefix, mk, r); err != nil {
+			return dst, err
+		}
+	}
+	all := string(buf) // one allocation for every text
+	for len(all) > 0 {
+		k := n
+		if f == snowflake.FormULID || f == snowflake.FormTypeID && prefix == "" {
+			k = 26
+		}
+		dst = append(dst, all[:k])
+		all = all[k:]
+	}
+	return dst, nil
+}
+
+// uuidQuery reads format and prefix of a request for Snowflake IDs: the
+// form, or 0 when format is not a UUID form, and the TypeID prefix (the
+// server's default when not given). A prefix with another format, or a bad
+// prefix, is refused.
+func (u *uuidMaker) query(format, prefix string, prefixGiven bool) (snowflake.UUIDForm, string, error) {
+	f := uuidForm(format)
+	if prefixGiven && f != snowflake.FormTypeID {
+		return 0, "", apiErrorf(http.StatusBadRequest, codeInvalid, "prefix is for format=typeid (got format %q)", clip(format))
+	}
+	if f != snowflake.FormTypeID {
+		return f, "", nil
+	}
+	if !prefixGiven {
+		return f, u.prefix, nil
+	}
+	if err := snowflake.CheckTypeIDPrefix(prefix); err != nil {
+		return 0, "", apiErrorf(http.StatusBadRequest, codeInvalid, "prefix: %v", err)
+	}
+	return f, prefix, nil
+}
+
+// readUUID reads a UUIDv7, TypeID or ULID text as one of this server's
+// Snowflake IDs. masked says whether the text is read as a masked UUID
+// (keyed payload; mayUnmask must allow it) or a plain one.
+func (s *Server) readUUID(text string, masked bool, mayUnmask func() error) (decodeInput, error) {
+	v, form, prefix, err := snowflake.ParseUUIDText(text)
+	if err != nil {
+		return decodeInput{}, apiErrorf(http.StatusBadRequest, codeInvalid, "%v", err)
+	}
+	in := decodeInput{uuid: v, form: form, prefix: prefix}
+	if !masked {
+		id, err := s.uuids.view.ID(v)
+		if err != nil {
+			return decodeInput{}, apiErrorf(http.StatusBadRequest, codeInvalid, "%v", err)
+		}
+		in.id = id
+		return in, nil
+	}
+	if s.mask == nil {
+		return decodeInput{}, apiErrorf(http.StatusBadRequest, codeInvalid, "this server has no mask keys, so it cannot read masked UUIDs")
+	}
+	if ver := v.Version(); ver != 7 || !v.RFCVariant() {
+		_, err := s.uuids.view.ID(v) // names the version or variant
+		return decodeInput{}, apiErrorf(http.StatusBadRequest, codeInvalid, "%v", err)
+	}
+	hi, lo := v.Payload()
+	keyID := uint8(hi >> 5)
+	m, ok := s.mask.ring.Key(keyID)
+	if !ok {
+		return decodeInput{}, apiErrorf(http.StatusBadRequest, codeInvalid,
+			"masked UUID %s was made with key id %d; this server has key id(s) %s", v, keyID, s.mask.ring.KeyIDs())
+	}
+	maskedID := int64(uint64(hi&0x1f)<<(64-maskedUUIDRandomBits) | lo>>maskedUUIDRandomBits)
+	id, err := m.Unmask(maskedID)
+	if err != nil {
+		return decodeInput{}, apiErrorf(http.StatusBadRequest, codeInvalid, "masked UUID %s: %v", v, err)
+	}
+	if _, err := s.node.Decode(snowflake.ID(id)); err != nil || s.uuids.view.UnixMilli(snowflake.ID(id)) != v.UnixMilli() {
+		return decodeInput{}, apiErrorf(http.StatusBadRequest, codeInvalid,
+			"%s is not a masked UUID of this server: its time (%s) is not the time of the ID it unmasks to",
+			clip(text), time.UnixMilli(v.UnixMilli()).UTC().Format("2006-01-02T15:04:05.000Z07:00"))
+	}
+	if err := mayUnmask(); err != nil {
+		return decodeInput{}, err
+	}
+	in.id, in.keyID, in.masked = snowflake.ID(id), keyID, text
+	return in, nil
+}
+
+// readUUIDAs reads a UUID-shaped text for decode, as told by as: plain,
+// masked, or (auto) masked exactly when the server masks Snowflake IDs.
+func (s *Server) readUUIDAs(text, as string, mayUnmask func() error) (decodeInput, error) {
+	switch as {
+	case decodePlain:
+		return s.readUUID(text, false, mayUnmask)
+	case decodeMasked:
+		return s.readUUID(text, true, mayUnmask)
+	case decodeAuto:
+		return s.readUUID(text, s.mask.forSnowflake() != nil, mayUnmask)
+	}
+	return decodeInput{}, apiErrorf(http.StatusBadRequest, codeInvalid, "as %q: want plain or masked (or nothing, to tell by the text)", clip(as))
+}
