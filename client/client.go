@@ -171,6 +171,10 @@ type Parts struct {
 	Tick int64
 	// Datacenter, Worker and Sequence are the other fields.
 	Datacenter, Worker, Sequence int64
+	// Form is "uuid7", "typeid" or "ulid" when the input was a UUID-shaped
+	// text of the ID, else ""; UUID is then the UUID it is, and Prefix a
+	// TypeID's prefix.
+	Form, UUID, Prefix string
 }
 
 // Reading says how a masking server reads a text to decode: see DecodeAs.
@@ -232,12 +236,16 @@ func (c *Client) DecodeAs(ctx context.Context, id string, as Reading) (Parts, er
 			Datacenter jsonInt   `json:"datacenter"`
 			Worker     jsonInt   `json:"worker"`
 			Sequence   jsonInt   `json:"sequence"`
+			Form       string    `json:"form"`
+			UUID       string    `json:"uuid"`
+			Prefix     string    `json:"prefix"`
 		}
 		if err := json.NewDecoder(r).Decode(&resp); err != nil {
 			return err
 		}
 		p = Parts{ID: int64(resp.ID), Masked: resp.Masked, KeyID: int(resp.KeyID), Time: resp.Time, Tick: int64(resp.Tick),
-			Datacenter: int64(resp.Datacenter), Worker: int64(resp.Worker), Sequence: int64(resp.Sequence)}
+			Datacenter: int64(resp.Datacenter), Worker: int64(resp.Worker), Sequence: int64(resp.Sequence),
+			Form: resp.Form, UUID: resp.UUID, Prefix: resp.Prefix}
 		if p.Time.IsZero() && resp.UnixMS != nil {
 			p.Time = time.UnixMilli(int64(*resp.UnixMS)).UTC()
 		}

@@ -311,3 +311,41 @@ func TestIntegrationOverlapRefused(t *testing.T) {
 		}
 	})
 }
+
+// TestIntegrationUUIDsAndBounds: NextUUIDs against a real server gives
+// UUID-shaped texts that Decode reads back (form, UUID, prefix) to IDs in
+// issue order; Bounds holds the IDs just issued; bad arguments are refused
+// before a request.
+func TestIntegrationUUIDsAndBounds(t *testing.T) {
+	cl := newClusterWith(t, 1, func(c *server.Config) { c.TypeIDPrefix = "order" })
+	c := newClient(t, Config{}, cl.urls()...)
+	ctx := t.Context()
+	var last int64
+	for _, tc := range []struct{ format, prefix, want string }{
+		{"uuid7", "", ""}, {"typeid", "", "order"}, {"typeid", "user", "user"}, {"ulid", "", ""},
+	} {
+		texts, err := c.NextUUIDs(ctx, 5, tc.format, tc.prefix)
+		if err != nil || len(texts) != 5 || !slices.IsSorted(texts) {
+			t.Fatalf("NextUUIDs(%s, %q) = %v, %v", tc.format, tc.prefix, texts, err)
+		}
+		for _, text := range texts {
+			p, err := c.Decode(ctx, text)
+			if err != nil || p.Form != tc.format || p.Prefix != tc.want || p.UUID == "" || p.ID <= last {
+				t.Fatalf("Decode(%q) = %+v, %v (last ID %d)", text, p, err, last)
+			}
+			last = p.ID
+		}
+	}
+	b, err := c.Bounds(ctx, "-1m", "+1m")
+	if err != nil || last < b.Min || last > b.Max || b.Note != "" || b.From.IsZero() {
+		t.Fatalf("Bounds(-1m, +1m) = %+v, %v; want it to hold %d", b, err, last)
+	}
+	if _, err := c.Bounds(ctx, "+1m", "-1m"); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("a reversed window: %v", err)
+	}
+	for _, tc := range [][2]string{{"uuid4", ""}, {"ulid", "order"}, {"typeid", "Order"}} {
+		if _, err := c.NextUUIDs(ctx, 1, tc[0], tc[1]); !errors.Is(err, ErrInvalidArgument) {
+			t.Fatalf("NextUUIDs(%q, %q): %v, want ErrInvalidArgument", tc[0], tc[1], err)
+		}
+	}
+}

@@ -47,17 +47,6 @@ func NewKeyring(current *Masker, older ...*Masker) (*Keyring, error) {
 	return k, nil
 }
 
-// Key returns the masker of key id id, and whether the ring has it.
-func (k *Keyring) Key(id uint8) (*Masker, bool) {
-	if int(id) >= len(k.byID) || k.byID[id] == nil {
-		return nil, false
-	}
-	return k.byID[id], true
-}
-
-// KeyIDs lists the ring's key ids, for a message: "0" or "0, 3".
-func (k *Keyring) KeyIDs() string { return strings.TrimPrefix(strings.TrimPrefix(k.keyIDs(), "s"), " ") }
-
 // Current returns the masker the Keyring masks with.
 func (k *Keyring) Current() *Masker { return k.current }
 

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"sync"
-	"time"
 
 	"github.com/flakeid/flakeid/snowflake"
 )
@@ -31,23 +30,15 @@ func uuidForm(format string) snowflake.UUIDForm {
 // counter come from ChaCha8 generators seeded from crypto/rand (one per
 // goroutine at a time, from a pool), a CSPRNG at a few nanoseconds a UUID.
 //
-// On a server that masks Snowflake IDs the payload is keyed instead, so
-// that the counter (datacenter, worker, sequence) does not show: the key
-// id (5 bits), the ID masked with that key (63 bits; see package idmask)
-// and 6 random bits. Such UUIDs sort by their millisecond only, as masked
-// IDs do not sort at all.
+// On a server that masks Snowflake IDs the payload is keyed instead
+// (idmask.Keyring.MaskUUID), so that the counter (datacenter, worker,
+// sequence) does not show. Such UUIDs sort by their millisecond only, as
+// masked IDs do not sort at all.
 type uuidMaker struct {
 	view   *snowflake.UUIDView
 	prefix string // the default TypeID prefix
 	rngs   sync.Pool
 }
-
-// Bits of a masked UUID's payload: key id, masked ID, random.
-const (
-	maskedUUIDKeyBits    = 5
-	maskedUUIDIDBits     = 63
-	maskedUUIDRandomBits = snowflake.PayloadBits - maskedUUIDKeyBits - maskedUUIDIDBits
-)
 
 func newUUIDMaker(l snowflake.Layout, prefix string) (*uuidMaker, error) {
 	v, err := snowflake.NewUUIDView(l)
@@ -81,16 +72,11 @@ func (u *uuidMaker) uuid(id int64, mk *masking, r *rand.ChaCha8) (snowflake.UUID
 		}
 		return out, nil
 	}
-	cur := mk.ring.Current()
-	masked, err := cur.Mask(id)
+	out, err := mk.ring.MaskUUID(snowflake.ID(id), u.view, r.Uint64())
 	if err != nil {
-		return snowflake.UUID{}, apiErrorf(http.StatusInternalServerError, codeInternal, "ID %d cannot be masked: %v", id, err)
+		return out, apiErrorf(http.StatusInternalServerError, codeInternal, "ID %d cannot be masked: %v", id, err)
 	}
-	// key id ‖ masked ID ‖ random, 74 bits: the key id and the masked
-	// ID's top 5 bits in hi, the rest below.
-	lo := uint64(masked)<<maskedUUIDRandomBits | r.Uint64()&(1<<maskedUUIDRandomBits-1)
-	hi := uint16(cur.KeyID())<<5 | uint16(uint64(masked)>>(64-maskedUUIDRandomBits))
-	return snowflake.NewUUIDv7(u.view.UnixMilli(snowflake.ID(id)), hi, lo), nil
+	return out, nil
 }
 
 // appendText appends the text of id in form f (with prefix for a TypeID).
@@ -204,31 +190,14 @@ func (s *Server) readUUID(text string, masked bool, mayUnmask func() error) (dec
 	if s.mask == nil {
 		return decodeInput{}, apiErrorf(http.StatusBadRequest, codeInvalid, "this server has no mask keys, so it cannot read masked UUIDs")
 	}
-	if ver := v.Version(); ver != 7 || !v.RFCVariant() {
-		_, err := s.uuids.view.ID(v) // names the version or variant
-		return decodeInput{}, apiErrorf(http.StatusBadRequest, codeInvalid, "%v", err)
-	}
-	hi, lo := v.Payload()
-	keyID := uint8(hi >> 5)
-	m, ok := s.mask.ring.Key(keyID)
-	if !ok {
-		return decodeInput{}, apiErrorf(http.StatusBadRequest, codeInvalid,
-			"masked UUID %s was made with key id %d; this server has key id(s) %s", v, keyID, s.mask.ring.KeyIDs())
-	}
-	maskedID := int64(uint64(hi&0x1f)<<(64-maskedUUIDRandomBits) | lo>>maskedUUIDRandomBits)
-	id, err := m.Unmask(maskedID)
+	id, keyID, err := s.mask.ring.UnmaskUUID(v, s.uuids.view)
 	if err != nil {
-		return decodeInput{}, apiErrorf(http.StatusBadRequest, codeInvalid, "masked UUID %s: %v", v, err)
-	}
-	if _, err := s.node.Decode(snowflake.ID(id)); err != nil || s.uuids.view.UnixMilli(snowflake.ID(id)) != v.UnixMilli() {
-		return decodeInput{}, apiErrorf(http.StatusBadRequest, codeInvalid,
-			"%s is not a masked UUID of this server: its time (%s) is not the time of the ID it unmasks to",
-			clip(text), time.UnixMilli(v.UnixMilli()).UTC().Format("2006-01-02T15:04:05.000Z07:00"))
+		return decodeInput{}, apiErrorf(http.StatusBadRequest, codeInvalid, "%v", err)
 	}
 	if err := mayUnmask(); err != nil {
 		return decodeInput{}, err
 	}
-	in.id, in.keyID, in.masked = snowflake.ID(id), keyID, text
+	in.id, in.keyID, in.masked = id, keyID, text
 	return in, nil
 }
 

@@ -191,7 +191,7 @@ func TestUUIDFormsMasked(t *testing.T) {
 		// A changed bit of the keyed payload is refused.
 		bad := snowflake.UUID(u)
 		bad[12] ^= 0x10
-		wantError(t, f.do(t, "GET", "/v1/decode/"+bad.String(), "", support...), 400, codeInvalid, "not a masked UUID of this server")
+		wantError(t, f.do(t, "GET", "/v1/decode/"+bad.String(), "", support...), 400, codeInvalid, "is not a masked UUID of layout")
 	}
 	if len(counters) != len(texts) {
 		t.Fatalf("%d distinct payload tops for %d UUIDs", len(counters), len(texts))

@@ -55,9 +55,9 @@ func (u UUID) Payload() (hi uint16, lo uint64) {
 	return uint16(top>>2) & 0x3ff, top<<62 | bottom&(1<<62-1)
 }
 
-// checkV7 fails with ErrInvalidID when u is not a UUIDv7 of the RFC
-// variant.
-func (u UUID) checkV7() error {
+// CheckV7 fails with ErrInvalidID, naming what is wrong, when u is not a
+// UUIDv7 of the RFC 9562 variant.
+func (u UUID) CheckV7() error {
 	if v := u.Version(); v != 7 {
 		return fmt.Errorf("%w: %s is a version %d UUID, not version 7", ErrInvalidID, u, v)
 	}
@@ -168,7 +168,7 @@ func (v *UUIDView) UUID(id ID, random [10]byte) (UUID, error) {
 // layout's end or (for units over 1 ms) not the start of a tick, or its
 // sub-millisecond tick is not one that starts in that millisecond.
 func (v *UUIDView) ID(u UUID) (ID, error) {
-	if err := u.checkV7(); err != nil {
+	if err := u.CheckV7(); err != nil {
 		return 0, err
 	}
 	ms := u.UnixMilli()

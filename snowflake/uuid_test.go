@@ -77,8 +77,8 @@ func TestUUIDViewJudged(t *testing.T) {
 			text := string(u.AppendForm(nil, f, prefix))
 			back, form, gotPrefix, err := ParseUUIDText(text)
 			wantForm := f
-			if f == FormTypeID && prefix == "" {
-				wantForm = FormULID // the same 26 characters, read either way
+			if f == FormTypeID && prefix == "" && !strings.ContainsAny(text, "abcdefghjkmnpqrstvwxyz") {
+				wantForm = FormULID // digits only: read as the ULID it also is
 			}
 			if err != nil || back != u || form != wantForm || (form == FormTypeID && gotPrefix != prefix) {
 				t.Fatalf("ParseUUIDText(%s) = %x %v %q, %v", text, back, form, gotPrefix, err)

@@ -111,8 +111,9 @@ func appendBase32(dst []byte, u *UUID, alphabet string) []byte {
 
 // ParseUUIDText reads a UUID in any of its text forms, told apart by their
 // shape: 36 characters with hyphens (a UUID, either case), a text with an
-// underscore (a TypeID), or 26 characters (a ULID, either case, which is
-// also a TypeID without a prefix). It returns the form and, for a TypeID,
+// underscore (a TypeID), 26 characters with lowercase letters and no
+// uppercase ones (a TypeID without a prefix), or other 26 characters (a
+// ULID, either case). It returns the form and, for a TypeID,
 // its prefix. It fails with ErrInvalidID naming what is wrong; it does not
 // look at the version or variant (UUIDView.ID does).
 func ParseUUIDText(s string) (u UUID, f UUIDForm, prefix string, err error) {
@@ -123,6 +124,9 @@ func ParseUUIDText(s string) (u UUID, f UUIDForm, prefix string, err error) {
 	case len(s) == 36:
 		u, err = parseUUID(s)
 		return u, FormUUID, "", err
+	case len(s) == 26 && strings.ContainsAny(s, crockfordLower[10:]) && !strings.ContainsAny(s, crockfordUpper[10:]):
+		u, _, err = ParseTypeID(s) // lowercase: a TypeID without a prefix
+		return u, FormTypeID, "", err
 	case len(s) == 26:
 		u, err = ParseULID(s)
 		return u, FormULID, "", err

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flakeid/flakeid/idmask"
 	"github.com/flakeid/flakeid/segment"
 	"github.com/flakeid/flakeid/snowflake"
 )
@@ -20,7 +21,7 @@ import (
 // others are still printed, and the exit status is 1 if any failed.
 type decodeCmd struct {
 	JSON bool     `name:"json" env:"FLAKEID_JSON" help:"Print one JSON object per ID, one per line (NDJSON)."`
-	IDs  []string `arg:"" name:"id" help:"IDs to decode: decimal, 13-character Crockford base32 or 11-character base58 (digits only are read as decimal); with --tag, numbers of that series (ORD-20261128-000123, or their numeric form). An ID that does not parse or fit the layout is reported on stderr and skipped; the exit status is then 1. Put -- before IDs that start with a dash."`
+	IDs  []string `arg:"" name:"id" help:"IDs to decode: decimal, 13-character Crockford base32 or 11-character base58 (digits only are read as decimal), or an ID's UUIDv7, TypeID or ULID text (masked ones with --mask-key or --mask-keyring); with --tag, numbers of that series (ORD-20261128-000123, or their numeric form). An ID that does not parse or fit the layout is reported on stderr and skipped; the exit status is then 1. Put -- before IDs that start with a dash."`
 	Tag  string   `placeholder:"TAG" help:"Read the arguments as numbers of this series tag (its settings come from --store; a masked series needs its key: --mask-key or --mask-keyring)."`
 
 	Layout layoutFlags  `embed:""`
@@ -37,6 +38,10 @@ type decodedID struct {
 	Datacenter int64  `json:"datacenter"`
 	Worker     int64  `json:"worker"`
 	Sequence   int64  `json:"sequence"`
+	Form       string `json:"form,omitempty"`
+	UUID       string `json:"uuid,omitempty"`
+	Prefix     string `json:"prefix,omitempty"`
+	KeyID      *uint8 `json:"key_id,omitempty"`
 }
 
 // Run decodes every argument.
@@ -49,22 +54,96 @@ func (c *decodeCmd) Run(ctx context.Context, out *streams) error {
 		return err
 	}
 	tf := timeFormat(l)
+	uuids, err := c.uuidReader(l)
+	if err != nil {
+		return err
+	}
 	return c.each(out, "IDs", func(arg string) (any, [][2]string, error) {
-		d, err := decodeOne(l, arg)
+		var d decoded
+		var err error
+		if arg = strings.TrimSpace(arg); snowflake.LooksLikeUUIDText(arg) {
+			d, err = uuids(arg)
+		} else {
+			d, err = decodeOne(l, arg)
+		}
 		if err != nil {
 			return nil, nil, err
 		}
 		rec := decodedID{ID: d.id.String(), Time: d.Time.Format(tf), Tick: d.Tick,
 			Datacenter: d.Datacenter, Worker: d.Worker, Sequence: d.Sequence}
-		return rec, [][2]string{
+		fields := [][2]string{
 			{"id", rec.ID},
 			{"time", rec.Time},
 			{"tick", strconv.FormatInt(rec.Tick, 10)},
 			{"datacenter", strconv.FormatInt(rec.Datacenter, 10)},
 			{"worker", strconv.FormatInt(rec.Worker, 10)},
 			{"sequence", strconv.FormatInt(rec.Sequence, 10)},
-		}, nil
+		}
+		if d.form != 0 {
+			rec.Form, rec.UUID, rec.Prefix = d.form.String(), d.uuid.String(), d.prefix
+			fields = append(fields, [2]string{"form", rec.Form}, [2]string{"uuid", rec.UUID})
+			if d.prefix != "" {
+				fields = append(fields, [2]string{"prefix", d.prefix})
+			}
+			if d.keyID != nil {
+				rec.KeyID = d.keyID
+				fields = append(fields, [2]string{"key_id", strconv.Itoa(int(*d.keyID))})
+			}
+		}
+		return rec, fields, nil
 	})
+}
+
+// uuidReader returns the reader of UUIDv7, TypeID and ULID arguments for
+// layout l: plain (the layout's view) without mask keys, masked (keyed
+// payload, unmasked with --mask-key or --mask-keyring) with them.
+func (c *decodeCmd) uuidReader(l snowflake.Layout) (func(string) (decoded, error), error) {
+	view, err := snowflake.NewUUIDView(l)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := c.Mask.keys("mask-")
+	if err != nil {
+		return nil, err
+	}
+	var ring *idmask.Keyring
+	if len(keys) > 0 {
+		def := idmask.Bits63
+		if l.TimeBits+l.DatacenterBits+l.WorkerBits+l.SequenceBits <= idmask.Bits53 {
+			def = idmask.Bits53
+		}
+		bits, err := c.Mask.bits("mask-", def)
+		if err != nil {
+			return nil, err
+		}
+		ms := make([]*idmask.Masker, len(keys))
+		for i, k := range keys {
+			if ms[i], err = idmask.New(k.key, k.id, bits); err != nil {
+				return nil, err
+			}
+		}
+		if ring, err = idmask.NewKeyring(ms[0], ms[1:]...); err != nil {
+			return nil, err
+		}
+	}
+	return func(arg string) (decoded, error) {
+		u, form, prefix, err := snowflake.ParseUUIDText(arg)
+		if err != nil {
+			return decoded{}, err
+		}
+		d := decoded{form: form, uuid: u, prefix: prefix}
+		if ring != nil {
+			id, keyID, err := ring.UnmaskUUID(u, view)
+			if err != nil {
+				return decoded{}, err
+			}
+			d.id, d.keyID = id, &keyID
+		} else if d.id, err = view.ID(u); err != nil {
+			return decoded{}, err
+		}
+		d.Parts, err = l.Decode(d.id)
+		return d, err
+	}, nil
 }
 
 // each decodes every argument with decode, which returns the --json record
@@ -111,6 +190,12 @@ func (c *decodeCmd) each(out *streams, what string, decode func(arg string) (any
 type decoded struct {
 	id snowflake.ID
 	snowflake.Parts
+	// form, uuid and prefix are set for a UUID-shaped argument, and keyID
+	// for a masked one.
+	form   snowflake.UUIDForm
+	uuid   snowflake.UUID
+	prefix string
+	keyID  *uint8
 }
 
 // decodeOne parses arg in any of the accepted forms and decodes it with l.

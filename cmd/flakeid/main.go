@@ -77,6 +77,7 @@ type cli struct {
 	Next    nextCmd    `cmd:"" help:"Generate IDs and print them, one per line."`
 	Decode  decodeCmd  `cmd:"" help:"Show the time, datacenter, worker and sequence inside IDs."`
 	Layout  layoutCmd  `cmd:"" help:"Show a layout's bit fields, capacity and lifetime."`
+	Bounds  boundsCmd  `cmd:"" help:"Print the smallest and largest IDs whose time lies in a window (for range scans, partitions, cursors)."`
 	Workers workersCmd `cmd:"" help:"Inspect worker-id leases."`
 	Tags    tagsCmd    `cmd:"" help:"Manage segment-mode tags."`
 	Recover recoverCmd `cmd:"" help:"Start a data directory's damaged or lost state files afresh past safe floors (moves them aside, never deletes); serve, next and tags refuse such files until then."`

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	crand "crypto/rand"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -23,7 +25,8 @@ type nextCmd struct {
 	Count     int           `short:"n" default:"1" placeholder:"N" env:"FLAKEID_COUNT" help:"Number of IDs to print, 1–${max_count} (default 1)."`
 	Worker    *int64        `placeholder:"W" env:"FLAKEID_WORKER" help:"UNSAFE: use this worker id instead of leasing one (0 to 2^worker-bits − 1); two processes with the same id issue duplicates."`
 	Policy    string        `default:"wait" enum:"wait,borrow" env:"FLAKEID_POLICY" help:"When a tick's sequence is used up: wait for the next tick, or borrow up to ${max_borrow} from the future (${enum})."`
-	Format    string        `short:"f" default:"decimal" enum:"decimal,base32,base58,json" env:"FLAKEID_FORMAT" help:"Output: decimal, base32 (13 Crockford chars), base58 (11 chars), one per line; or json, an array of decimal strings (${enum})."`
+	Format    string        `short:"f" default:"decimal" enum:"decimal,base32,base58,json,uuid7,typeid,ulid" env:"FLAKEID_FORMAT" help:"Output: decimal, base32 (13 Crockford chars), base58 (11 chars), one per line; json, an array of decimal strings; or the IDs' UUIDv7, TypeID (with --prefix) or ULID texts, one per line (${enum})."`
+	Prefix    string        `placeholder:"PREFIX" env:"FLAKEID_TYPEID_PREFIX" help:"TypeID prefix of --format typeid: up to 63 of a–z and _ (not first or last); default none (a --server's own default)."`
 	Every     time.Duration `placeholder:"DURATION" env:"FLAKEID_EVERY" help:"Issue one ID per interval (printing each at once) instead of all at once."`
 	WaitLease bool          `env:"FLAKEID_WAIT_LEASE" help:"Wait for a worker id while all are held, instead of failing."`
 	MaxWait   time.Duration `default:"10s" placeholder:"DURATION" env:"FLAKEID_MAX_WAIT" help:"How long to wait for the clock to pass the worker id's high-water mark (a previous holder's reservation), 0–1m."`
@@ -48,6 +51,9 @@ func (c *nextCmd) Run(ctx context.Context, out *streams) error {
 	if c.MaxWait < 0 || c.MaxWait > snowflake.MaxMaxWait {
 		return fmt.Errorf("--max-wait %v is out of range: want 0 to %v", c.MaxWait, snowflake.MaxMaxWait)
 	}
+	if err := c.checkUUIDFormat(); err != nil {
+		return err
+	}
 	if c.Server != "" {
 		return c.remote(ctx, out)
 	}
@@ -55,6 +61,64 @@ func (c *nextCmd) Run(ctx context.Context, out *streams) error {
 		return c.segments(ctx, out)
 	}
 	return c.local(ctx, out)
+}
+
+// uuidForm is the UUID form --format names, or 0.
+func (c *nextCmd) uuidForm() snowflake.UUIDForm {
+	switch c.Format {
+	case "uuid7":
+		return snowflake.FormUUID
+	case "typeid":
+		return snowflake.FormTypeID
+	case "ulid":
+		return snowflake.FormULID
+	}
+	return 0
+}
+
+// checkUUIDFormat checks --format's UUID forms and --prefix.
+func (c *nextCmd) checkUUIDFormat() error {
+	f := c.uuidForm()
+	switch {
+	case f != 0 && c.Tag != "":
+		return fmt.Errorf("--format %s is for Snowflake IDs: segment IDs (--tag) carry no time", c.Format)
+	case c.Prefix != "" && f != snowflake.FormTypeID:
+		return fmt.Errorf("--prefix is for --format typeid (got --format %s)", c.Format)
+	}
+	if err := snowflake.CheckTypeIDPrefix(c.Prefix); err != nil {
+		return fmt.Errorf("--prefix: %w", err)
+	}
+	return nil
+}
+
+// uuidWriter writes IDs of layout l as the UUID form of --format, with
+// random bits from a ChaCha8 generator seeded from crypto/rand.
+type uuidWriter struct {
+	view   *snowflake.UUIDView
+	rng    *rand.ChaCha8
+	form   snowflake.UUIDForm
+	prefix string
+}
+
+func newUUIDWriter(l snowflake.Layout, f snowflake.UUIDForm, prefix string) (*uuidWriter, error) {
+	v, err := snowflake.NewUUIDView(l)
+	if err != nil {
+		return nil, err
+	}
+	var seed [32]byte
+	crand.Read(seed[:])
+	return &uuidWriter{view: v, rng: rand.NewChaCha8(seed), form: f, prefix: prefix}, nil
+}
+
+// appendText appends id's text.
+func (u *uuidWriter) appendText(buf []byte, id int64) ([]byte, error) {
+	var random [10]byte
+	u.rng.Read(random[:])
+	v, err := u.view.UUID(snowflake.ID(id), random)
+	if err != nil {
+		return buf, err
+	}
+	return v.AppendForm(buf, u.form, u.prefix), nil
 }
 
 // appendLine appends id in the line formats of --format (decimal, base32,

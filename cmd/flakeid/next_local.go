@@ -59,6 +59,13 @@ func (c *nextCmd) print(ctx context.Context, g *node.Node, out *streams) error {
 	if c.Format == "json" {
 		w.WriteString("[")
 	}
+	var uw *uuidWriter
+	if f := c.uuidForm(); f != 0 {
+		var err error
+		if uw, err = newUUIDWriter(g.Layout(), f, c.Prefix); err != nil {
+			return err
+		}
+	}
 	var tick *time.Ticker
 	if c.Every > 0 {
 		tick = time.NewTicker(c.Every)
@@ -104,6 +111,11 @@ func (c *nextCmd) print(ctx context.Context, g *node.Node, out *streams) error {
 				buf = append(buf, "\n  \""...)
 				buf = strconv.AppendInt(buf, int64(id), 10)
 				buf = append(buf, '"')
+			} else if uw != nil {
+				if buf, err = uw.appendText(buf[:0], int64(id)); err != nil {
+					return err
+				}
+				buf = append(buf, '\n')
 			} else {
 				buf = c.appendLine(buf[:0], int64(id))
 			}

@@ -96,7 +96,9 @@ func (c *nextCmd) remote(ctx context.Context, out *streams) error {
 		}
 		var ids []int64
 		var texts []string
-		if !masked {
+		if c.uuidForm() != 0 {
+			texts, err = cl.NextUUIDs(ctx, want, c.Format, c.Prefix)
+		} else if !masked {
 			ids, err = c.fetchIDs(ctx, cl, want)
 			var ae *client.APIError
 			if errors.As(err, &ae) && ae.Status == 400 {

@@ -228,6 +228,38 @@ func TestServeMasked(t *testing.T) {
 	// A format that re-encodes IDs cannot apply to masked texts.
 	mustFail(t, runCLI(t, "next", "-n", "2", "--format", "base58", "--server", url), 1,
 		"masked IDs", "--format base58")
+
+	// UUID-shaped texts of a masking server are keyed: `next --server
+	// --format` prints them, and `flakeid decode` with the key (the
+	// variables) reads them back to the IDs the server reads them as.
+	for _, format := range []string{"uuid7", "typeid", "ulid"} {
+		r := runCLI(t, "next", "-n", "3", "--format", format, "--server", url)
+		mustSucceed(t, r)
+		lines := strings.Fields(r.stdout)
+		if len(lines) != 3 { // keyed payloads: they sort by millisecond only
+			t.Fatalf("next --format %s --server: %q", format, r.stdout)
+		}
+		for _, l := range lines {
+			_, body := get(t, url+"/v1/decode/"+l)
+			r := runCLI(t, "decode", "--json", l)
+			mustSucceed(t, r)
+			var d struct {
+				ID    string `json:"id"`
+				Form  string `json:"form"`
+				KeyID *int   `json:"key_id"`
+			}
+			if err := json.Unmarshal([]byte(r.stdout), &d); err != nil || d.KeyID == nil || *d.KeyID != 2 || d.Form != format ||
+				!strings.Contains(body, `"id":"`+d.ID+`"`) || !strings.Contains(body, `"masked":"`+l+`"`) {
+				t.Fatalf("decode %s: CLI %s, server %s", l, r.stdout, body)
+			}
+		}
+	}
+	// Bounds from the server say they are internal IDs.
+	r := runCLI(t, "bounds", "--server", url, "--from=-1h")
+	mustSucceed(t, r)
+	if !strings.Contains(r.stdout, "note:") || !strings.Contains(r.stdout, "internal IDs") {
+		t.Fatalf("bounds --server of a masking server:\n%s", r.stdout)
+	}
 }
 
 // TestServeKeyring: with a keyring file the server masks with the ring's
