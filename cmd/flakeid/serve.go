@@ -42,6 +42,7 @@ type serveCmd struct {
 	Policy          string        `default:"wait" enum:"wait,borrow" env:"FLAKEID_POLICY" help:"When a tick's sequence is used up: wait for the next tick, or borrow up to ${max_borrow} from the future (${enum})."`
 	AutoCreateTags  bool          `env:"FLAKEID_AUTO_CREATE_TAGS" help:"Create an unknown segment tag on first use (step 1000) instead of answering 404."`
 	SegmentDuration time.Duration `default:"15m" env:"FLAKEID_SEGMENT_DURATION" help:"Dynamic step target: a step of a tag should last about this long (Leaf's 15m); longer rides out longer database outages (see docs/GUARANTEES.md)."`
+	TypeIDPrefix    string        `name:"typeid-prefix" placeholder:"PREFIX" env:"FLAKEID_TYPEID_PREFIX" help:"Prefix of the TypeIDs of format=typeid when a request names none (order → order_01jpgt…): up to 63 of a–z and _, not first or last. Default none."`
 	MaskForm        string        `default:"base32" enum:"base32,base62" env:"FLAKEID_MASK_FORM" help:"Text form of masked IDs (${enum}): base32 is case-insensitive (15 characters, 13 for the jssafe layout), base62 case-sensitive (13, or 11)."`
 	MaskSnowflake   bool          `env:"FLAKEID_MASK_SNOWFLAKE" help:"Hand out every Snowflake ID masked (needs --mask-key or --mask-keyring)."`
 	MaskTags        []string      `placeholder:"TAG" env:"FLAKEID_MASK_TAGS" help:"Segment tags whose IDs are handed out masked; * means every tag (needs --mask-key or --mask-keyring)."`
@@ -73,6 +74,7 @@ func (c *serveCmd) config() (server.Config, error) {
 	cfg.ReadTimeout, cfg.WriteTimeout, cfg.IdleTimeout = c.ReadTimeout, c.WriteTimeout, c.IdleTimeout
 	cfg.MaxConns, cfg.MetricsMaxTags = c.MaxConns, c.MetricsMaxTags
 	cfg.CORSOrigins = c.CORSOrigin
+	cfg.TypeIDPrefix = c.TypeIDPrefix
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = -1 // do not wait
 	}
