@@ -26,7 +26,7 @@ func (c *Client) NextUUIDs(ctx context.Context, n int, format, prefix string) ([
 		return nil, err
 	}
 	switch {
-	case format != "uuid7" && format != "typeid" && format != "ulid":
+	case snowflake.UUIDFormOf(format) == 0:
 		return nil, fmt.Errorf("%w: format %q, want uuid7, typeid or ulid", ErrInvalidArgument, format)
 	case prefix != "" && format != "typeid":
 		return nil, fmt.Errorf("%w: a prefix is for format typeid (got %q)", ErrInvalidArgument, format)

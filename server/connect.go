@@ -204,7 +204,7 @@ func (x idService) StreamSnowflake(ctx context.Context, req *connect.Request[fla
 // rpcFormat reads an RPC's format and prefix: the UUID form (0 for the
 // IDs themselves) and the TypeID prefix.
 func (s *Server) rpcFormat(format, prefix string) (snowflake.UUIDForm, string, error) {
-	if format != "" && uuidForm(format) == 0 {
+	if format != "" && snowflake.UUIDFormOf(format) == 0 {
 		return 0, "", apiErrorf(http.StatusBadRequest, codeInvalid, "format %q: want uuid7, typeid or ulid (or none, for the IDs)", clip(format))
 	}
 	return s.uuids.query(format, prefix, prefix != "")

@@ -20,7 +20,7 @@ func (s *Server) handleLeafSnowflake(w http.ResponseWriter, r *http.Request) err
 	var prefix string
 	if r.URL.RawQuery != "" {
 		format := query(r, "format")
-		if format != "" && uuidForm(format) == 0 {
+		if format != "" && snowflake.UUIDFormOf(format) == 0 {
 			return apiErrorf(http.StatusBadRequest, codeInvalid, "format %q: want uuid7, typeid or ulid (or none, for the decimal ID)", clip(format))
 		}
 		var err error

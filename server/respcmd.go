@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"strconv"
 	"sync/atomic"
@@ -450,11 +451,18 @@ func (c *respConn) idNext(args [][]byte) error {
 		}
 		rest = rest[2:]
 	}
+	var f snowflake.UUIDForm // FORMAT: the IDs' UUID-shaped texts
 	if format != "" || prefix != "" {
 		if !isSnowflakeKey(key) {
 			return respErrorf("ERR", "FORMAT and PREFIX are for Snowflake IDs (ID.NEXT snowflake): segment IDs carry no time")
 		}
-		return c.uuidNext(n, format, prefix)
+		var err error
+		if f, prefix, err = c.s.rpcFormat(format, prefix); err != nil {
+			return err
+		}
+		if f == 0 {
+			return respErrorf("ERR", "PREFIX is for FORMAT typeid")
+		}
 	}
 	var rarr [4]run
 	var runs []run
@@ -486,21 +494,33 @@ func (c *respConn) idNext(args [][]byte) error {
 		}
 		runs = spanRuns(rarr[:0], spans)
 	}
-	if mk != nil {
+	if mk != nil && f == 0 {
 		if err := mk.check(runs); err != nil {
 			return err
 		}
 	}
+	var rng *rand.ChaCha8
+	if f != 0 {
+		rng = c.s.uuids.rng()
+		defer c.s.uuids.putRNG(rng)
+	}
 	c.wr.WriteArray(int(n))
-	var text [32]byte
+	var text [128]byte // a TypeID with the longest prefix is 90 bytes
 	for i, id := range ids(runs) {
-		if mk != nil {
+		switch {
+		case f != 0:
+			t, err := c.s.uuids.appendText(text[:0], id, f, prefix, mk, rng)
+			if err != nil {
+				return err // cannot happen: the IDs fit the layout
+			}
+			c.wr.WriteBulk(t)
+		case mk != nil:
 			t, err := mk.appendText(text[:0], id)
 			if err != nil {
 				return err // check said it cannot happen
 			}
 			c.wr.WriteBulk(t)
-		} else {
+		default:
 			c.wr.WriteInt64(id)
 		}
 		if i%respFlushEvery == respFlushEvery-1 {
@@ -516,46 +536,6 @@ func (c *respConn) idNext(args [][]byte) error {
 // isOption reports whether an argument of ID.NEXT is one of its options.
 func isOption(a []byte) bool {
 	return bytes.EqualFold(a, []byte("format")) || bytes.EqualFold(a, []byte("prefix"))
-}
-
-// uuidNext answers ID.NEXT snowflake [count] FORMAT f [PREFIX p]: the IDs'
-// UUIDv7, TypeID or ULID texts as bulk strings.
-func (c *respConn) uuidNext(n int64, format, prefix string) error {
-	f, prefix, err := c.s.rpcFormat(format, prefix)
-	if err != nil {
-		return err
-	}
-	if f == 0 {
-		return respErrorf("ERR", "PREFIX is for FORMAT typeid")
-	}
-	if err := c.allowSnowflake(); err != nil {
-		return err
-	}
-	var arr [4]snowflake.Batch
-	batches, err := c.s.nextSnowflake(n, arr[:0])
-	if err != nil {
-		return err
-	}
-	var rarr [4]run
-	mk := c.s.mask.forSnowflake()
-	r := c.s.uuids.rng()
-	defer c.s.uuids.putRNG(r)
-	c.wr.WriteArray(int(n))
-	var text [128]byte
-	for i, id := range ids(batchRuns(rarr[:0], batches)) {
-		t, err := c.s.uuids.appendText(text[:0], id, f, prefix, mk, r)
-		if err != nil {
-			return err // cannot happen: the IDs fit the layout
-		}
-		c.wr.WriteBulk(t)
-		if i%respFlushEvery == respFlushEvery-1 {
-			if c.wr.Flush() != nil {
-				c.quit = true
-				return nil
-			}
-		}
-	}
-	return nil
 }
 
 // idBounds answers ID.BOUNDS [FROM time] [TO time]: the smallest and

@@ -11,20 +11,6 @@ import (
 	"github.com/flakeid/flakeid/snowflake"
 )
 
-// uuidForm is the UUID-shaped text form of Snowflake IDs a format
-// parameter names (uuid7, typeid, ulid), or 0.
-func uuidForm(format string) snowflake.UUIDForm {
-	switch format {
-	case "uuid7":
-		return snowflake.FormUUID
-	case "typeid":
-		return snowflake.FormTypeID
-	case "ulid":
-		return snowflake.FormULID
-	}
-	return 0
-}
-
 // uuidMaker writes Snowflake IDs as UUIDv7, TypeID and ULID texts (see
 // snowflake.UUIDView; docs/API.md has the bit map). The bits below the
 // counter come from ChaCha8 generators seeded from crypto/rand (one per
@@ -154,7 +140,7 @@ func (u *uuidMaker) texts(dst []string, runs []run, f snowflake.UUIDForm, prefix
 // server's default when not given). A prefix with another format, or a bad
 // prefix, is refused.
 func (u *uuidMaker) query(format, prefix string, prefixGiven bool) (snowflake.UUIDForm, string, error) {
-	f := uuidForm(format)
+	f := snowflake.UUIDFormOf(format)
 	if prefixGiven && f != snowflake.FormTypeID {
 		return 0, "", apiErrorf(http.StatusBadRequest, codeInvalid, "prefix is for format=typeid (got format %q)", clip(format))
 	}

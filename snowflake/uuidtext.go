@@ -38,6 +38,17 @@ func (f UUIDForm) String() string {
 	return fmt.Sprintf("UUIDForm(%d)", uint8(f))
 }
 
+// UUIDFormOf returns the form a format name names ("uuid7", "typeid",
+// "ulid"; see UUIDForm.String), or 0 for any other name.
+func UUIDFormOf(name string) UUIDForm {
+	for _, f := range [...]UUIDForm{FormUUID, FormTypeID, FormULID} {
+		if name == f.String() {
+			return f
+		}
+	}
+	return 0
+}
+
 // MaxTypeIDPrefix is the longest TypeID prefix: 63 characters.
 const MaxTypeIDPrefix = 63
 

@@ -102,29 +102,13 @@ func (c *decodeCmd) uuidReader(l snowflake.Layout) (func(string) (decoded, error
 	if err != nil {
 		return nil, err
 	}
-	keys, err := c.Mask.keys("mask-")
+	def := idmask.Bits63 // the space of the layout's IDs, as serve takes it
+	if l.TimeBits+l.DatacenterBits+l.WorkerBits+l.SequenceBits <= idmask.Bits53 {
+		def = idmask.Bits53
+	}
+	ring, err := c.Mask.keyringFor("mask-", def)
 	if err != nil {
 		return nil, err
-	}
-	var ring *idmask.Keyring
-	if len(keys) > 0 {
-		def := idmask.Bits63
-		if l.TimeBits+l.DatacenterBits+l.WorkerBits+l.SequenceBits <= idmask.Bits53 {
-			def = idmask.Bits53
-		}
-		bits, err := c.Mask.bits("mask-", def)
-		if err != nil {
-			return nil, err
-		}
-		ms := make([]*idmask.Masker, len(keys))
-		for i, k := range keys {
-			if ms[i], err = idmask.New(k.key, k.id, bits); err != nil {
-				return nil, err
-			}
-		}
-		if ring, err = idmask.NewKeyring(ms[0], ms[1:]...); err != nil {
-			return nil, err
-		}
 	}
 	return func(arg string) (decoded, error) {
 		u, form, prefix, err := snowflake.ParseUUIDText(arg)

@@ -127,12 +127,17 @@ func (f *maskKeyFlags) validate() error {
 }
 
 // keyring builds the Keyring the flags describe, for mask and unmask.
-func (f *maskKeyFlags) keyring() (*idmask.Keyring, error) {
-	keys, err := f.keys("")
-	if err != nil {
+func (f *maskKeyFlags) keyring() (*idmask.Keyring, error) { return f.keyringFor("", idmask.Bits63) }
+
+// keyringFor builds the Keyring of the configured keys in the space --bits
+// names, def when it is not given; nil when no key is configured. prefix is
+// the flags' prefix, for the messages.
+func (f *maskKeyFlags) keyringFor(prefix string, def int) (*idmask.Keyring, error) {
+	keys, err := f.keys(prefix)
+	if err != nil || len(keys) == 0 {
 		return nil, err
 	}
-	bits, err := f.bits("", idmask.Bits63)
+	bits, err := f.bits(prefix, def)
 	if err != nil {
 		return nil, err
 	}

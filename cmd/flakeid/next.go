@@ -64,17 +64,7 @@ func (c *nextCmd) Run(ctx context.Context, out *streams) error {
 }
 
 // uuidForm is the UUID form --format names, or 0.
-func (c *nextCmd) uuidForm() snowflake.UUIDForm {
-	switch c.Format {
-	case "uuid7":
-		return snowflake.FormUUID
-	case "typeid":
-		return snowflake.FormTypeID
-	case "ulid":
-		return snowflake.FormULID
-	}
-	return 0
-}
+func (c *nextCmd) uuidForm() snowflake.UUIDForm { return snowflake.UUIDFormOf(c.Format) }
 
 // checkUUIDFormat checks --format's UUID forms and --prefix.
 func (c *nextCmd) checkUUIDFormat() error {
