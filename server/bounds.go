@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/flakeid/flakeid/snowflake"
@@ -32,7 +33,11 @@ const maskedBoundsNote = "min and max are internal IDs: this server hands out ma
 // bounds answers the bounds of the window [from, to), each given as
 // snowflake.ParseTime reads it; an empty from means the layout's epoch, an
 // empty to its end.
+//
+// A '+' sent unescaped in a query string arrives as a space (+1h, an
+// offset of +08:00); no time has a space, so a space reads as '+'.
 func (s *Server) bounds(from, to string) (boundsJSON, error) {
+	from, to = strings.ReplaceAll(from, " ", "+"), strings.ReplaceAll(to, " ", "+")
 	l := s.node.Layout()
 	now := time.Now()
 	start, end := l.Epoch, l.Capacity().RunsUntil

@@ -259,6 +259,10 @@ func TestBoundsHTTP(t *testing.T) {
 	if all.Min != 0 || all.Max != 1<<63-1 {
 		t.Fatalf("whole layout: %+v", all)
 	}
+	// A '+' left unescaped in the query (an offset, a zone) still reads as '+'.
+	if r := f.do(t, "GET", "/v1/snowflake/bounds?from=2026-03-01T08:00:00+08:00&to=+1h", ""); r.status != 200 || !strings.Contains(r.body, `"from":"2026-03-01T00:00:00Z"`) {
+		t.Fatalf("unescaped '+': %d %s", r.status, r.body)
+	}
 	recent := bounds("-1h", "now")
 	if issued[0] < recent.Min || issued[len(issued)-1] > recent.Max {
 		t.Fatalf("the last hour %+v does not hold the IDs just issued", recent)
