@@ -285,6 +285,7 @@ func (a *Allocator) Resume(ctx context.Context, tag string, floor int64) error {
 	b.mu.Lock()
 	if b.refused == refused { // no fetch ran while refused, so high is as checked
 		b.refused, b.fetchErr = nil, nil
+		b.strides = nil // a store's changed delta and remainder are served from now on
 		b.epoch++
 	}
 	b.mu.Unlock()

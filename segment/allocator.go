@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -149,6 +150,34 @@ func (h *Handle) Next(ctx context.Context, n int, dst []Span) ([]Span, error) {
 	}
 	b.issued.Add(int64(n))
 	return dst, nil
+}
+
+// TakeSegment fetches a segment of the tag's configured step from the
+// sources and hands all of it to the caller, to issue its IDs itself
+// (Tinyid's nextSegmentId, which its clients use locally): the IDs
+// span.All() yields are the caller's alone, and are never handed out by
+// this or any other allocator. The allocator's own buffers are not
+// touched. A series tag is refused (ErrSeries), as is a tag refused after a
+// store went backwards (ErrRegressed) — a segment fetched from such a
+// store is checked as the buffers' fetches are.
+func (a *Allocator) TakeSegment(ctx context.Context, tag string) (Span, error) {
+	b, err := a.buffer(ctx, tag)
+	if err != nil {
+		return Span{}, err
+	}
+	b.mu.Lock()
+	err = cmp.Or(b.gone, b.refused)
+	step := b.minStep
+	b.mu.Unlock()
+	if err != nil {
+		return Span{}, err
+	}
+	s, err := b.fetchSize(ctx, step, step)
+	if err != nil {
+		return Span{}, err
+	}
+	b.issued.Add(s.count)
+	return Span{First: s.first, Count: s.count, Stride: s.delta}, nil
 }
 
 // tagRow reads the tag from the first source that answers, creating it when

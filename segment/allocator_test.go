@@ -710,3 +710,76 @@ func TestInsaneRanges(t *testing.T) {
 		}
 	}
 }
+
+// A stride the store records is obeyed; one that contradicts the source's
+// configured stride, is not a stride, or changes while the tag is served
+// gets the fetch's range given up, and nothing of it is handed out.
+func TestRecordedStride(t *testing.T) {
+	ctx := t.Context()
+	m := segmenttest.NewMemory()
+	if err := m.Create(ctx, segment.Tag{Name: "t", Step: 10, Delta: 3, Remainder: 2}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := segment.New(segment.Config{Sources: []segment.Source{{Store: m, Delta: 2, Remainder: 1}}, Logger: quiet(t), FetchTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if id, err := a.NextID(ctx, "t"); !errors.Is(err, segment.ErrInvalidConfig) || !strings.Contains(err.Error(), "configured with delta 2") {
+		t.Fatalf("NextID with a stride that contradicts the source's: %d, %v", id, err)
+	}
+
+	b, err := segment.New(segment.Config{Store: m, Logger: quiet(t), SegmentDuration: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	var got []int64
+	for range 4 {
+		id, err := b.NextID(ctx, "t")
+		if err != nil || id%3 != 2 {
+			t.Fatalf("NextID = %d, %v; want ≡ 2 (mod 3)", id, err)
+		}
+		got = append(got, id)
+	}
+	if err := m.SetStride("t", 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	refused := false
+	for range 20 {
+		id, err := b.NextID(ctx, "t")
+		if err != nil {
+			if !errors.Is(err, segment.ErrRegressed) || !strings.Contains(err.Error(), "changed from 3, 2 to 2, 0") {
+				t.Fatalf("after the stride changed: %v", err)
+			}
+			refused = true
+			break
+		}
+		if id%3 != 2 {
+			t.Fatalf("ID %d after the stride changed: not of the stride the tag was served with", id)
+		}
+	}
+	if !refused || len(b.Refused()) != 1 {
+		t.Fatalf("a changed stride did not refuse the tag: %v", b.Refused())
+	}
+	// The operator resumes: the new stride is served.
+	if err := b.Resume(ctx, "t", 0); err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		id, err := b.NextID(ctx, "t")
+		if err != nil || id%2 != 0 || slices.Contains(got, id) {
+			t.Fatalf("after Resume: %d, %v; want even, new", id, err)
+		}
+	}
+	for _, bad := range [][2]int64{{2, 2}, {-1, 0}} {
+		m2 := segmenttest.NewMemory()
+		m2.Create(ctx, segment.Tag{Name: "t", Step: 10})
+		m2.SetStride("t", bad[0], bad[1])
+		c, _ := segment.New(segment.Config{Store: m2, Logger: quiet(t), FetchTimeout: time.Second})
+		if id, err := c.NextID(ctx, "t"); err == nil || !strings.Contains(err.Error(), "records delta") {
+			t.Errorf("stride %v: NextID = %d, %v", bad, id, err)
+		}
+		c.Close()
+	}
+}

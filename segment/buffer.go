@@ -32,11 +32,13 @@ type segment struct {
 	dropped    bool      // given up when its tag was refused; guarded by the buffer's mu
 }
 
-func newSegment(r Range, src Source, source int, prefetch float64, fetched time.Time, step int64) *segment {
-	first := r.Start + ((src.Remainder-r.Start%src.Delta)%src.Delta+src.Delta)%src.Delta
-	s := &segment{first: first, delta: src.Delta, r: r, source: source, fetched: fetched, step: step}
+// newSegment is the segment of range r, whose IDs ≡ rem (mod delta) are
+// handed out.
+func newSegment(r Range, delta, rem int64, source int, prefetch float64, fetched time.Time, step int64) *segment {
+	first := r.Start + ((rem-r.Start%delta)%delta+delta)%delta
+	s := &segment{first: first, delta: delta, r: r, source: source, fetched: fetched, step: step}
 	if first < r.End {
-		s.count = (r.End - first + src.Delta - 1) / src.Delta
+		s.count = (r.End - first + delta - 1) / delta
 	}
 	s.prefetchAt = min(int64(float64(s.count)*prefetch), s.count-1)
 	return s
@@ -60,6 +62,9 @@ type buffer struct {
 	// high[i] is the end of the newest segment fetched from source i: the
 	// source's max_id must never be seen below it again.
 	high []int64
+	// strides[i] is the delta and remainder source i's store records for
+	// the tag, {0, 0} until a fetch from it returned one (see stride).
+	strides [][2]int64
 	// refused is why the tag is refused (it wraps ErrRegressed), nil while
 	// it is served. Once set, no fetch starts and no ID is handed out
 	// until Resume clears it.
@@ -140,6 +145,10 @@ func (a *Allocator) loadBuffer(ctx context.Context, name string, create *Tag) (*
 	}
 	if t.Series != nil && create == nil {
 		return nil, errIsSeries(name)
+	}
+	if src := a.cfg.Sources[0]; len(a.cfg.Sources) == 1 && t.Delta > 0 && src.Delta > 1 && (t.Delta != src.Delta || t.Remainder != src.Remainder) {
+		return nil, fmt.Errorf("%w: tag %q: the store records delta %d and remainder %d, the source is configured with delta %d and remainder %d; nothing is issued from it",
+			ErrInvalidConfig, name, t.Delta, t.Remainder, src.Delta, src.Remainder)
 	}
 	b.minStep, b.step, b.stepRead = t.Step, t.Step, time.Now()
 	seg, err := b.fetch(ctx)
@@ -223,14 +232,21 @@ func (b *buffer) usedUp(s *segment, now time.Time) {
 // fetch takes the next segment from the sources, trying each in turn
 // (starting at the round-robin position).
 func (b *buffer) fetch(ctx context.Context) (*segment, error) {
-	a := b.a
 	b.refreshStep(ctx)
 	b.mu.Lock()
-	now := a.cfg.Now()
 	step := b.nextStep()
+	b.mu.Unlock()
+	return b.fetchSize(ctx, max((step+1)/2, 1), step) // half a step: two buffers hold at most one
+}
+
+// fetchSize fetches a range of size IDs from the sources, trying each in
+// turn; step is the dynamic step the segment is recorded with.
+func (b *buffer) fetchSize(ctx context.Context, size, step int64) (*segment, error) {
+	a := b.a
+	b.mu.Lock()
+	now := a.cfg.Now()
 	epoch := b.epoch
 	b.mu.Unlock()
-	size := max((step+1)/2, 1) // half a step: two buffers hold at most one
 	var errs []error
 	start := int(a.rr.Add(1))
 	for k := range a.cfg.Sources {
@@ -268,9 +284,17 @@ func (b *buffer) fetch(ctx context.Context) (*segment, error) {
 		if err := b.advanceHigh(si, r, epoch); err != nil {
 			return nil, err
 		}
-		seg := newSegment(r, src, si, a.cfg.Prefetch, now, step)
+		delta, rem, err := b.stride(si, r)
+		if errors.Is(err, ErrRegressed) {
+			return nil, err
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		seg := newSegment(r, delta, rem, si, a.cfg.Prefetch, now, step)
 		if seg.count == 0 {
-			errs = append(errs, fmt.Errorf("range %v of tag %q holds no ID ≡ %d (mod %d)", r, b.name, src.Remainder, src.Delta))
+			errs = append(errs, fmt.Errorf("range [%d, %d) of tag %q holds no ID ≡ %d (mod %d)", r.Start, r.End, b.name, rem, delta))
 			continue
 		}
 		return seg, nil
@@ -281,6 +305,44 @@ func (b *buffer) fetch(ctx context.Context) (*segment, error) {
 		return nil, err
 	}
 	return nil, fmt.Errorf("%w: fetching a segment of tag %q: %w", ErrUnavailable, b.name, err)
+}
+
+// stride is the delta and remainder of the IDs a range r fetched from
+// source si holds: the ones the store records for the tag (Range.Delta,
+// Tinyid's columns), else the Source's. A recorded stride that contradicts
+// the Source's configured one (Delta above 1), that changed since an
+// earlier fetch of this buffer is refused: the fetch's range is given up,
+// never handed out, and a changed stride refuses the tag until Resume.
+func (b *buffer) stride(si int, r Range) (delta, rem int64, err error) {
+	src := b.a.cfg.Sources[si]
+	if r.Delta == 0 {
+		return src.Delta, src.Remainder, nil
+	}
+	if r.Delta < 1 || r.Remainder < 0 || r.Remainder >= r.Delta {
+		return 0, 0, fmt.Errorf("%w: tag %q%s: the store records delta %d and remainder %d, want delta ≥ 1 and remainder 0–delta−1",
+			ErrUnavailable, b.name, b.source(si), r.Delta, r.Remainder)
+	}
+	if src.Delta > 1 && (src.Delta != r.Delta || src.Remainder != r.Remainder) {
+		return 0, 0, fmt.Errorf("%w: tag %q%s: the store records delta %d and remainder %d, the source is configured with delta %d and remainder %d; nothing is issued from it",
+			ErrInvalidConfig, b.name, b.source(si), r.Delta, r.Remainder, src.Delta, src.Remainder)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.strides == nil {
+		b.strides = make([][2]int64, len(b.a.cfg.Sources))
+	}
+	if old := b.strides[si]; old[0] != 0 && old != [2]int64{r.Delta, r.Remainder} {
+		err := fmt.Errorf("%w: %w: tag %q%s: the store's delta and remainder changed from %d, %d to %d, %d while it was served: "+
+			"no ID is issued from this tag until an operator resumes it (then the new ones are served)",
+			ErrRegressed, ErrInvalidConfig, b.name, b.source(si), old[0], old[1], r.Delta, r.Remainder)
+		if b.refused == nil {
+			b.refuseLocked(err)
+			b.a.cfg.Logger.Error("segment: a store's delta and remainder changed; refusing the tag until an operator resumes it", "tag", b.name, "err", err)
+		}
+		return 0, 0, err
+	}
+	b.strides[si] = [2]int64{r.Delta, r.Remainder}
+	return r.Delta, r.Remainder, nil
 }
 
 // source names source si in messages when there are several.
@@ -312,10 +374,21 @@ func (b *buffer) advanceHigh(si int, r Range, epoch uint64) error {
 		return fmt.Errorf("%w: tag %q%s: a fetch that started before the tag was refused or resumed answered [%d, %d); discarded",
 			ErrUnavailable, b.name, b.source(si), r.Start, r.End)
 	}
-	b.epoch++
 	err := fmt.Errorf("%w: tag %q%s: fetched up to %d, store now at %d: "+
 		"restored from an old backup? no ID is issued from this tag until an operator resumes it",
 		ErrRegressed, b.name, b.source(si), high, r.Start)
+	b.refuseLocked(err)
+	b.mu.Unlock()
+	b.a.cfg.Logger.Error("segment: a store went backwards; refusing the tag until an operator resumes it",
+		"tag", b.name, "source", si, "fetched_to", high, "store_at", r.Start, "err", err)
+	return err
+}
+
+// refuseLocked refuses the tag with err (wrapping ErrRegressed) until
+// Resume: its buffered segments are given up (waste, never a duplicate).
+// b.mu is held.
+func (b *buffer) refuseLocked(err error) {
+	b.epoch++
 	b.refused = err
 	if s := b.cur.Load(); s != nil {
 		s.dropped = true
@@ -323,10 +396,6 @@ func (b *buffer) advanceHigh(si int, r Range, epoch uint64) error {
 	}
 	b.next = nil
 	b.regressions.Add(1)
-	b.mu.Unlock()
-	b.a.cfg.Logger.Error("segment: a store went backwards; refusing the tag until an operator resumes it",
-		"tag", b.name, "source", si, "fetched_to", high, "store_at", r.Start, "err", err)
-	return err
 }
 
 // retire stops the buffer for good: its tag was deleted. The rest of its

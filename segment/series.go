@@ -308,6 +308,19 @@ func CompileSeries(s Series, step int64) (*Format, error) {
 			}
 		}
 	}
+	if f.size == f.s.Period.labelDigits()+f.width {
+		// A template of digits only, as long as the numeric form, must be
+		// the numeric form's order (label, then counter): otherwise one
+		// text could be read as two numbers.
+		for _, at := range []time.Time{time.Date(2031, 12, 29, 23, 58, 0, 0, loc), time.Date(2046, 1, 2, 3, 4, 0, 0, loc)} {
+			l := f.label(at)
+			before, after := f.render(l)
+			text := string(appendPadded([]byte(before), f.pow-1, f.width)) + after
+			if _, ok := allDigits(text); ok && text != strconv.FormatInt(f.Numeric(l, f.pow-1), 10) {
+				return bad("template %q writes numbers in digits only, as many as their numeric form has, in another order: %q could be read two ways; add a letter or separator, or put the date before the counter", s.Template, text)
+			}
+		}
+	}
 	return f, nil
 }
 
@@ -379,10 +392,10 @@ func (f *Format) bounds(l int64) (start, end time.Time, ok bool) {
 		monday := jan4.AddDate(0, 0, -((int(jan4.Weekday())+6)%7)+int(w-1)*7)
 		start = time.Date(monday.Year(), monday.Month(), monday.Day(), 0, 0, 0, 0, f.loc)
 		end = time.Date(monday.Year(), monday.Month(), monday.Day()+7, 0, 0, 0, 0, f.loc)
-		return start, end, w >= 1 && w <= 53 && y >= 1 && f.label(start) == l
+		return start, end, w >= 1 && w <= 53 && y >= 1000 && f.label(start) == l
 	}
 	y, mo, d, h, mi := f.fields(l)
-	if y < 1 || y > 9999 {
+	if y < 1000 || y > 9999 {
 		return start, end, false
 	}
 	start = time.Date(int(y), time.Month(mo), int(d), int(h), int(mi), 0, 0, f.loc)
@@ -415,6 +428,13 @@ func (f *Format) bounds(l int64) (start, end time.Time, ok bool) {
 func (f *Format) Period(t time.Time) PeriodOf {
 	l := f.label(t)
 	start, end, _ := f.bounds(l)
+	if t.Before(start) || !t.Before(end) {
+		// A minute the clocks were set back over happens twice, and bounds
+		// gives the first; t is in the second.
+		lt := t.In(f.loc)
+		start = t.Add(-time.Duration(lt.Second())*time.Second - time.Duration(lt.Nanosecond()))
+		end = start.Add(time.Minute)
+	}
 	return PeriodOf{Label: l, Start: start, End: end}
 }
 
@@ -527,6 +547,10 @@ func (f *Format) Parse(text string) (label, counter int64, err error) {
 		}
 	}
 	if v, ok := allDigits(text); ok && len(text) == numericLen {
+		if text[0] == '0' {
+			// Numeric is an integer: its decimal form has no leading zero.
+			return bad("as a numeric form, it starts with a zero")
+		}
 		label, counter = v/f.pow, v%f.pow
 		if _, _, ok := f.bounds(label); !ok {
 			return bad("as a numeric form, %d shows no %s", label, f.s.Period)

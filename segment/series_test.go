@@ -3,6 +3,7 @@ package segment
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -152,6 +153,18 @@ func TestSeriesFormatParse(t *testing.T) {
 		}
 		s := Series{Period: period, TZ: rapid.SampledFrom(zones).Draw(t, "tz"), Template: tpl.String(), Start: rapid.Int64Range(0, pow-1).Draw(t, "start")}
 		f, err := CompileSeries(s, 1)
+		if err != nil && strings.Contains(err.Error(), "could be read two ways") {
+			// Refused: digits only, as many as the numeric form, in
+			// another order. Check that it is so: no literal but digits, and
+			// not the numeric form's order (the label's fields, then the
+			// counter).
+			canonical := "{" + strings.Join(need[period], "}{") + fmt.Sprintf("}{seq:%d}", width)
+			lits := regexp.MustCompile(`\{[^}]*\}`).ReplaceAllString(s.Template, "")
+			if strings.Trim(lits, "0123456789") != "" || s.Template == canonical {
+				t.Fatalf("template %q was refused as ambiguous: %v", s.Template, err)
+			}
+			return
+		}
 		if err != nil {
 			t.Fatalf("CompileSeries(%+v): %v", s, err)
 		}

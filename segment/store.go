@@ -94,15 +94,25 @@ type Tag struct {
 	Description string `json:"description,omitempty"`
 	// Updated is when the row last changed, by the store's clock.
 	Updated time.Time `json:"update_time,omitzero"`
+	// Delta and Remainder are the stride the store records for the tag
+	// (see Range); 0 and 0 when it records none.
+	Delta     int64 `json:"delta,omitempty"`
+	Remainder int64 `json:"remainder,omitempty"`
 	// Series makes the tag a series of business numbers (see Series); nil
 	// for a tag of plain IDs. Stores do not see it: the Allocator keeps it
 	// in the description.
 	Series *Series `json:"series,omitempty"`
 }
 
-// Range is a fetched segment: the IDs Start, Start+1, …, End−1.
+// Range is a fetched segment: the IDs Start, Start+1, …, End−1, or, when
+// the store records a stride for the tag (Tinyid's delta and remainder
+// columns), those of them ≡ Remainder (mod Delta).
 type Range struct {
 	Start, End int64
+	// Delta and Remainder are the stride the store records for the tag:
+	// Delta 1 or more, Remainder 0 to Delta−1. Delta 0 means the store
+	// records none, and the Source's Delta and Remainder apply.
+	Delta, Remainder int64
 }
 
 // Len is the number of IDs in the range.

@@ -97,7 +97,8 @@ func asciiEqualFold(a, b string) bool {
 
 // ValidateTag checks a tag about to be created: its name (ValidName, and
 // not Reserved), a step in 1–MaxStep, a description of at most 256 bytes
-// and a MaxID ≥ 0.
+// a MaxID ≥ 0, and a Delta of 0 (none) or 1–MaxStep with a Remainder below
+// it.
 func ValidateTag(t Tag) error {
 	if err := ValidName(t.Name); err != nil {
 		return err
@@ -113,6 +114,21 @@ func ValidateTag(t Tag) error {
 		return fmt.Errorf("%w: tag %q: description of %d bytes, want at most 256", ErrInvalidTag, t.Name, len(t.Description))
 	case t.MaxID < 0:
 		return fmt.Errorf("%w: tag %q: max id %d, want ≥ 0", ErrInvalidTag, t.Name, t.MaxID)
+	case t.Delta < 0 || t.Delta > MaxStep:
+		return fmt.Errorf("%w: tag %q: delta %d, want 1–%d (or 0: none)", ErrInvalidTag, t.Name, t.Delta, MaxStep)
+	case t.Remainder < 0 || t.Remainder >= max(t.Delta, 1):
+		return fmt.Errorf("%w: tag %q: remainder %d, want 0–%d (below the delta, %d)", ErrInvalidTag, t.Name, t.Remainder, max(t.Delta, 1)-1, t.Delta)
+	}
+	return nil
+}
+
+// NoStride is what a store that records no stride (see Range) answers a
+// Create with a Delta above 1: an error wrapping ErrInvalidTag that names
+// the store, or nil when t asks for none (Delta 0 or 1, Remainder 0).
+func NoStride(t Tag, store string) error {
+	if t.Delta > 1 || t.Remainder != 0 {
+		return fmt.Errorf("%w: tag %q: delta %d and remainder %d: %s records no delta or remainder (serve several stores with a delta each, or use Tinyid's table)",
+			ErrInvalidTag, t.Name, t.Delta, t.Remainder, store)
 	}
 	return nil
 }

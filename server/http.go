@@ -43,6 +43,8 @@ func (s *Server) routes() http.Handler {
 	leafSnowflake := api("GET "+leafSnowflakePrefix+"{key}", "/api/snowflake/get", []string{"format", "prefix"}, true, s.handleLeafSnowflake)
 	leafSegment := api("GET "+leafSegmentPrefix+"{key}", "/api/segment/get", nil, true, s.handleLeafSegment)
 	api("GET /decodeSnowflakeId", "/decodeSnowflakeId", []string{"snowflakeId", "as"}, false, s.handleLeafDecode)
+	// Didi Tinyid's paths, as its clients call them.
+	s.tinyidRoutes(mux)
 
 	if s.clock != nil {
 		api("POST /admin/test/clock", "/admin/test/clock", []string{"shift"}, false, s.handleTestClock)

@@ -68,6 +68,13 @@ func newFixture(t testing.TB, mutate func(*Config)) *fixture {
 // by segMod (nil: as is).
 func newFixtureWith(t testing.TB, mutate func(*Config), segMod func(*segment.Config)) *fixture {
 	t.Helper()
+	return newFixtureOpts(t, mutate, segMod, nil)
+}
+
+// newFixtureOpts is newFixtureWith with the server's Options changed by
+// optMod (nil: as is).
+func newFixtureOpts(t testing.TB, mutate func(*Config), segMod func(*segment.Config), optMod func(*Options)) *fixture {
+	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	if tt, ok := t.(*testing.T); ok {
 		log = slog.New(slog.NewTextHandler(tt.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -98,7 +105,11 @@ func newFixtureWith(t testing.TB, mutate func(*Config), segMod func(*segment.Con
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	srv, err := New(Options{Config: cfg, Node: n, Segments: segs, Logger: log})
+	opts := Options{Config: cfg, Node: n, Segments: segs, Logger: log}
+	if optMod != nil {
+		optMod(&opts)
+	}
+	srv, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

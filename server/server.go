@@ -269,6 +269,12 @@ type Options struct {
 	Node *node.Node
 	// Segments issues segment IDs; nil answers segment requests with 404.
 	Segments *segment.Allocator
+	// TinyidTokens reads Didi Tinyid's token table (tiny_id_token: each
+	// token with the biz_types it may use), which Tinyid's paths then
+	// accept; read again at most once a minute. Set it when Segments is on
+	// Tinyid's tables (sqldb's Segments.TinyidTokens). Default nil: those
+	// paths take only Config.Tokens, or are open when there are none.
+	TinyidTokens func(context.Context) (map[string][]string, error)
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Registry receives the metrics; nil makes a new one (served at
@@ -295,6 +301,7 @@ type Server struct {
 	mask     *masking // nil: nothing masked, masked IDs not read
 	uuids    *uuidMaker
 	resp     *respCommands
+	tinyid   *tinyidTokens // nil: no Tinyid token table
 	started  time.Time
 	draining chan struct{}
 
@@ -322,6 +329,9 @@ func New(o Options) (*Server, error) {
 	s := &Server{cfg: o.Config, node: o.Node, segs: o.Segments, log: o.Logger, reg: o.Registry,
 		clock: o.TestClock, started: time.Now(), draining: make(chan struct{}),
 		ctJSON: []string{"application/json"}, ctText: []string{"text/plain; charset=utf-8"}}
+	if o.TinyidTokens != nil {
+		s.tinyid = &tinyidTokens{load: o.TinyidTokens}
+	}
 	if len(o.Config.Tokens) > 0 {
 		s.tokens = map[string]*Token{}
 		for i := range o.Config.Tokens {

@@ -281,6 +281,9 @@ func (s *Segments) Create(ctx context.Context, t segment.Tag) error {
 	if err := segment.ValidateTag(t); err != nil {
 		return err
 	}
+	if err := segment.NoStride(t, "a segments.db file"); err != nil {
+		return err
+	}
 	if t.MaxID == 0 {
 		t.MaxID = 1
 	}

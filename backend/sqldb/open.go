@@ -87,7 +87,9 @@ func workersOfURL(u *url.URL, opts ...Option) (*Workers, error) {
 //	mysql://user[:password]@host[:port]/db[?table=T&…]   (port 3306 by default; go-sql-driver/mysql options pass through)
 //
 // ?table= names the table (default DefaultSegmentTable, Meituan Leaf's
-// leaf_alloc) and does not reach the driver. The database is opened with
+// leaf_alloc; DefaultTinyidTable with ?format=tinyid) and ?format=tinyid
+// opens Didi Tinyid's tables (NewTinyidSegments) instead of Leaf's
+// (?format=leaf, the default); neither reaches the driver. The database is opened with
 // OpenDB's settings and the table is created when missing
 // (CreateSegmentSchema, which leaves a table Leaf created as it is); a
 // database that does not answer is an error wrapping segment.ErrUnavailable.
@@ -113,10 +115,15 @@ func segmentsOfURL(u *url.URL) (*Segments, error) {
 	if err := checkScheme(u); err != nil {
 		return nil, err
 	}
-	if err := coord.CheckTypos(u, "table"); err != nil {
+	if err := coord.CheckTypos(u, "table", "format"); err != nil {
 		return nil, err
 	}
-	dsn, table, err := driverDSN(u)
+	vals, rest := coord.TakeQuery(u, "format")
+	tinyid, err := tinyidFormat(vals[0])
+	if err != nil {
+		return nil, err
+	}
+	dsn, table, err := driverDSN(rest)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +131,11 @@ func segmentsOfURL(u *url.URL) (*Segments, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := NewSegments(db, d, table)
+	newStore := NewSegments
+	if tinyid {
+		newStore = NewTinyidSegments
+	}
+	s, err := newStore(db, d, table)
 	if err != nil {
 		db.Close()
 		return nil, err

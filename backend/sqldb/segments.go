@@ -93,9 +93,15 @@ func SegmentSchemaSQL(d Dialect, table string) (string, error) {
 // segmentStatements are the SQL texts of one Segments, built once by
 // NewSegments for its dialect and table.
 type segmentStatements struct {
-	schema  string
-	fetch   string // PostgreSQL: UPDATE … RETURNING; MySQL: UPDATE … LAST_INSERT_ID(…)
-	readMax string // why a fetch matched no row
+	schema        []string // CREATE TABLE IF NOT EXISTS, one per table
+	fetch         string   // PostgreSQL: UPDATE … RETURNING; MySQL: UPDATE … LAST_INSERT_ID(…) (Leaf) or UPDATE then fetchRead (Tinyid)
+	fetchRead     string   // Tinyid on MySQL: the row after fetch, in fetch's transaction
+	readMax       string   // why a fetch matched no row: max_id, step
+	setDescTinyid string   // Tinyid: upsert into the description table
+	// maxOff is what to add to the table's max_id to get the first ID not
+	// yet handed out: 0 for Leaf, 1 for Tinyid (whose max_id is the last
+	// ID of the newest segment).
+	maxOff  int64
 	get     string
 	list    string
 	insert  string
@@ -121,7 +127,7 @@ func newSegmentStatements(d Dialect, table string) (segmentStatements, error) {
 	if d == MySQL {
 		updated = "COALESCE(CAST(UNIX_TIMESTAMP(update_time) * 1000000 AS SIGNED), 0)"
 	}
-	cols := "biz_tag, max_id, step, COALESCE(description, ''), " + updated
+	cols := "biz_tag, max_id, step, COALESCE(description, ''), " + updated + ", 0, 0"
 	// The guard max_id BETWEEN 0 AND MaxInt64 − n refuses a fetch that
 	// would pass the int64 range (or start below zero) without changing
 	// the row; the row is then read to tell why.
@@ -130,12 +136,12 @@ func newSegmentStatements(d Dialect, table string) (segmentStatements, error) {
 	// A row with step 0 is a deleted tag (Delete): it keeps its max_id,
 	// and nothing but Create (which brings it back above that max_id)
 	// matches it. Leaf has no use for step 0 either.
-	fetch := "UPDATE " + t + " SET max_id = max_id + ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ? AND step > 0 AND max_id BETWEEN 0 AND ? RETURNING max_id"
+	fetch := "UPDATE " + t + " SET max_id = max_id + ?, update_time = CURRENT_TIMESTAMP WHERE biz_tag = ? AND step > 0 AND max_id BETWEEN 0 AND ? RETURNING max_id, 0, 0"
 	if d == MySQL {
 		fetch = "UPDATE " + t + " SET max_id = LAST_INSERT_ID(max_id + ?), update_time = CURRENT_TIMESTAMP WHERE biz_tag = ? AND step > 0 AND max_id BETWEEN 0 AND ?"
 	}
 	q := segmentStatements{
-		schema:  schema,
+		schema:  []string{schema},
 		fetch:   fetch,
 		readMax: "SELECT max_id, step FROM " + t + " WHERE biz_tag = ?",
 		get:     "SELECT " + cols + " FROM " + t + " WHERE biz_tag = ? AND step > 0",
@@ -199,6 +205,7 @@ type Segments struct {
 	table   string
 	q       segmentStatements
 	ownedDB bool // Close closes db: OpenSegments made it
+	tinyid  bool // on Tinyid's tables (NewTinyidSegments)
 }
 
 // NewSegments returns a store that keeps its tags in table ("" means
@@ -237,16 +244,23 @@ func (s *Segments) Dialect() Dialect { return s.d }
 // Table is the name of the store's table.
 func (s *Segments) Table() string { return s.table }
 
-// SegmentSchemaSQL is the DDL of the store's table (see the function
-// SegmentSchemaSQL).
-func (s *Segments) SegmentSchemaSQL() string { return s.q.schema }
+// SegmentSchemaSQL is the DDL of the store's tables (see the functions
+// SegmentSchemaSQL and TinyidSchemaSQL).
+func (s *Segments) SegmentSchemaSQL() string {
+	if len(s.q.schema) == 1 {
+		return s.q.schema[0]
+	}
+	return joinSchema(s.q.schema...)
+}
 
 // CreateSegmentSchema creates the table when it does not exist (CREATE
 // TABLE IF NOT EXISTS); it is safe to run at every start, by several nodes
 // at once, and on a table Leaf created, which it leaves as it is.
 func (s *Segments) CreateSegmentSchema(ctx context.Context) error {
-	if err := createTable(ctx, s.db, s.q.schema); err != nil {
-		return s.unavailable(ctx, "creating the table", err)
+	for _, stmt := range s.q.schema {
+		if err := createTable(ctx, s.db, stmt); err != nil {
+			return s.unavailable(ctx, "creating the table", err)
+		}
 	}
 	return nil
 }
@@ -327,9 +341,12 @@ func (s *Segments) Fetch(ctx context.Context, tag string, n int64) (segment.Rang
 	var err error
 	for attempt := 0; ; attempt++ {
 		var r segment.Range
-		if s.d == Postgres {
+		switch {
+		case s.d == Postgres:
 			r, err = s.fetchReturning(ctx, tag, n)
-		} else {
+		case s.tinyid:
+			r, err = s.fetchTinyidMySQL(ctx, tag, n)
+		default:
 			r, err = s.fetchLastInsertID(ctx, tag, n)
 		}
 		if err == nil {
@@ -346,17 +363,18 @@ func (s *Segments) Fetch(ctx context.Context, tag string, n int64) (segment.Rang
 	return segment.Range{}, s.unavailable(ctx, fmt.Sprintf("fetching %d IDs of tag %q", n, tag), err)
 }
 
-// fetchReturning is one PostgreSQL fetch: a single UPDATE … RETURNING.
+// fetchReturning is one PostgreSQL fetch: a single UPDATE … RETURNING the
+// range's end and the row's stride (Tinyid's; 0, 0 on a Leaf table).
 func (s *Segments) fetchReturning(ctx context.Context, tag string, n int64) (segment.Range, error) {
-	var maxID int64
-	err := s.db.QueryRowContext(ctx, s.q.fetch, n, tag, math.MaxInt64-n).Scan(&maxID)
+	var end, delta, rem int64
+	err := s.db.QueryRowContext(ctx, s.q.fetch, n, tag, math.MaxInt64-n).Scan(&end, &delta, &rem)
 	if errors.Is(err, sql.ErrNoRows) {
 		return segment.Range{}, s.refused(ctx, tag, n)
 	}
 	if err != nil {
 		return segment.Range{}, err
 	}
-	return segment.Range{Start: maxID - n, End: maxID}, nil
+	return segment.Range{Start: end - n, End: end, Delta: delta, Remainder: rem}, nil
 }
 
 // fetchLastInsertID is one MySQL fetch: a single UPDATE whose insert id is
@@ -402,7 +420,7 @@ func (s *Segments) refused(ctx context.Context, tag string, n int64) error {
 			segment.ErrUnknownTag, s.where("fetching"), tag, maxID)
 	case maxID < 0:
 		return fmt.Errorf("%w: %s: corrupt row: tag %q has max_id %d", segment.ErrUnavailable, s.where("fetching"), tag, maxID)
-	case maxID > math.MaxInt64-n:
+	case maxID > math.MaxInt64-n-s.q.maxOff:
 		return fmt.Errorf("%w: %s: tag %q is at max_id %d; %d more IDs would pass %d", segment.ErrExhausted,
 			s.where("fetching"), tag, maxID, n, int64(math.MaxInt64))
 	}
@@ -415,7 +433,7 @@ type scanner interface{ Scan(dest ...any) error }
 func scanTag(sc scanner) (segment.Tag, error) {
 	var t segment.Tag
 	var micros int64
-	if err := sc.Scan(&t.Name, &t.MaxID, &t.Step, &t.Description, &micros); err != nil {
+	if err := sc.Scan(&t.Name, &t.MaxID, &t.Step, &t.Description, &micros, &t.Delta, &t.Remainder); err != nil {
 		return segment.Tag{}, err
 	}
 	if micros != 0 {
@@ -476,6 +494,12 @@ func (s *Segments) Create(ctx context.Context, t segment.Tag) error {
 	if t.MaxID == 0 {
 		t.MaxID = 1
 	}
+	if s.tinyid {
+		return s.createTinyid(ctx, t)
+	}
+	if err := segment.NoStride(t, "Leaf's table"); err != nil {
+		return err
+	}
 	// A deleted tag of the name comes back above the max_id it kept.
 	res, err := s.db.ExecContext(ctx, s.q.revive, t.Step, t.Description, t.MaxID, t.Name)
 	if err != nil {
@@ -506,6 +530,9 @@ func (s *Segments) Update(ctx context.Context, tag string, step *int64, descript
 		if err := validDescription(tag, *description); err != nil {
 			return err
 		}
+	}
+	if s.tinyid {
+		return s.updateTinyid(ctx, tag, step, description)
 	}
 	var (
 		res sql.Result

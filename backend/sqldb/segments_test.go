@@ -48,11 +48,16 @@ func newSegments(t testing.TB, dsn string) (*Segments, *sql.DB) {
 	return s, admin
 }
 
-// segClient opens a new client (its own *sql.DB) of table at dsn.
-func segClient(t testing.TB, dsn, table string) (*Segments, *sql.DB) {
+// segClient opens a new client (its own *sql.DB) of table at dsn: on
+// Tinyid's tables when tinyid is set, else on Leaf's.
+func segClient(t testing.TB, dsn, table string, tinyid bool) (*Segments, *sql.DB) {
 	t.Helper()
 	db, d := testDB(t, dsn)
-	s, err := NewSegments(db, d, table)
+	newStore := NewSegments
+	if tinyid {
+		newStore = NewTinyidSegments
+	}
+	s, err := newStore(db, d, table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,12 +78,13 @@ func withPGParam(t testing.TB, dsn, key, value string) string {
 }
 
 type segConnector struct {
-	dsn   string
-	table string
+	dsn    string
+	table  string
+	tinyid bool
 }
 
 func (c segConnector) Connect(t *testing.T) segment.Store {
-	s, _ := segClient(t, c.dsn, c.table)
+	s, _ := segClient(t, c.dsn, c.table, c.tinyid)
 	return s
 }
 
@@ -87,25 +93,28 @@ func (c segConnector) Connect(t *testing.T) segment.Store {
 // connection (a database restart).
 func (c segConnector) ConnectFaulty(t *testing.T) (segment.Store, segmenttest.Fault) {
 	dsn, p := throughProxy(t, c.dsn)
-	s, _ := segClient(t, dsn, c.table)
+	s, _ := segClient(t, dsn, c.table, c.tinyid)
 	return s, p
 }
 
 // Backup reads every tag's max_id; the restore writes them back, as
 // restoring the table from a backup (or a point-in-time recovery) does.
 func (c segConnector) Backup(t *testing.T) func() {
-	s, db := segClient(t, c.dsn, c.table)
+	s, db := segClient(t, c.dsn, c.table, c.tinyid)
 	tags, err := s.List(t.Context())
 	if err != nil {
 		t.Fatalf("backup: %v", err)
 	}
-	q := "UPDATE " + s.d.quote(c.table) + " SET max_id = ? WHERE biz_tag = ?"
+	q, off := "UPDATE "+s.d.quote(c.table)+" SET max_id = ? WHERE biz_tag = ?", int64(0)
+	if c.tinyid {
+		q, off = "UPDATE "+s.d.quote(c.table)+" SET max_id = ? WHERE biz_type = ?", 1
+	}
 	if s.d == Postgres {
 		q = dollarParams(q)
 	}
 	return func() {
 		for _, tag := range tags {
-			if _, err := db.ExecContext(t.Context(), q, tag.MaxID, tag.Name); err != nil {
+			if _, err := db.ExecContext(t.Context(), q, tag.MaxID-off, tag.Name); err != nil {
 				t.Fatalf("restoring tag %q to max_id %d: %v", tag.Name, tag.MaxID, err)
 			}
 		}
@@ -236,7 +245,7 @@ func TestSegmentsLeafTakeover(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		s, _ := segClient(t, dsn, table)
+		s, _ := segClient(t, dsn, table, false)
 		if err := s.CreateSegmentSchema(ctx); err != nil {
 			t.Fatalf("CreateSegmentSchema on Leaf's table: %v", err)
 		}
@@ -266,7 +275,7 @@ func TestSegmentsLeafTakeover(t *testing.T) {
 		// Leaf servers and flakeid clients on one row at once.
 		leafDB, _ := testDB(t, dsn)
 		flake := []*Segments{s}
-		other, _ := segClient(t, dsn, table)
+		other, _ := segClient(t, dsn, table, false)
 		flake = append(flake, other)
 		var (
 			mu     sync.Mutex
@@ -338,7 +347,7 @@ func TestSegmentsManyClients(t *testing.T) {
 		)
 		start := time.Now()
 		for i := range clients {
-			c, _ := segClient(t, dsn, s.table)
+			c, _ := segClient(t, dsn, s.table, false)
 			wg.Go(func() {
 				for k := range each {
 					r, err := c.Fetch(ctx, "many", int64(1+(i*7+k*13)%50))
@@ -441,7 +450,7 @@ func TestSegmentsRestart(t *testing.T) {
 		stores := make([]*Segments, clients)
 		dbs := make([]*sql.DB, clients)
 		for i := range stores {
-			stores[i], dbs[i] = segClient(t, cdsn, s.table)
+			stores[i], dbs[i] = segClient(t, cdsn, s.table, false)
 			dbs[i].SetMaxOpenConns(1) // MySQL: CONNECTION_ID() names the client's one connection
 		}
 		var (
@@ -532,7 +541,7 @@ func TestSegmentsRestart(t *testing.T) {
 		}
 		checkRanges(t, ranges, 1, got.MaxID, failures*maxN)
 		// A fresh client starts past everything handed out.
-		fresh, _ := segClient(t, dsn, s.table)
+		fresh, _ := segClient(t, dsn, s.table, false)
 		r, err := fresh.Fetch(ctx, "restart", 5)
 		if err != nil || r.Start != got.MaxID {
 			t.Fatalf("fresh client's Fetch = %+v, %v; want a range from %d", r, err, got.MaxID)
@@ -568,7 +577,7 @@ func TestSegmentsUpdateTimeZone(t *testing.T) {
 			zdsn = withPGParam(t, dsn, "timezone", "Asia/Shanghai")
 		}
 		for _, table := range []string{ours, leafs} {
-			c, db := segClient(t, zdsn, table)
+			c, db := segClient(t, zdsn, table, false)
 			var zone string
 			q := "SELECT @@session.time_zone"
 			if d == Postgres {
@@ -801,7 +810,7 @@ func TestSegmentsClosedDB(t *testing.T) {
 		if err := s.Create(ctx, segment.Tag{Name: "c", Step: 7}); err != nil {
 			t.Fatal(err)
 		}
-		c, db := segClient(t, dsn, s.table)
+		c, db := segClient(t, dsn, s.table, false)
 		if _, err := c.Fetch(ctx, "c", 1); err != nil {
 			t.Fatal(err)
 		}
@@ -865,7 +874,7 @@ func BenchmarkSegmentFetch(b *testing.B) {
 				b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 					stores := make([]*Segments, clients)
 					for i := range stores {
-						stores[i], _ = segClient(b, dsn, s.table)
+						stores[i], _ = segClient(b, dsn, s.table, false)
 						if _, err := stores[i].Fetch(b.Context(), "bench", 1000); err != nil { // connect
 							b.Fatal(err)
 						}

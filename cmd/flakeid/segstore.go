@@ -8,7 +8,7 @@ import (
 // storeFlags say where segment mode keeps its tags; next --tag, tags and
 // serve embed them.
 type storeFlags struct {
-	Store string `placeholder:"URL" env:"FLAKEID_STORE" help:"Where segment tags live: file:///path/segments.db (the default, under --data-dir), postgres://user@host:port/db[?table=leaf_alloc], mysql://user[:password]@host:port/db[?table=leaf_alloc]. A SQL table is Meituan Leaf's leaf_alloc, created when missing."`
+	Store string `placeholder:"URL" env:"FLAKEID_STORE" help:"Where segment tags live: file:///path/segments.db (the default, under --data-dir), postgres://user@host:port/db[?table=leaf_alloc], mysql://user[:password]@host:port/db[?table=leaf_alloc]. A SQL table is Meituan Leaf's leaf_alloc, created when missing; add ?format=tinyid for Didi Tinyid's tiny_id_info (and its tiny_id_token tokens)."`
 }
 
 // url is --store, or the default: segments.db under the data directory.

@@ -259,6 +259,12 @@ func (c *serveCmd) Run(ctx context.Context, out *streams) error {
 	defer segs.Close()
 
 	opts := server.Options{Config: cfg, Node: n, Segments: segs, Logger: log}
+	if ts, ok := store.(interface {
+		Tinyid() bool
+		TinyidTokens(context.Context) (map[string][]string, error)
+	}); ok && ts.Tinyid() {
+		opts.TinyidTokens = ts.TinyidTokens // Tinyid's paths take the tokens of tiny_id_token
+	}
 	if c.Coord.TestClockAdmin {
 		opts.TestClock = c.Coord.testClock()
 		log.Warn("flakeid: TEST ONLY: POST /admin/test/clock can shift this node's clock; never run production like this")

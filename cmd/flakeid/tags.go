@@ -63,6 +63,9 @@ func (c *tagsLsCmd) Run(ctx context.Context, out *streams) error {
 			maxID = "-"
 			desc = seriesSummary(*t.Series) + sep(desc) + desc
 		}
+		if t.Delta > 1 {
+			desc = fmt.Sprintf("IDs ≡ %d (mod %d)", t.Remainder, t.Delta) + sep(desc) + desc
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", t.Name, maxID, t.Step, stamp(t.Updated), desc)
 	}
 	return tw.Flush()
@@ -73,6 +76,8 @@ type tagsCreateCmd struct {
 	Step        int64        `default:"1000" help:"IDs per fetch from the store, 1–2^31−1; the dynamic step never goes below it. A series keeps it: at most one step per node per period is lost."`
 	MaxID       int64        `name:"start" default:"1" help:"The first ID the tag hands out; for a series, the first counter of every period."`
 	Description string       `help:"Free text, up to 256 bytes (a series' settings share them)."`
+	Delta       int64        `help:"Hand out only the IDs ≡ --remainder (mod --delta), as Tinyid's delta and remainder columns do: for a store that records them (?format=tinyid). Default: every ID."`
+	Remainder   int64        `help:"See --delta: 0 to delta−1."`
 	Period      string       `enum:",minute,hour,day,week,month,year" default:"" help:"Make the tag a series of business numbers whose counter starts again every minute, hour, day, week, month or year (with --template)."`
 	Template    string       `placeholder:"TEXT" help:"A series' number: literal text, date parts {yyyy} {yy} {MM} {dd} {HH} {mm} {GGGG} {ww} of the period (several in one pair of braces, as {yyyyMMdd}) and one counter {seq:N} of N digits, e.g. ORD-{yyyyMMdd}-{seq:6}."`
 	TZ          string       `name:"tz" placeholder:"ZONE" help:"A series' IANA time zone, e.g. Asia/Shanghai: its day starts at local midnight there. Default UTC."`
@@ -88,7 +93,7 @@ func (c *tagsCreateCmd) Run(ctx context.Context, out *streams) error {
 		return fmt.Errorf("a series needs both --period and --template (--tz and --masked apply to a series only)")
 	}
 	cfg := segment.Config{Logger: discardLogger()}
-	t := segment.Tag{Name: c.Tag, Step: c.Step, MaxID: c.MaxID, Description: c.Description}
+	t := segment.Tag{Name: c.Tag, Step: c.Step, MaxID: c.MaxID, Description: c.Description, Delta: c.Delta, Remainder: c.Remainder}
 	if c.Period != "" {
 		ser := segment.Series{Period: segment.Period(c.Period), TZ: c.TZ, Template: c.Template, Start: c.MaxID, Masked: c.Masked}
 		t.MaxID = 0

@@ -13,7 +13,8 @@ import (
 )
 
 // Memory is an in-memory segment.Store: the reference the suite checks
-// itself against, and a store for unit tests of allocator logic. It can be
+// itself against, and a store for unit tests of allocator logic. It
+// records a tag's stride (Tag.Delta, Tag.Remainder) as Tinyid's table does. It can be
 // cut off (every call fails with segment.ErrUnavailable) to model an outage.
 type Memory struct {
 	mu   sync.Mutex
@@ -67,7 +68,7 @@ func (m *Memory) Fetch(ctx context.Context, tag string, n int64) (segment.Range,
 	if t.MaxID > math.MaxInt64-n {
 		return segment.Range{}, fmt.Errorf("%w: tag %q at %d cannot take %d more", segment.ErrExhausted, tag, t.MaxID, n)
 	}
-	r := segment.Range{Start: t.MaxID, End: t.MaxID + n}
+	r := segment.Range{Start: t.MaxID, End: t.MaxID + n, Delta: t.Delta, Remainder: t.Remainder}
 	t.MaxID, t.Updated = r.End, time.Now()
 	m.tags[tag] = t
 	m.Fetches.Add(1)
@@ -84,6 +85,21 @@ func (m *Memory) SetMaxID(tag string, maxID int64) error {
 		return fmt.Errorf("%w: %q", segment.ErrUnknownTag, tag)
 	}
 	t.MaxID, t.Updated = maxID, time.Now()
+	m.tags[tag] = t
+	return nil
+}
+
+// SetStride sets the delta and remainder a tag's row records, as an
+// operator's UPDATE of Tinyid's columns would: for tests of what an
+// allocator does then.
+func (m *Memory) SetStride(tag string, delta, remainder int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.tags[tag]
+	if !ok {
+		return fmt.Errorf("%w: %q", segment.ErrUnknownTag, tag)
+	}
+	t.Delta, t.Remainder = delta, remainder
 	m.tags[tag] = t
 	return nil
 }

@@ -74,6 +74,7 @@ func Run(t *testing.T, h Harness) {
 		{"SeriesAdmin", seriesAdmin},
 		{"SeriesNeverDuplicates", seriesNeverDuplicates},
 		{"SeriesPeriodFull", seriesPeriodFull},
+		{"Stride", stride},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, h.Open(t)) })
 	}
@@ -572,5 +573,66 @@ func restoredFromBackup(t *testing.T, c Connector) {
 	}
 	if st := a.Stats()[0]; st.Refused != "" || st.Regressions != 1 || len(a.Refused()) != 0 {
 		t.Fatalf("stats after Resume: %+v", st)
+	}
+}
+
+// stride: a tag created with a delta and remainder is either refused with
+// ErrInvalidTag (the store records none) and not created, or recorded, and
+// then every ID an allocator hands out is ≡ remainder (mod delta), above
+// the tag's max_id, and unique across allocators. A remainder not below
+// the delta is refused by every store.
+func stride(t *testing.T, c Connector) {
+	ctx := ctxT(t)
+	s := c.Connect(t)
+	if err := s.Create(ctx, segment.Tag{Name: "bad", Step: 10, Delta: 2, Remainder: 2}); !errors.Is(err, segment.ErrInvalidTag) {
+		t.Fatalf("Create with remainder 2 of delta 2: %v, want ErrInvalidTag", err)
+	}
+	if _, err := s.Get(ctx, "bad"); !errors.Is(err, segment.ErrUnknownTag) {
+		t.Fatalf("a refused Create left a tag: %v", err)
+	}
+	err := s.Create(ctx, segment.Tag{Name: "odd", Step: 30, Delta: 3, Remainder: 1, MaxID: 100})
+	if errors.Is(err, segment.ErrInvalidTag) {
+		if _, gerr := s.Get(ctx, "odd"); !errors.Is(gerr, segment.ErrUnknownTag) {
+			t.Fatalf("a store that refuses strides (%v) created the tag: %v", err, gerr)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(ctx, "odd")
+	if err != nil || got.Delta != 3 || got.Remainder != 1 || got.MaxID != 100 {
+		t.Fatalf("Get = %+v, %v; want delta 3, remainder 1, max id 100", got, err)
+	}
+	seen := map[int64]bool{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range 3 {
+		a := allocator(t, c.Connect(t), segment.Config{SegmentDuration: -1})
+		wg.Go(func() {
+			for range 200 {
+				id, err := a.NextID(ctx, "odd")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				if seen[id] || id%3 != 1 || id < 100 {
+					t.Errorf("ID %d: seen before %v, want ≡ 1 (mod 3) and ≥ 100", id, seen[id])
+				}
+				seen[id] = true
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	sp, err := allocator(t, c.Connect(t), segment.Config{}).TakeSegment(ctx, "odd")
+	if err != nil || sp.Stride != 3 || sp.First%3 != 1 || sp.Count < 1 {
+		t.Fatalf("TakeSegment = %+v, %v", sp, err)
+	}
+	for id := range sp.All() {
+		if seen[id] {
+			t.Fatalf("TakeSegment handed out %d again", id)
+		}
 	}
 }
