@@ -18,12 +18,17 @@ type tagJSON struct {
 	Step        int64     `json:"step"`
 	Description string    `json:"description"`
 	Updated     time.Time `json:"update_time,omitzero"`
+	// The stride the store records (Tinyid's delta and remainder): the
+	// tag's IDs are ≡ remainder (mod delta). Absent when it records none.
+	Delta     int64 `json:"delta,omitempty"`
+	Remainder int64 `json:"remainder,omitempty"`
 	// A series tag's settings (absent for a tag of plain IDs).
 	seriesTagFields
 }
 
 func newTagJSON(t segment.Tag) tagJSON {
-	return tagJSON{Tag: t.Name, MaxID: t.MaxID, Step: t.Step, Description: t.Description, Updated: t.Updated.UTC(), seriesTagFields: newSeriesTagFields(t)}
+	return tagJSON{Tag: t.Name, MaxID: t.MaxID, Step: t.Step, Description: t.Description, Updated: t.Updated.UTC(),
+		Delta: t.Delta, Remainder: t.Remainder, seriesTagFields: newSeriesTagFields(t)}
 }
 
 func (s *Server) handleTagsList(w http.ResponseWriter, r *http.Request) error {

@@ -167,6 +167,10 @@ func TestTinyidSegmentStride(t *testing.T) {
 	if err := f.mem.Create(context.Background(), segment.Tag{Name: "odd", Step: 100, Delta: 2, Remainder: 1}); err != nil {
 		t.Fatal(err)
 	}
+	if r := f.do(t, "GET", "/v1/segment/tags", ""); !strings.Contains(r.body, `"tag":"odd","max_id":"1","step":100,"description":"","update_time":`) ||
+		!strings.Contains(r.body, `"delta":2,"remainder":1`) {
+		t.Fatalf("tags list: %s", r.body)
+	}
 	seen := map[int64]bool{}
 	for range 3 {
 		var seg tinyidSegment
