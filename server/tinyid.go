@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -247,11 +248,6 @@ func (s *Server) handleTinyidNextID(w http.ResponseWriter, r *http.Request, bizT
 // X-Flakeid-Error header).
 func (s *Server) handleTinyidNextIDSimple(w http.ResponseWriter, r *http.Request, bizType string) error {
 	ids, _, err := s.tinyidIDs(r, bizType)
-	w.Header()["Content-Type"] = s.ctText
-	if err != nil {
-		w.Header().Set("X-Flakeid-Error", clip(tinyidMessage(err)))
-		return nil
-	}
 	var b strings.Builder
 	for i, id := range ids {
 		if i > 0 {
@@ -259,7 +255,18 @@ func (s *Server) handleTinyidNextIDSimple(w http.ResponseWriter, r *http.Request
 		}
 		b.WriteString(strconv.FormatInt(id, 10))
 	}
-	_, err = w.Write([]byte(b.String()))
+	return s.writeTinyidSimple(w, b.String(), err)
+}
+
+// writeTinyidSimple answers a …Simple path: text, or, as Tinyid, an empty
+// body when err is not nil (its reason in the X-Flakeid-Error header).
+func (s *Server) writeTinyidSimple(w http.ResponseWriter, text string, err error) error {
+	w.Header()["Content-Type"] = s.ctText
+	if err != nil {
+		w.Header().Set("X-Flakeid-Error", clip(tinyidMessage(err)))
+		return nil
+	}
+	_, err = io.WriteString(w, text)
 	return err
 }
 
@@ -305,11 +312,5 @@ func (s *Server) handleTinyidNextSegment(w http.ResponseWriter, r *http.Request,
 // or an empty body as nextIdSimple does.
 func (s *Server) handleTinyidNextSegmentSimple(w http.ResponseWriter, r *http.Request, bizType string) error {
 	seg, _, err := s.tinyidTake(r, bizType)
-	w.Header()["Content-Type"] = s.ctText
-	if err != nil {
-		w.Header().Set("X-Flakeid-Error", clip(tinyidMessage(err)))
-		return nil
-	}
-	_, err = fmt.Fprintf(w, "%d,%d,%d,%d,%d", seg.CurrentID, seg.LoadingID, seg.MaxID, seg.Delta, seg.Remainder)
-	return err
+	return s.writeTinyidSimple(w, fmt.Sprintf("%d,%d,%d,%d,%d", seg.CurrentID, seg.LoadingID, seg.MaxID, seg.Delta, seg.Remainder), err)
 }

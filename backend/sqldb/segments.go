@@ -216,17 +216,23 @@ type Segments struct {
 // name is an error wrapping worker.ErrInvalidConfig. db stays the
 // caller's: the store's Close does not close it.
 func NewSegments(db *sql.DB, d Dialect, table string) (*Segments, error) {
+	return newStore(db, d, table, DefaultSegmentTable, newSegmentStatements)
+}
+
+// newStore is NewSegments and NewTinyidSegments: the statements of table
+// (def when "") built by statements.
+func newStore(db *sql.DB, d Dialect, table, def string, statements func(Dialect, string) (segmentStatements, error)) (*Segments, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: sqldb: no database", worker.ErrInvalidConfig)
 	}
 	if table == "" {
-		table = DefaultSegmentTable
+		table = def
 	}
-	q, err := newSegmentStatements(d, table)
+	q, err := statements(d, table)
 	if err != nil {
 		return nil, err
 	}
-	return &Segments{db: db, d: d, table: table, q: q}, nil
+	return &Segments{db: db, d: d, table: table, q: q, tinyid: q.maxOff == 1}, nil
 }
 
 // Close closes the database if OpenSegments opened it; a Segments made by

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"time"
 
+	"github.com/flakeid/flakeid/internal/backoff"
 	"github.com/flakeid/flakeid/segment"
 	"github.com/flakeid/flakeid/worker"
 )
@@ -205,17 +207,7 @@ func newTinyidStatements(d Dialect, table string) (segmentStatements, error) {
 // A Tinyid server must not serve a tag flakeid deleted (step 0): it would
 // hand out nothing from it and keep asking.
 func NewTinyidSegments(db *sql.DB, d Dialect, table string) (*Segments, error) {
-	if db == nil {
-		return nil, fmt.Errorf("%w: sqldb: no database", worker.ErrInvalidConfig)
-	}
-	if table == "" {
-		table = DefaultTinyidTable
-	}
-	q, err := newTinyidStatements(d, table)
-	if err != nil {
-		return nil, err
-	}
-	return &Segments{db: db, d: d, table: table, q: q, tinyid: true}, nil
+	return newStore(db, d, table, DefaultTinyidTable, newTinyidStatements)
 }
 
 // Tinyid reports whether the store is on Tinyid's tables (NewTinyidSegments).
@@ -290,6 +282,19 @@ func (s *Segments) createTinyid(ctx context.Context, t segment.Tag) error {
 	if delta > math.MaxInt32 {
 		return fmt.Errorf("%w: tag %q: delta %d, want at most %d (Tinyid's INT column)", segment.ErrInvalidTag, t.Name, delta, math.MaxInt32)
 	}
+	// Creators racing on one name (the allocators of a series starting a
+	// period) can deadlock on InnoDB's gap locks: run it again.
+	bo := backoff.Backoff{Min: 2 * time.Millisecond, Max: 100 * time.Millisecond}
+	for attempt := 0; ; attempt++ {
+		err := s.createTinyidOnce(ctx, t, delta)
+		if err == nil || attempt+1 >= maxFetchAttempts || !retryable(err) || errors.Is(err, segment.ErrTagExists) || backoff.Sleep(ctx, bo.Next(attempt)) != nil {
+			return err
+		}
+	}
+}
+
+// createTinyidOnce is one attempt of createTinyid.
+func (s *Segments) createTinyidOnce(ctx context.Context, t segment.Tag, delta int64) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return s.unavailable(ctx, fmt.Sprintf("creating tag %q", t.Name), err)
