@@ -83,12 +83,36 @@ func (a *Allocator) sameAsBefore(ctx context.Context, name string, s Series) err
 	return nil
 }
 
-// createRow creates the row t in every source.
+// createRow creates the row t in every source, each with its share (see
+// rowShare).
 func (a *Allocator) createRow(ctx context.Context, t Tag) error {
-	for _, src := range a.cfg.Sources {
-		if err := src.Store.Create(ctx, t); err != nil {
+	n := len(a.cfg.Sources)
+	if n > 1 && a.cfg.recorded() && (t.Delta != 0 || t.Remainder != 0) {
+		return fmt.Errorf("%w: tag %q: delta %d and remainder %d for all %d stores would collide: "+
+			"leave them 0 (store i of n then serves the IDs ≡ i (mod n)), or create the tag in one store at a time",
+			ErrInvalidTag, t.Name, t.Delta, t.Remainder, n)
+	}
+	period := n > 1 && a.cfg.recorded() && isPeriodRow(t.Name)
+	created := 0
+	var errs []error
+	for si, src := range a.cfg.Sources {
+		row, err := a.rowShare(ctx, si, t)
+		if err == nil {
+			err = src.Store.Create(ctx, row)
+		}
+		switch {
+		case err == nil, period && errors.Is(err, ErrTagExists):
+			created++
+		case period && (errors.Is(err, ErrUnavailable) || errors.Is(err, ErrUnknownTag)):
+			// A store that is down (or lost the series) gets no row for
+			// the period: it serves no share of it, which is safe.
+			errs = append(errs, err)
+		default:
 			return err
 		}
+	}
+	if created == 0 {
+		return errors.Join(errs...)
 	}
 	return nil
 }
@@ -276,7 +300,14 @@ func (a *Allocator) Resume(ctx context.Context, tag string, floor int64) error {
 		if t.MaxID < high[si] || t.MaxID < floor {
 			return fmt.Errorf("%w: tag %q%s: not resumed: the store is at %d, below %d, what this node fetched up to; "+
 				"raise max_id above every ID the tag issued (in SQL: UPDATE <table> SET max_id = … WHERE biz_tag = '%s'), or resume with a floor",
-				ErrRegressed, tag, sourceOf(len(a.cfg.Sources), si), t.MaxID, max(high[si], floor), tag)
+				ErrRegressed, tag, a.cfg.sourceLabel(si), t.MaxID, max(high[si], floor), tag)
+		}
+	}
+	var shares []share // a store's changed delta and remainder are served from now on
+	if len(a.cfg.Sources) > 1 && a.cfg.recorded() {
+		var err error
+		if shares, err = a.readShares(ctx, tag); err != nil {
+			return fmt.Errorf("not resumed: %w", err)
 		}
 	}
 	if refused == nil {
@@ -285,7 +316,7 @@ func (a *Allocator) Resume(ctx context.Context, tag string, floor int64) error {
 	b.mu.Lock()
 	if b.refused == refused { // no fetch ran while refused, so high is as checked
 		b.refused, b.fetchErr = nil, nil
-		b.strides = nil // a store's changed delta and remainder are served from now on
+		b.strides = shares
 		b.epoch++
 	}
 	b.mu.Unlock()

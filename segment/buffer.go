@@ -62,9 +62,9 @@ type buffer struct {
 	// high[i] is the end of the newest segment fetched from source i: the
 	// source's max_id must never be seen below it again.
 	high []int64
-	// strides[i] is the delta and remainder source i's store records for
-	// the tag, {0, 0} until a fetch from it returned one (see stride).
-	strides [][2]int64
+	// strides[i] is the share source i's store records for the tag, zero
+	// until a read or a fetch from it returned one (see stride).
+	strides []share
 	// refused is why the tag is refused (it wraps ErrRegressed), nil while
 	// it is served. Once set, no fetch starts and no ID is handed out
 	// until Resume clears it.
@@ -149,6 +149,11 @@ func (a *Allocator) loadBuffer(ctx context.Context, name string, create *Tag) (*
 	if src := a.cfg.Sources[0]; len(a.cfg.Sources) == 1 && t.Delta > 0 && src.Delta > 1 && (t.Delta != src.Delta || t.Remainder != src.Remainder) {
 		return nil, fmt.Errorf("%w: tag %q: the store records delta %d and remainder %d, the source is configured with delta %d and remainder %d; nothing is issued from it",
 			ErrInvalidConfig, name, t.Delta, t.Remainder, src.Delta, src.Remainder)
+	}
+	if len(a.cfg.Sources) > 1 && a.cfg.recorded() {
+		if b.strides, err = a.readShares(ctx, name); err != nil {
+			return nil, err
+		}
 	}
 	b.minStep, b.step, b.stepRead = t.Step, t.Step, time.Now()
 	seg, err := b.fetch(ctx)
@@ -254,6 +259,7 @@ func (b *buffer) fetchSize(ctx context.Context, size, step int64) (*segment, err
 		src := a.cfg.Sources[si]
 		fctx, cancel := context.WithTimeout(ctx, a.cfg.FetchTimeout)
 		t0 := time.Now()
+		size := max(size, b.knownDelta(si)) // a range of delta IDs holds one of every share
 		r, err := src.Store.Fetch(fctx, b.name, size)
 		if errors.Is(err, ErrUnknownTag) && a.cfg.AutoCreate {
 			// Deleted since this buffer began: created again on use, as a
@@ -267,8 +273,8 @@ func (b *buffer) fetchSize(ctx context.Context, size, step int64) (*segment, err
 		cancel()
 		if err != nil {
 			errs = append(errs, err)
-			if errors.Is(err, ErrUnknownTag) || errors.Is(err, ErrExhausted) || ctx.Err() != nil {
-				break
+			if errors.Is(err, ErrUnknownTag) && len(a.cfg.Sources) == 1 || errors.Is(err, ErrExhausted) || ctx.Err() != nil {
+				break // (with several stores, one may lack a tag, or a series' period begun while it was down)
 			}
 			continue
 		}
@@ -293,6 +299,28 @@ func (b *buffer) fetchSize(ctx context.Context, size, step int64) (*segment, err
 			continue
 		}
 		seg := newSegment(r, delta, rem, si, a.cfg.Prefetch, now, step)
+		if seg.count == 0 && size < delta {
+			// The share was not known before this fetch: the range (a gap)
+			// was narrower than the delta. One more, as wide as the delta.
+			fctx, cancel := context.WithTimeout(ctx, a.cfg.FetchTimeout)
+			r, err = src.Store.Fetch(fctx, b.name, delta)
+			cancel()
+			if err == nil {
+				err = b.advanceHigh(si, r, epoch)
+				if errors.Is(err, ErrRegressed) {
+					return nil, err
+				}
+			}
+			if err == nil && (r.End != r.Start+delta || r.Delta != 0 && (r.Delta != delta || r.Remainder != rem)) {
+				err = fmt.Errorf("%w: tag %q%s: the store answered [%d, %d) with delta %d and remainder %d to a fetch of %d IDs with delta %d and remainder %d; nothing is issued from it",
+					ErrUnavailable, b.name, b.source(si), r.Start, r.End, r.Delta, r.Remainder, delta, delta, rem)
+			}
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			seg = newSegment(r, delta, rem, si, a.cfg.Prefetch, now, step)
+		}
 		if seg.count == 0 {
 			errs = append(errs, fmt.Errorf("range [%d, %d) of tag %q holds no ID ≡ %d (mod %d)", r.Start, r.End, b.name, rem, delta))
 			continue
@@ -308,15 +336,24 @@ func (b *buffer) fetchSize(ctx context.Context, size, step int64) (*segment, err
 }
 
 // stride is the delta and remainder of the IDs a range r fetched from
-// source si holds: the ones the store records for the tag (Range.Delta,
-// Tinyid's columns), else the Source's. A recorded stride that contradicts
-// the Source's configured one (Delta above 1), that changed since an
-// earlier fetch of this buffer is refused: the fetch's range is given up,
-// never handed out, and a changed stride refuses the tag until Resume.
+// source si holds: the ones the store records for the tag (Range.Delta),
+// else the Source's configured ones, else every ID when the source is the
+// only one. Refused, the fetch's range is given up, never handed out: a
+// recorded share that contradicts the Source's configured one; none
+// recorded in one of several sources that record theirs; a share that
+// changed since an earlier fetch of this buffer, or that collides with
+// another source's (these two also refuse the tag until Resume).
 func (b *buffer) stride(si int, r Range) (delta, rem int64, err error) {
-	src := b.a.cfg.Sources[si]
+	cfg := &b.a.cfg
+	src := cfg.Sources[si]
 	if r.Delta == 0 {
-		return src.Delta, src.Remainder, nil
+		switch {
+		case src.Delta > 0:
+			return src.Delta, src.Remainder, nil
+		case len(cfg.Sources) == 1:
+			return 1, 0, nil
+		}
+		return 0, 0, errNoShare(b.name, cfg.sourceName(si), len(cfg.Sources))
 	}
 	if r.Delta < 1 || r.Remainder < 0 || r.Remainder >= r.Delta {
 		return 0, 0, fmt.Errorf("%w: tag %q%s: the store records delta %d and remainder %d, want delta ≥ 1 and remainder 0–delta−1",
@@ -326,34 +363,57 @@ func (b *buffer) stride(si int, r Range) (delta, rem int64, err error) {
 		return 0, 0, fmt.Errorf("%w: tag %q%s: the store records delta %d and remainder %d, the source is configured with delta %d and remainder %d; nothing is issued from it",
 			ErrInvalidConfig, b.name, b.source(si), r.Delta, r.Remainder, src.Delta, src.Remainder)
 	}
+	got := share{r.Delta, r.Remainder}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.strides == nil {
-		b.strides = make([][2]int64, len(b.a.cfg.Sources))
+		b.strides = make([]share, len(cfg.Sources))
 	}
-	if old := b.strides[si]; old[0] != 0 && old != [2]int64{r.Delta, r.Remainder} {
-		err := fmt.Errorf("%w: %w: tag %q%s: the store's delta and remainder changed from %d, %d to %d, %d while it was served: "+
+	var err2 error
+	if old := b.strides[si]; old.delta != 0 && old != got {
+		err2 = fmt.Errorf("%w: %w: tag %q%s: the store's delta and remainder changed from %d, %d to %d, %d while it was served: "+
 			"no ID is issued from this tag until an operator resumes it (then the new ones are served)",
-			ErrRegressed, ErrInvalidConfig, b.name, b.source(si), old[0], old[1], r.Delta, r.Remainder)
-		if b.refused == nil {
-			b.refuseLocked(err)
-			b.a.cfg.Logger.Error("segment: a store's delta and remainder changed; refusing the tag until an operator resumes it", "tag", b.name, "err", err)
-		}
-		return 0, 0, err
+			ErrRegressed, ErrInvalidConfig, b.name, b.source(si), old.delta, old.remainder, got.delta, got.remainder)
+	} else if sj, other, ok := collision(b.strides, si, got); ok {
+		err2 = fmt.Errorf("%w: %w: tag %q: %s serves the IDs ≡ %d (mod %d) and %s those ≡ %d (mod %d): they would issue the same IDs; "+
+			"no ID is issued from this tag until its shares are corrected and an operator resumes it",
+			ErrRegressed, ErrInvalidConfig, b.name, cfg.sourceName(sj), other.remainder, other.delta, cfg.sourceName(si), got.remainder, got.delta)
 	}
-	b.strides[si] = [2]int64{r.Delta, r.Remainder}
-	return r.Delta, r.Remainder, nil
+	if err2 != nil {
+		if b.refused == nil {
+			b.refuseLocked(err2)
+			b.a.cfg.Logger.Error("segment: a store's share of a tag changed or collides with another's; refusing the tag until an operator resumes it", "tag", b.name, "err", err2)
+		}
+		return 0, 0, err2
+	}
+	b.strides[si] = got
+	return got.delta, got.remainder, nil
+}
+
+// knownDelta is the delta of the share source si serves, as far as this
+// buffer knows it yet (configured, or read from the store); 1 if unknown.
+func (b *buffer) knownDelta(si int) int64 {
+	if d := b.a.cfg.Sources[si].Delta; d > 0 {
+		return d
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.strides != nil && b.strides[si].delta > 0 {
+		return b.strides[si].delta
+	}
+	return 1
 }
 
 // source names source si in messages when there are several.
-func (b *buffer) source(si int) string { return sourceOf(len(b.a.cfg.Sources), si) }
+func (b *buffer) source(si int) string { return b.a.cfg.sourceLabel(si) }
 
-// sourceOf names source si of n in messages: nothing when n is 1.
-func sourceOf(n, si int) string {
-	if n == 1 {
+// sourceLabel names source si in messages, " (name)", when there are
+// several; nothing when there is one.
+func (c Config) sourceLabel(si int) string {
+	if len(c.Sources) == 1 {
 		return ""
 	}
-	return fmt.Sprintf(" (source %d)", si)
+	return " (" + c.sourceName(si) + ")"
 }
 
 // advanceHigh checks a range r just fetched from source si against the

@@ -7,17 +7,32 @@ import (
 )
 
 // Source is one store a tag is served from. With several sources (Tinyid's
-// multi-database mode) each keeps its own row per tag and serves only the
-// IDs of its range that are ≡ Remainder (mod Delta), so that the sources
-// never collide and losing one database loses only its share.
+// multi-database mode, Flickr's ticket servers) each keeps its own row per
+// tag and serves only the IDs of its ranges that are ≡ a remainder (mod a
+// delta), so that the sources never collide and losing one database loses
+// only its share.
+//
+// Which store serves which remainder is best recorded in the store itself,
+// per tag (Tag.Delta and Tag.Remainder, which every store of flakeid keeps):
+// leave Delta and Remainder 0 in every Source and the allocator serves each
+// store's recorded share, checks the shares of one tag against each other
+// before it issues from them (CheckStrides checks every tag at once), and
+// refuses a tag whose shares collide, whatever the order of Sources.
 type Source struct {
 	// Store keeps this source's rows. Required.
 	Store Store
-	// Delta and Remainder select the IDs this source serves: those ≡
-	// Remainder (mod Delta). Delta: 1 or more, the same for every source;
-	// default 1. Remainder: 0 to Delta−1, distinct per source; default 0.
-	// Which store serves which remainder must never change once it has
-	// issued IDs (docs/GUARANTEES.md says why).
+	// Name names the source in errors and logs (a URL without its
+	// password, say). Default "source <index>".
+	Name string
+	// Delta and Remainder, when Delta is set, configure the IDs this
+	// source serves instead: those ≡ Remainder (mod Delta). Delta: 1 or
+	// more, the same for every source; Remainder: 0 to Delta−1, distinct
+	// per source. A store that records another share for a tag is refused
+	// for it. Default 0, 0: the share each store records for the tag (all
+	// its IDs when it records none and is the only source). Set in all
+	// sources or in none. Which store serves which remainder must never
+	// change once it has issued IDs (docs/GUARANTEES.md says why): the
+	// recorded form cannot be reordered by mistake.
 	Delta, Remainder int64
 }
 
@@ -45,7 +60,9 @@ type Config struct {
 	// MaxBatch bounds the n of Next. Range 1–10,000,000. Default 100,000.
 	MaxBatch int
 	// AutoCreate creates an unknown tag on first use, with DefaultStep.
-	// Default false: an unknown tag is ErrUnknownTag.
+	// Default false: an unknown tag is ErrUnknownTag. Not with several
+	// sources that record their shares: nodes listing them in different
+	// orders would record colliding ones.
 	AutoCreate bool
 	// DefaultStep is the step of tags created on first use. Range
 	// 1–MaxStep. Default 1000, or MaxStep when that is smaller.
@@ -89,34 +106,57 @@ func (c Config) Validate() error {
 	case c.FetchTimeout <= 0:
 		return bad("fetch timeout %v, want > 0", c.FetchTimeout)
 	}
+	recorded := 0
+	for i, s := range c.Sources {
+		if s.Store == nil {
+			return bad("%s has no Store", c.sourceName(i))
+		}
+		if s.Delta == 0 && s.Remainder == 0 {
+			recorded++
+		}
+	}
+	if recorded == len(c.Sources) {
+		if recorded > 1 && c.AutoCreate {
+			return bad("auto-create with %d sources that record their shares: nodes listing them in another order would record colliding ones; create tags with their shares (Allocator.Create does)", recorded)
+		}
+		return nil
+	}
 	delta := c.Sources[0].Delta
-	seen := map[int64]bool{}
+	seen := map[int64]int{}
 	for i, s := range c.Sources {
 		switch {
-		case s.Store == nil:
-			return bad("source %d has no Store", i)
+		case s.Delta < 1:
+			return bad("%s has delta %d, want 1 or more: set Delta in every source or in none", c.sourceName(i), s.Delta)
 		case s.Delta != delta:
-			return bad("source %d has delta %d, source 0 has %d: all must share one", i, s.Delta, delta)
+			return bad("%s has delta %d, %s has %d: all must share one", c.sourceName(i), s.Delta, c.sourceName(0), delta)
 		case s.Remainder < 0 || s.Remainder >= s.Delta:
-			return bad("source %d has remainder %d, want 0–%d", i, s.Remainder, s.Delta-1)
-		case seen[s.Remainder]:
-			return bad("sources share remainder %d: they would issue the same IDs", s.Remainder)
+			return bad("%s has remainder %d, want 0–%d", c.sourceName(i), s.Remainder, s.Delta-1)
 		}
-		seen[s.Remainder] = true
+		if j, ok := seen[s.Remainder]; ok {
+			return bad("%s and %s share remainder %d: they would issue the same IDs", c.sourceName(j), c.sourceName(i), s.Remainder)
+		}
+		seen[s.Remainder] = i
 	}
 	return nil
 }
+
+// sourceName names source i in messages: its Name, else "source i".
+func (c Config) sourceName(i int) string {
+	if c.Sources[i].Name != "" {
+		return c.Sources[i].Name
+	}
+	return fmt.Sprintf("source %d", i)
+}
+
+// recorded reports whether the sources' shares are the ones their stores
+// record (no Source sets Delta).
+func (c Config) recorded() bool { return c.Sources[0].Delta == 0 }
 
 func (c Config) withDefaults() Config {
 	if len(c.Sources) == 0 && c.Store != nil {
 		c.Sources = []Source{{Store: c.Store}}
 	}
 	c.Sources = append([]Source(nil), c.Sources...)
-	for i := range c.Sources {
-		if c.Sources[i].Delta == 0 {
-			c.Sources[i].Delta = 1
-		}
-	}
 	if c.Prefetch == 0 {
 		c.Prefetch = 0.1
 	}

@@ -130,11 +130,13 @@ type Store interface {
 	Get(ctx context.Context, tag string) (Tag, error)
 	// List returns every tag, ordered by name.
 	List(ctx context.Context) ([]Tag, error)
-	// Create adds a tag with t's Name, Step, Description and MaxID (0 means
-	// 1), or fails with ErrTagExists. A deleted tag of that name comes back
-	// with t's Step and Description and a max_id of at least the one it
-	// kept (the larger of the two): it continues above every ID it handed
-	// out.
+	// Create adds a tag with t's Name, Step, Description, MaxID (0 means
+	// 1) and share (Delta and Remainder, see Range: Get, List and Fetch
+	// return them), or fails with ErrTagExists. A deleted tag of that name
+	// comes back with t's Step and Description and a max_id of at least the
+	// one it kept (the larger of the two): it continues above every ID it
+	// handed out. Its share cannot change (SameShare): with several stores,
+	// another share could be one another store served.
 	Create(ctx context.Context, t Tag) error
 	// Delete takes a tag out of service and keeps its max_id: Fetch, Get
 	// and Update then fail with ErrUnknownTag, List leaves it out, and a

@@ -122,13 +122,17 @@ func ValidateTag(t Tag) error {
 	return nil
 }
 
-// NoStride is what a store that records no stride (see Range) answers a
-// Create with a Delta above 1: an error wrapping ErrInvalidTag that names
-// the store, or nil when t asks for none (Delta 0 or 1, Remainder 0).
-func NoStride(t Tag, store string) error {
-	if t.Delta > 1 || t.Remainder != 0 {
-		return fmt.Errorf("%w: tag %q: delta %d and remainder %d: %s records no delta or remainder (serve several stores with a delta each, or use Tinyid's table)",
-			ErrInvalidTag, t.Name, t.Delta, t.Remainder, store)
+// SameShare is what a store answers a Create of a tag it kept deleted
+// (old) that asks for another share of the IDs (t's Delta and Remainder;
+// Delta 0 or 1 with Remainder 0 is every ID): an error wrapping
+// ErrInvalidTag, or nil when the share is the same. With several stores, a
+// store's new share could be one another store already served above this
+// store's max_id.
+func SameShare(old, t Tag) error {
+	was, is := share{max(old.Delta, 1), old.Remainder}, share{max(t.Delta, 1), t.Remainder}
+	if was != is {
+		return fmt.Errorf("%w: tag %q was deleted here while serving %s, and cannot come back serving %s (with several stores that could be IDs another one issued): create it with delta %d and remainder %d, or use another name",
+			ErrInvalidTag, t.Name, was, is, was.delta, was.remainder)
 	}
 	return nil
 }

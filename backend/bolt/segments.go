@@ -123,6 +123,10 @@ type segRecord struct {
 	Step        int64  `json:"step"`
 	Description string `json:"description,omitempty"`
 	UpdatedMs   int64  `json:"update_time_ms,omitempty"`
+	// Delta and Remainder are the tag's share of the IDs (segment.Range);
+	// absent for every ID.
+	Delta     int64 `json:"delta,omitempty"`
+	Remainder int64 `json:"remainder,omitempty"`
 	// Deleted marks a tag Delete took out of service; the record stays for
 	// its max_id.
 	Deleted bool `json:"deleted,omitempty"`
@@ -134,6 +138,8 @@ type rawRecord struct {
 	Step        *int64 `json:"step"`
 	Description string `json:"description"`
 	UpdatedMs   int64  `json:"update_time_ms"`
+	Delta       int64  `json:"delta"`
+	Remainder   int64  `json:"remainder"`
 	Deleted     bool   `json:"deleted"`
 }
 
@@ -171,8 +177,10 @@ func (s *Segments) decodeRecord(name string, v []byte) (segment.Tag, bool, error
 		return segment.Tag{}, false, s.corrupt(name, v, fmt.Sprintf("max_id %d < 0", *r.MaxID))
 	case *r.Step < 1 || *r.Step > segment.MaxStep:
 		return segment.Tag{}, false, s.corrupt(name, v, fmt.Sprintf("step %d out of 1–%d", *r.Step, segment.MaxStep))
+	case r.Delta < 0 || r.Delta > segment.MaxStep || r.Remainder < 0 || r.Remainder >= max(r.Delta, 1):
+		return segment.Tag{}, false, s.corrupt(name, v, fmt.Sprintf("delta %d and remainder %d, want a delta of 1–%d and a remainder below it", r.Delta, r.Remainder, segment.MaxStep))
 	}
-	t := segment.Tag{Name: name, MaxID: *r.MaxID, Step: *r.Step, Description: r.Description}
+	t := segment.Tag{Name: name, MaxID: *r.MaxID, Step: *r.Step, Description: r.Description, Delta: r.Delta, Remainder: r.Remainder}
 	if r.UpdatedMs != 0 {
 		t.Updated = time.UnixMilli(r.UpdatedMs).UTC()
 	}
@@ -185,7 +193,11 @@ func putTag(b *bbolt.Bucket, t segment.Tag) error {
 
 // putRecord writes a tag's record, deleted or not.
 func putRecord(b *bbolt.Bucket, t segment.Tag, deleted bool) error {
-	v, err := json.Marshal(segRecord{MaxID: t.MaxID, Step: t.Step, Description: t.Description, UpdatedMs: t.Updated.UnixMilli(), Deleted: deleted})
+	rec := segRecord{MaxID: t.MaxID, Step: t.Step, Description: t.Description, UpdatedMs: t.Updated.UnixMilli(), Deleted: deleted}
+	if t.Delta > 1 {
+		rec.Delta, rec.Remainder = t.Delta, t.Remainder
+	}
+	v, err := json.Marshal(rec)
 	if err != nil {
 		return err
 	}
@@ -226,7 +238,7 @@ func (s *Segments) Fetch(ctx context.Context, tag string, n int64) (segment.Rang
 		if t.MaxID > math.MaxInt64-n {
 			return fmt.Errorf("%w: tag %q at %d cannot take %d more IDs", segment.ErrExhausted, tag, t.MaxID, n)
 		}
-		r = segment.Range{Start: t.MaxID, End: t.MaxID + n}
+		r = segment.Range{Start: t.MaxID, End: t.MaxID + n, Delta: t.Delta, Remainder: t.Remainder}
 		t.MaxID, t.Updated = r.End, s.now()
 		return putTag(b, t)
 	})
@@ -281,9 +293,6 @@ func (s *Segments) Create(ctx context.Context, t segment.Tag) error {
 	if err := segment.ValidateTag(t); err != nil {
 		return err
 	}
-	if err := segment.NoStride(t, "a segments.db file"); err != nil {
-		return err
-	}
 	if t.MaxID == 0 {
 		t.MaxID = 1
 	}
@@ -296,6 +305,9 @@ func (s *Segments) Create(ctx context.Context, t segment.Tag) error {
 			old, deleted, err := s.decodeRecord(t.Name, v)
 			if err != nil || !deleted { // a record, live or damaged, is never written over
 				return fmt.Errorf("%w: %q", segment.ErrTagExists, t.Name)
+			}
+			if err := segment.SameShare(old, t); err != nil {
+				return err
 			}
 			t.MaxID = max(t.MaxID, old.MaxID) // continues above what it handed out
 		} else if b.Bucket([]byte(t.Name)) != nil {

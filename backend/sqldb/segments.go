@@ -97,6 +97,7 @@ type segmentStatements struct {
 	fetch         string   // PostgreSQL: UPDATE … RETURNING; MySQL: UPDATE … LAST_INSERT_ID(…) (Leaf) or UPDATE then fetchRead (Tinyid)
 	fetchRead     string   // Tinyid on MySQL: the row after fetch, in fetch's transaction
 	readMax       string   // why a fetch matched no row: max_id, step
+	readShare     string   // Tinyid: step, delta, remainder of a row, live or deleted
 	setDescTinyid string   // Tinyid: upsert into the description table
 	// maxOff is what to add to the table's max_id to get the first ID not
 	// yet handed out: 0 for Leaf, 1 for Tinyid (whose max_id is the last
@@ -204,8 +205,9 @@ type Segments struct {
 	d       Dialect
 	table   string
 	q       segmentStatements
-	ownedDB bool // Close closes db: OpenSegments made it
-	tinyid  bool // on Tinyid's tables (NewTinyidSegments)
+	st      strideStatements // a Leaf table's shares in StrideTable
+	ownedDB bool             // Close closes db: OpenSegments made it
+	tinyid  bool             // on Tinyid's tables (NewTinyidSegments)
 }
 
 // NewSegments returns a store that keeps its tags in table ("" means
@@ -232,7 +234,11 @@ func newStore(db *sql.DB, d Dialect, table, def string, statements func(Dialect,
 	if err != nil {
 		return nil, err
 	}
-	return &Segments{db: db, d: d, table: table, q: q, tinyid: q.maxOff == 1}, nil
+	tinyid := q.maxOff == 1
+	if !tinyid {
+		q.schema = append(q.schema, strideSchema(d))
+	}
+	return &Segments{db: db, d: d, table: table, q: q, st: newStrideStatements(d), tinyid: tinyid}, nil
 }
 
 // Close closes the database if OpenSegments opened it; a Segments made by
@@ -355,6 +361,18 @@ func (s *Segments) Fetch(ctx context.Context, tag string, n int64) (segment.Rang
 		default:
 			r, err = s.fetchLastInsertID(ctx, tag, n)
 		}
+		if err == nil && !s.tinyid {
+			// A Leaf table's share is read after the fetch: it never
+			// changes while the row is there (Create keeps it).
+			var found bool
+			r.Delta, r.Remainder, found, _, err = s.share(ctx, s.db, tag)
+			if err != nil {
+				return segment.Range{}, s.unavailable(ctx, fmt.Sprintf("reading the share of tag %q after fetching [%d, %d) (given up)", tag, r.Start, r.End), err)
+			}
+			if !found {
+				r.Delta, r.Remainder = 0, 0
+			}
+		}
 		if err == nil {
 			return r, nil
 		}
@@ -457,6 +475,9 @@ func (s *Segments) Get(ctx context.Context, tag string) (segment.Tag, error) {
 	if errors.Is(err, sql.ErrNoRows) {
 		return segment.Tag{}, fmt.Errorf("%w: %s: tag %q has no row", segment.ErrUnknownTag, s.where("reading"), tag)
 	}
+	if err == nil {
+		err = s.withShare(ctx, &t)
+	}
 	if err != nil {
 		return segment.Tag{}, s.unavailable(ctx, fmt.Sprintf("reading tag %q", tag), err)
 	}
@@ -483,6 +504,9 @@ func (s *Segments) List(ctx context.Context) ([]segment.Tag, error) {
 	if err := rows.Err(); err != nil {
 		return nil, s.unavailable(ctx, "listing", err)
 	}
+	if err := s.withShares(ctx, tags); err != nil {
+		return nil, s.unavailable(ctx, "listing", err)
+	}
 	slices.SortFunc(tags, func(a, b segment.Tag) int { return strings.Compare(a.Name, b.Name) })
 	return tags, nil
 }
@@ -503,23 +527,7 @@ func (s *Segments) Create(ctx context.Context, t segment.Tag) error {
 	if s.tinyid {
 		return s.createTinyid(ctx, t)
 	}
-	if err := segment.NoStride(t, "Leaf's table"); err != nil {
-		return err
-	}
-	// A deleted tag of the name comes back above the max_id it kept.
-	res, err := s.db.ExecContext(ctx, s.q.revive, t.Step, t.Description, t.MaxID, t.Name)
-	if err != nil {
-		return s.rejected(ctx, "creating", t.Name, err)
-	}
-	if k, err := res.RowsAffected(); err != nil {
-		return s.unavailable(ctx, fmt.Sprintf("creating tag %q", t.Name), err)
-	} else if k > 0 {
-		return nil
-	}
-	if _, err := s.db.ExecContext(ctx, s.q.insert, t.Name, t.MaxID, t.Step, t.Description); err != nil {
-		return s.rejected(ctx, "creating", t.Name, err)
-	}
-	return nil
+	return s.createLeaf(ctx, t)
 }
 
 // Update implements segment.Store: it sets the step (1–segment.MaxStep)

@@ -625,7 +625,8 @@ func TestSegmentsTableNames(t *testing.T) {
 			t.Fatalf("%v: NewSegments with no table: %v, %v", d, s, err)
 		}
 		schema, _ := SegmentSchemaSQL(d, "")
-		if s.SegmentSchemaSQL() != schema || !strings.Contains(schema, "CREATE TABLE IF NOT EXISTS "+d.quote("leaf_alloc")) {
+		if s.SegmentSchemaSQL() != joinSchema(schema, strideSchema(d)) || !strings.Contains(schema, "CREATE TABLE IF NOT EXISTS "+d.quote("leaf_alloc")) ||
+			!strings.Contains(s.SegmentSchemaSQL(), "CREATE TABLE IF NOT EXISTS "+d.quote(StrideTable)) {
 			t.Errorf("%v: schema %q", d, schema)
 		}
 		for _, col := range []string{"biz_tag VARCHAR(128)", "max_id BIGINT NOT NULL DEFAULT 1", "step INT NOT NULL",

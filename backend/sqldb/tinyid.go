@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
-	"time"
 
-	"github.com/flakeid/flakeid/internal/backoff"
 	"github.com/flakeid/flakeid/segment"
 	"github.com/flakeid/flakeid/worker"
 )
@@ -167,6 +165,7 @@ func newTinyidStatements(d Dialect, table string) (segmentStatements, error) {
 		fetch:         fetch,
 		fetchRead:     "SELECT max_id + 1, delta, remainder FROM " + t + " WHERE biz_type = ?",
 		readMax:       "SELECT max_id, COALESCE(step, 0) FROM " + t + " WHERE biz_type = ?",
+		readShare:     "SELECT step, delta, remainder FROM " + t + " WHERE biz_type = ?",
 		get:           "SELECT " + cols + from + " WHERE i.biz_type = ? AND i.step > 0",
 		list:          "SELECT " + cols + from + " WHERE i.step > 0 ORDER BY i.biz_type",
 		insert:        "INSERT INTO " + t + " (biz_type, begin_id, max_id, step, delta, remainder, create_time, update_time, version) VALUES (?, ?, ?, ?, ?, ?, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP, 0)",
@@ -177,7 +176,7 @@ func newTinyidStatements(d Dialect, table string) (segmentStatements, error) {
 		maxOff:        1,
 	}
 	if d == Postgres {
-		for _, p := range []*string{&q.fetch, &q.fetchRead, &q.readMax, &q.get, &q.list, &q.insert, &q.setStep, &q.revive, &q.delete, &q.setDescTinyid} {
+		for _, p := range []*string{&q.fetch, &q.fetchRead, &q.readMax, &q.readShare, &q.get, &q.list, &q.insert, &q.setStep, &q.revive, &q.delete, &q.setDescTinyid} {
 			*p = dollarParams(*p)
 		}
 	}
@@ -282,15 +281,7 @@ func (s *Segments) createTinyid(ctx context.Context, t segment.Tag) error {
 	if delta > math.MaxInt32 {
 		return fmt.Errorf("%w: tag %q: delta %d, want at most %d (Tinyid's INT column)", segment.ErrInvalidTag, t.Name, delta, math.MaxInt32)
 	}
-	// Creators racing on one name (the allocators of a series starting a
-	// period) can deadlock on InnoDB's gap locks: run it again.
-	bo := backoff.Backoff{Min: 2 * time.Millisecond, Max: 100 * time.Millisecond}
-	for attempt := 0; ; attempt++ {
-		err := s.createTinyidOnce(ctx, t, delta)
-		if err == nil || attempt+1 >= maxFetchAttempts || !retryable(err) || errors.Is(err, segment.ErrTagExists) || backoff.Sleep(ctx, bo.Next(attempt)) != nil {
-			return err
-		}
-	}
+	return s.retryCreate(ctx, func() error { return s.createTinyidOnce(ctx, t, delta) })
 }
 
 // createTinyidOnce is one attempt of createTinyid.
@@ -301,6 +292,18 @@ func (s *Segments) createTinyidOnce(ctx context.Context, t segment.Tag, delta in
 	}
 	defer tx.Rollback()
 	last := t.MaxID - 1 // Tinyid's max_id: the last ID handed out
+	var step sql.NullInt64
+	var oldDelta, oldRem int64
+	err = tx.QueryRowContext(ctx, s.q.readShare, t.Name).Scan(&step, &oldDelta, &oldRem)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return s.unavailable(ctx, fmt.Sprintf("creating tag %q", t.Name), err)
+	case step.Int64 == 0: // deleted: it comes back only with the share it had
+		if err := segment.SameShare(segment.Tag{Delta: oldDelta, Remainder: oldRem}, t); err != nil {
+			return err
+		}
+	}
 	res, err := tx.ExecContext(ctx, s.q.revive, t.Step, delta, t.Remainder, last, t.Name)
 	if err != nil {
 		return s.rejected(ctx, "creating", t.Name, err)

@@ -207,8 +207,7 @@ func (c *decodeCmd) numbers(ctx context.Context, out *streams) error {
 		return err
 	}
 	defer store.Close()
-	cfg.Store = store
-	a, err := segment.New(cfg)
+	a, err := store.allocator(cfg)
 	if err != nil {
 		return err
 	}

@@ -26,7 +26,7 @@ func (c *nextCmd) segments(ctx context.Context, out *streams) error {
 	if err != nil {
 		return err
 	}
-	a, err := segment.New(segment.Config{Store: store, AutoCreate: c.CreateTag, Logger: log, CounterKeys: keys})
+	a, err := store.allocator(segment.Config{AutoCreate: c.CreateTag, Logger: log, CounterKeys: keys})
 	if err != nil {
 		return err
 	}

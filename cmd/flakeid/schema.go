@@ -110,7 +110,12 @@ type tagsSchemaCmd struct {
 }
 
 // Run prints the DDL.
-func (c *tagsSchemaCmd) Run(out *streams) error { return schemaFor("segments", c.Store.Store, out) }
+func (c *tagsSchemaCmd) Run(out *streams) error {
+	if len(c.Store.Store) > 1 {
+		return fmt.Errorf("--store is given %d times; tags schema prints the DDL of one", len(c.Store.Store))
+	}
+	return schemaFor("segments", strings.Join(c.Store.Store, ""), out)
+}
 
 // workersSchemaCmd prints the worker table's DDL.
 type workersSchemaCmd struct {

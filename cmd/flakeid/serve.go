@@ -155,11 +155,8 @@ func (c *serveCmd) startAttrs(cfg server.Config, l snowflake.Layout) []any {
 	if err != nil {
 		coord = "(" + err.Error() + ")"
 	}
-	store, err := c.Store.url(&c.Data)
-	if err != nil {
-		store = "(" + err.Error() + ")"
-	}
-	return []any{"version", versionLine(), "data_dir", dir, "coordinator", redactURL(coord), "store", redactURL(store),
+	store := c.Store.redacted(&c.Data)
+	return []any{"version", versionLine(), "data_dir", dir, "coordinator", redactURL(coord), "store", store,
 		"layout", l.String(), "datacenter", c.Coord.Datacenter, "listen", cfg.Listen, "tls", cfg.TLSCert != ""}
 }
 
@@ -238,17 +235,17 @@ func (c *serveCmd) Run(ctx context.Context, out *streams) error {
 	}
 	defer n.Close()
 
-	store, err := c.Store.open(ctx, &c.Data)
+	stores, err := c.Store.open(ctx, &c.Data)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	defer stores.Close()
 	counterKeys, err := cfg.Mask.CounterKeys()
 	if err != nil {
 		return err
 	}
-	segCfg := segment.Config{Store: store, AutoCreate: c.AutoCreateTags,
-		SegmentDuration: c.SegmentDuration, MaxBatch: cfg.MaxCount, Logger: log, CounterKeys: counterKeys}
+	segCfg := stores.config(segment.Config{AutoCreate: c.AutoCreateTags,
+		SegmentDuration: c.SegmentDuration, MaxBatch: cfg.MaxCount, Logger: log, CounterKeys: counterKeys})
 	if tc := c.Coord.testClock(); tc != nil {
 		segCfg.Now = tc.Now // series' periods follow the node's (shifted) clock
 	}
@@ -257,9 +254,19 @@ func (c *serveCmd) Run(ctx context.Context, out *streams) error {
 		return err
 	}
 	defer segs.Close()
+	if len(stores.list) > 1 {
+		// Which store serves which share of a tag is recorded in the
+		// stores: shares that collide, or that leave IDs unserved (a store
+		// missing from the flags), are refused before anything is served.
+		if err := segs.CheckStrides(ctx); errors.Is(err, segment.ErrInvalidConfig) {
+			return fmt.Errorf("the segment stores' shares of their tags do not fit together; nothing is served:\n%w", err)
+		} else if err != nil {
+			log.Warn("flakeid: a segment store could not be read at start: its shares are checked when it answers", "err", err)
+		}
+	}
 
 	opts := server.Options{Config: cfg, Node: n, Segments: segs, Logger: log}
-	if ts, ok := store.(interface {
+	if ts, ok := stores.list[0].(interface {
 		Tinyid() bool
 		TinyidTokens(context.Context) (map[string][]string, error)
 	}); ok && ts.Tinyid() {

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/flakeid/flakeid/segment"
@@ -26,38 +28,54 @@ type tagsLsCmd struct {
 	Store storeFlags `embed:""`
 }
 
-// Run lists the tags.
+// storeTag is a tag as one of several stores holds it.
+type storeTag struct {
+	segment.Tag
+	Store string `json:"store,omitempty"`
+}
+
+// Run lists the tags; with several stores, each store's row of each tag
+// (its own max id and share).
 func (c *tagsLsCmd) Run(ctx context.Context, out *streams) error {
 	s, err := c.Store.open(ctx, &c.Data)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	a, err := segment.New(segment.Config{Store: s, Logger: discardLogger()})
-	if err != nil {
-		return err
+	var rows []storeTag
+	for i, st := range s.list {
+		one := &stores{list: []store{st}, names: []string{s.names[i]}}
+		a, err := one.allocator(segment.Config{})
+		if err != nil {
+			return err
+		}
+		tags, err := a.Tags(ctx) // series with their settings; their periods' rows left out
+		a.Close()
+		if err != nil {
+			return err
+		}
+		for _, t := range tags {
+			rows = append(rows, storeTag{Tag: t, Store: map[bool]string{true: s.names[i]}[len(s.list) > 1]})
+		}
 	}
-	defer a.Close()
-	tags, err := a.Tags(ctx) // series with their settings; their periods' rows left out
-	if err != nil {
-		return err
-	}
+	slices.SortStableFunc(rows, func(a, b storeTag) int { return strings.Compare(a.Name, b.Name) })
 	if c.JSON {
 		enc := json.NewEncoder(out.stdout)
-		for _, t := range tags {
+		for _, t := range rows {
 			if err := enc.Encode(t); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	if len(tags) == 0 {
+	if len(rows) == 0 {
 		fmt.Fprintln(out.stdout, "no tags")
 		return nil
 	}
 	tw := tabwriter.NewWriter(out.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TAG\tMAX ID\tSTEP\tUPDATED\tDESCRIPTION")
-	for _, t := range tags {
+	storeCol := map[bool]string{true: "\tSTORE"}[len(s.list) > 1]
+	fmt.Fprintln(tw, "TAG"+storeCol+"\tMAX ID\tSTEP\tUPDATED\tDESCRIPTION")
+	for _, t := range rows {
 		maxID, desc := strconv.FormatInt(t.MaxID, 10), t.Description
 		if t.Series != nil {
 			maxID = "-"
@@ -66,7 +84,11 @@ func (c *tagsLsCmd) Run(ctx context.Context, out *streams) error {
 		if t.Delta > 1 {
 			desc = fmt.Sprintf("IDs ≡ %d (mod %d)", t.Remainder, t.Delta) + sep(desc) + desc
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", t.Name, maxID, t.Step, stamp(t.Updated), desc)
+		name := t.Name
+		if t.Store != "" {
+			name += "\t" + t.Store
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", name, maxID, t.Step, stamp(t.Updated), desc)
 	}
 	return tw.Flush()
 }
@@ -76,7 +98,7 @@ type tagsCreateCmd struct {
 	Step        int64        `default:"1000" help:"IDs per fetch from the store, 1–2^31−1; the dynamic step never goes below it. A series keeps it: at most one step per node per period is lost."`
 	MaxID       int64        `name:"start" default:"1" help:"The first ID the tag hands out; for a series, the first counter of every period."`
 	Description string       `help:"Free text, up to 256 bytes (a series' settings share them)."`
-	Delta       int64        `help:"Hand out only the IDs ≡ --remainder (mod --delta), as Tinyid's delta and remainder columns do: for a store that records them (?format=tinyid). Default: every ID."`
+	Delta       int64        `help:"Hand out only the IDs ≡ --remainder (mod --delta), as Tinyid's delta and remainder columns do; the store records them, and the tag keeps them for life. Default: every ID, or, with several --store, store i of n the IDs ≡ i (mod n)."`
 	Remainder   int64        `help:"See --delta: 0 to delta−1."`
 	Period      string       `enum:",minute,hour,day,week,month,year" default:"" help:"Make the tag a series of business numbers whose counter starts again every minute, hour, day, week, month or year (with --template)."`
 	Template    string       `placeholder:"TEXT" help:"A series' number: literal text, date parts {yyyy} {yy} {MM} {dd} {HH} {mm} {GGGG} {ww} of the period (several in one pair of braces, as {yyyyMMdd}) and one counter {seq:N} of N digits, e.g. ORD-{yyyyMMdd}-{seq:6}."`
@@ -117,8 +139,7 @@ func (c *tagsCreateCmd) Run(ctx context.Context, out *streams) error {
 		return err
 	}
 	defer s.Close()
-	cfg.Store = s
-	a, err := segment.New(cfg)
+	a, err := s.allocator(cfg)
 	if err != nil {
 		return err
 	}
@@ -130,11 +151,22 @@ func (c *tagsCreateCmd) Run(ctx context.Context, out *streams) error {
 		fmt.Fprintf(out.stdout, "created series %s (step %d): %s\n", c.Tag, c.Step, seriesSummary(*t.Series))
 		return nil
 	}
-	first := max(c.MaxID, 1)
-	if got, err := s.Get(ctx, c.Tag); err == nil {
-		first = got.MaxID // a recovered store's floor may have raised it
+	if len(s.list) == 1 {
+		first := max(c.MaxID, 1)
+		if got, err := s.list[0].Get(ctx, c.Tag); err == nil {
+			first = got.MaxID // a recovered store's floor may have raised it
+		}
+		fmt.Fprintf(out.stdout, "created tag %s (step %d, first ID %d)\n", c.Tag, c.Step, first)
+		return nil
 	}
-	fmt.Fprintf(out.stdout, "created tag %s (step %d, first ID %d)\n", c.Tag, c.Step, first)
+	fmt.Fprintf(out.stdout, "created tag %s (step %d) in %d stores:\n", c.Tag, c.Step, len(s.list))
+	for i, st := range s.list {
+		got, err := st.Get(ctx, c.Tag)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out.stdout, "  %s: IDs ≡ %d (mod %d), from %d\n", s.names[i], got.Remainder, got.Delta, got.MaxID)
+	}
 	return nil
 }
 
@@ -156,7 +188,7 @@ func (c *tagsSetStepCmd) Run(ctx context.Context, out *streams) error {
 		return err
 	}
 	defer s.Close()
-	a, err := segment.New(segment.Config{Store: s, Logger: discardLogger()})
+	a, err := s.allocator(segment.Config{})
 	if err != nil {
 		return err
 	}
@@ -183,14 +215,21 @@ func (c *tagsDeleteCmd) Run(ctx context.Context, out *streams) error {
 		return err
 	}
 	defer s.Close()
-	row, err := s.Get(ctx, c.Tag)
+	var kept []string
+	for i, st := range s.list {
+		if row, err := st.Get(ctx, c.Tag); err == nil {
+			kept = append(kept, strconv.FormatInt(row.MaxID, 10)+map[bool]string{true: " in " + s.names[i]}[len(s.list) > 1])
+		}
+	}
+	a, err := s.allocator(segment.Config{})
 	if err != nil {
 		return err
 	}
-	if err := s.Delete(ctx, c.Tag); err != nil {
+	defer a.Close()
+	if err := a.Delete(ctx, c.Tag); err != nil {
 		return err
 	}
-	fmt.Fprintf(out.stdout, "deleted tag %s (max id %d kept: creating it again continues from there)\n", c.Tag, row.MaxID)
+	fmt.Fprintf(out.stdout, "deleted tag %s (max id %s kept: creating it again continues from there)\n", c.Tag, strings.Join(kept, ", "))
 	return nil
 }
 

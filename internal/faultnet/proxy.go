@@ -1,7 +1,9 @@
 // Package faultnet is a TCP proxy for fault-injection tests: it forwards
 // connections to a target address until told to cut the link, which then
 // holds every byte (a partition: nothing gets through and nothing is
-// refused, so clients hang until their own deadlines) until the link heals.
+// refused, so clients hang until their own deadlines) until the link heals,
+// or to play a stopped server (Down: every connection closed and every new
+// one refused at once) until it comes back.
 package faultnet
 
 import (
@@ -17,6 +19,7 @@ type Proxy struct {
 
 	mu    sync.Mutex
 	cut   bool
+	down  bool          // a stopped server: connections are closed at once
 	heal  chan struct{} // closed when the link heals
 	conns map[net.Conn]struct{}
 	wg    sync.WaitGroup
@@ -49,10 +52,24 @@ func (p *Proxy) Cut() {
 	}
 }
 
-// Heal restores the link; held bytes and connections go through.
+// Down plays a stopped server: every open connection is closed, and new
+// ones are accepted and closed at once (so clients fail fast, as against a
+// stopped database's closed port), until Heal.
+func (p *Proxy) Down() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = true
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
+// Heal restores the link (after Cut or Down); held bytes and connections go
+// through.
 func (p *Proxy) Heal() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.down = false
 	if p.cut {
 		p.cut = false
 		close(p.heal)
@@ -95,10 +112,12 @@ func (p *Proxy) gate() bool {
 	return !done
 }
 
+// track records an open connection; while the proxy is down or once it
+// closed, it closes c instead and reports false.
 func (p *Proxy) track(c net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.done {
+	if p.done || p.down {
 		c.Close()
 		return false
 	}
@@ -121,7 +140,13 @@ func (p *Proxy) accept() {
 			return
 		}
 		if !p.track(c) {
-			return
+			p.mu.Lock()
+			done := p.done
+			p.mu.Unlock()
+			if done {
+				return
+			}
+			continue // down: refused
 		}
 		p.wg.Add(1)
 		go p.serve(c)

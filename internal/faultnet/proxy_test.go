@@ -107,3 +107,47 @@ func TestCloseWhileCut(t *testing.T) {
 		t.Fatal("Close hung while the link was cut")
 	}
 }
+
+// Down closes open connections and refuses new ones at once (a stopped
+// server, not a partition); Heal lets new ones through again.
+func TestDownRefusesAndHealRestores(t *testing.T) {
+	p, err := Listen(echoServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	if line, err := roundTrip(c, r, 5*time.Second); err != nil || line != "ping\n" {
+		t.Fatalf("before Down: %q, %v", line, err)
+	}
+	p.Down()
+	if _, err := roundTrip(c, r, 5*time.Second); err == nil {
+		t.Fatal("an open connection still answers after Down")
+	}
+	for range 3 {
+		c2, err := net.Dial("tcp", p.Addr())
+		if err != nil {
+			continue // refused outright is as good
+		}
+		t0 := time.Now()
+		_, err = roundTrip(c2, bufio.NewReader(c2), 5*time.Second)
+		c2.Close()
+		if err == nil || time.Since(t0) > 2*time.Second {
+			t.Fatalf("a new connection while down: err %v after %v; want a fast failure", err, time.Since(t0))
+		}
+	}
+	p.Heal()
+	c3, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c3.Close()
+	if line, err := roundTrip(c3, bufio.NewReader(c3), 5*time.Second); err != nil || line != "ping\n" {
+		t.Fatalf("after Heal: %q, %v", line, err)
+	}
+}

@@ -158,6 +158,9 @@ func (m *Memory) Create(ctx context.Context, t segment.Tag) error {
 		t.MaxID = 1
 	}
 	if old, ok := m.deleted[t.Name]; ok {
+		if err := segment.SameShare(old, t); err != nil {
+			return err
+		}
 		t.MaxID = max(t.MaxID, old.MaxID) // continues above what it handed out
 		delete(m.deleted, t.Name)
 	}

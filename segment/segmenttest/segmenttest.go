@@ -576,11 +576,12 @@ func restoredFromBackup(t *testing.T, c Connector) {
 	}
 }
 
-// stride: a tag created with a delta and remainder is either refused with
-// ErrInvalidTag (the store records none) and not created, or recorded, and
-// then every ID an allocator hands out is ≡ remainder (mod delta), above
-// the tag's max_id, and unique across allocators. A remainder not below
-// the delta is refused by every store.
+// stride: every store records a tag's share (delta and remainder): Get,
+// List and Fetch return it, and every ID an allocator hands out is ≡
+// remainder (mod delta), above the tag's max_id, and unique across
+// allocators. A remainder not below the delta is refused. A deleted tag
+// comes back only with the share it had (several stores serving one tag
+// rely on a store's share never changing).
 func stride(t *testing.T, c Connector) {
 	ctx := ctxT(t)
 	s := c.Connect(t)
@@ -590,19 +591,55 @@ func stride(t *testing.T, c Connector) {
 	if _, err := s.Get(ctx, "bad"); !errors.Is(err, segment.ErrUnknownTag) {
 		t.Fatalf("a refused Create left a tag: %v", err)
 	}
-	err := s.Create(ctx, segment.Tag{Name: "odd", Step: 30, Delta: 3, Remainder: 1, MaxID: 100})
-	if errors.Is(err, segment.ErrInvalidTag) {
-		if _, gerr := s.Get(ctx, "odd"); !errors.Is(gerr, segment.ErrUnknownTag) {
-			t.Fatalf("a store that refuses strides (%v) created the tag: %v", err, gerr)
-		}
-		return
-	}
-	if err != nil {
+	if err := s.Create(ctx, segment.Tag{Name: "odd", Step: 30, Delta: 3, Remainder: 1, MaxID: 100}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.Get(ctx, "odd")
 	if err != nil || got.Delta != 3 || got.Remainder != 1 || got.MaxID != 100 {
 		t.Fatalf("Get = %+v, %v; want delta 3, remainder 1, max id 100", got, err)
+	}
+	if all, err := s.List(ctx); err != nil || len(all) != 1 || all[0].Delta != 3 || all[0].Remainder != 1 {
+		t.Fatalf("List = %+v, %v; want the tag with delta 3, remainder 1", all, err)
+	}
+	if r, err := s.Fetch(ctx, "odd", 5); err != nil || r.Delta != 3 || r.Remainder != 1 || r.Start != 100 {
+		t.Fatalf("Fetch = %+v, %v; want [100, 105) with delta 3, remainder 1", r, err)
+	}
+	// A store's share of a tag never changes: deleted and created again,
+	// the tag comes back only with the share it had.
+	if err := s.Create(ctx, segment.Tag{Name: "plain", Step: 10}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name        string
+		was, is     [2]int64
+		ok          bool
+		description string
+	}{
+		{"odd", [2]int64{3, 1}, [2]int64{3, 2}, false, "another remainder"},
+		{"odd", [2]int64{3, 1}, [2]int64{2, 1}, false, "another delta"},
+		{"odd", [2]int64{3, 1}, [2]int64{0, 0}, false, "every ID"},
+		{"plain", [2]int64{0, 0}, [2]int64{2, 0}, false, "a share of a tag that served every ID"},
+		{"plain", [2]int64{0, 0}, [2]int64{1, 0}, true, "delta 1: every ID, as before"},
+		{"odd", [2]int64{3, 1}, [2]int64{3, 1}, true, "the same share"},
+	} {
+		if err := s.Delete(ctx, tc.name); err != nil {
+			t.Fatal(err)
+		}
+		err := s.Create(ctx, segment.Tag{Name: tc.name, Step: 10, Delta: tc.is[0], Remainder: tc.is[1]})
+		if tc.ok != (err == nil) || !tc.ok && !errors.Is(err, segment.ErrInvalidTag) {
+			t.Fatalf("tag %q with delta %d, remainder %d, deleted and created again with %v (%s): %v", tc.name, tc.was[0], tc.was[1], tc.is, tc.description, err)
+		}
+		if !tc.ok {
+			if _, err := s.Get(ctx, tc.name); !errors.Is(err, segment.ErrUnknownTag) {
+				t.Fatalf("a refused Create brought %q back: %v", tc.name, err)
+			}
+			if err := s.Create(ctx, segment.Tag{Name: tc.name, Step: 10, Delta: tc.was[0], Remainder: tc.was[1]}); err != nil {
+				t.Fatalf("creating %q again with its share %v: %v", tc.name, tc.was, err)
+			}
+		}
+	}
+	if got, err := s.Get(ctx, "odd"); err != nil || got.MaxID < 105 {
+		t.Fatalf("odd, created again: %+v, %v; want max_id ≥ 105", got, err)
 	}
 	seen := map[int64]bool{}
 	var mu sync.Mutex
