@@ -7,6 +7,7 @@ require (
 	connectrpc.com/connect/v2 v2.0.0
 	connectrpc.com/grpcreflect/v2 v2.0.0
 	github.com/alecthomas/kong v1.17.0
+	github.com/bwmarrin/snowflake v0.3.0
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/getkin/kin-openapi v0.153.0
@@ -19,8 +20,10 @@ require (
 	github.com/prometheus/client_golang v1.23.2
 	github.com/prometheus/client_model v0.6.2
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/sony/sonyflake v1.2.0
 	github.com/tidwall/redcon v1.6.4
 	github.com/willabides/kongplete v0.4.0
+	github.com/yitter/idgenerator-go v1.3.3
 	go.etcd.io/bbolt v1.4.3
 	go.etcd.io/etcd/api/v3 v3.6.16
 	go.etcd.io/etcd/client/v3 v3.6.16

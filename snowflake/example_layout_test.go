@@ -53,17 +53,21 @@ func ExampleNew_exhausted() {
 func ExamplePreset() {
 	for _, name := range snowflake.PresetNames() {
 		l, _ := snowflake.Preset(name)
-		fmt.Printf("%-9s %v, until %s\n", name, l, l.Capacity().RunsUntil.Format(time.DateOnly))
+		fmt.Printf("%-13s %v, until %s\n", name, l, l.Capacity().RunsUntil.Format(time.DateOnly))
 	}
 	_, err := snowflake.Preset("Instagram")
 	fmt.Println(err)
 	// Output:
-	// default   41/5/5/12 × 1ms since 2025-01-01T00:00:00Z, until 2094-09-07
-	// twitter   41/5/5/12 × 1ms since 2010-11-04T01:42:54.657Z, until 2080-07-10
-	// sonyflake 39/0/16/8 × 10ms since 2014-09-01T00:00:00Z, until 2188-11-16
-	// jssafe    38/0/6/9 × 10ms since 2025-01-01T00:00:00Z, until 2112-02-09
-	// leaf      41/0/10/12 × 1ms since 2010-11-04T01:42:54.657Z, until 2080-07-10
-	// snowflake: invalid layout: unknown preset "Instagram" (known: default, twitter, sonyflake, jssafe, leaf)
+	// default       41/5/5/12 × 1ms since 2025-01-01T00:00:00Z, until 2094-09-07
+	// twitter       41/5/5/12 × 1ms since 2010-11-04T01:42:54.657Z, until 2080-07-10
+	// sonyflake     39/0/16/8 × 10ms since 2014-09-01T00:00:00Z, until 2188-11-16
+	// jssafe        38/0/6/9 × 10ms since 2025-01-01T00:00:00Z, until 2112-02-09
+	// leaf          41/0/10/12 × 1ms since 2010-11-04T01:42:54.657Z, until 2080-07-10
+	// bwmarrin      41/0/10/12 × 1ms since 2010-11-04T01:42:54.657Z, until 2080-07-10
+	// sonyflake-v1  39/0/16/8 × 10ms since 2014-09-01T00:00:00Z, sequence above node, until 2188-11-16
+	// uid-generator 28/0/22/13 × 1s since 2016-05-20T00:00:00Z, until 2024-11-20
+	// yitter        51/0/6/6 × 1ms since 2020-02-19T18:20:02Z, until 9999-12-31
+	// snowflake: invalid layout: unknown preset "Instagram" (known: default, twitter, sonyflake, jssafe, leaf, bwmarrin, sonyflake-v1, uid-generator, yitter)
 }
 
 func ExampleLayout_Compose() {

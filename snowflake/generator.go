@@ -136,6 +136,8 @@ func New(s Settings) (*Generator, error) {
 	}
 	l := c.layout
 	switch {
+	case l.Order != OrderNodeSequence:
+		return nil, fmt.Errorf("%w: layout %s puts the sequence above the node (Sonyflake's order): it decodes IDs, and flakeid generates with the sequence lowest", ErrInvalidLayout, l)
 	case s.DatacenterID < 0 || s.DatacenterID > c.maxDatacenter:
 		return nil, fmt.Errorf("%w: datacenter id %d, want 0–%d (%d datacenter bits)", ErrNodeOutOfRange, s.DatacenterID, c.maxDatacenter, l.DatacenterBits)
 	case s.WorkerID < 0 || s.WorkerID > c.maxWorker:

@@ -59,7 +59,26 @@ type Layout struct {
 	// TimeUnit is the length of one tick of the time field. Range 1µs–1h.
 	// Default 1ms.
 	TimeUnit time.Duration
+	// Order is the order of the fields below the time field. Default
+	// OrderNodeSequence. OrderSequenceNode is Sonyflake's order, for
+	// decoding its IDs: such a layout decodes and composes IDs, and New
+	// refuses it.
+	Order FieldOrder
 }
+
+// FieldOrder is the order of an ID's fields below the time field, from the
+// high bits down.
+type FieldOrder int
+
+const (
+	// OrderNodeSequence is time, datacenter, worker, sequence: the IDs of
+	// one tick of one node are consecutive integers (Twitter's order, and
+	// every flakeid generator's).
+	OrderNodeSequence FieldOrder = iota
+	// OrderSequenceNode is time, sequence, datacenter, worker: Sonyflake's
+	// order (time, sequence, machine id).
+	OrderSequenceNode
+)
 
 // DefaultLayout is 41 bits of milliseconds since 2025-01-01 UTC, 5 datacenter
 // bits, 5 worker bits and 12 sequence bits: 1024 nodes, each up to 4,096,000
@@ -93,21 +112,92 @@ func leafLayout() Layout {
 		Epoch: time.UnixMilli(1288834974657).UTC(), TimeUnit: time.Millisecond}
 }
 
+// preset is a named layout and where it comes from.
+type preset struct {
+	names       []string // the first is the one PresetNames lists
+	source      string
+	layout      func() Layout
+	predecessor bool
+}
+
+// presets are the layouts Preset knows, flakeid's own and its predecessors'.
+func presets() []preset {
+	return []preset{
+		{[]string{"default", ""}, "flakeid's default", DefaultLayout, false},
+		{[]string{"twitter"}, "Twitter's Snowflake (2010): 41/5/5/12 ms since 1288834974657", twitterLayout, false},
+		{[]string{"sonyflake"}, "flakeid's Sonyflake-like layout (Sonyflake's widths, epoch and unit; the sequence lowest)", sonyflakeLayout, false},
+		{[]string{"jssafe", "js-safe", "js"}, "flakeid's layout below 2^53 (JavaScript numbers)", jsSafeLayout, false},
+		{[]string{"leaf"}, "Meituan Leaf's snowflake mode: 41/10/12 ms since Twitter's epoch", leafLayout, false},
+		{[]string{"bwmarrin"}, "github.com/bwmarrin/snowflake's defaults (Epoch 1288834974657, NodeBits 10, StepBits 12)", leafLayout, true},
+		{[]string{"sonyflake-v1"}, "github.com/sony/sonyflake v1: time 39 × 10 ms since 2014-09-01, then sequence 8, then machine id 16", func() Layout {
+			return Layout{TimeBits: 39, WorkerBits: 16, SequenceBits: 8, Order: OrderSequenceNode,
+				Epoch: time.Date(2014, 9, 1, 0, 0, 0, 0, time.UTC), TimeUnit: 10 * time.Millisecond}
+		}, true},
+		{[]string{"uid-generator"}, "Baidu uid-generator's DefaultUidGenerator: 1 sign bit, 28 bits of seconds since 2016-05-20, 22 worker bits, 13 sequence bits (its time field ran out on 2024-11-20: github.com/baidu/uid-generator/issues/100)", func() Layout {
+			return Layout{TimeBits: 28, WorkerBits: 22, SequenceBits: 13,
+				Epoch: time.Date(2016, 5, 20, 0, 0, 0, 0, time.UTC), TimeUnit: time.Second}
+		}, true},
+		{[]string{"yitter"}, "Yitter IdGenerator's defaults (BaseTime 1582136402000, WorkerIdBitLength 6, SeqBitLength 6; the time field takes the other 51 bits)", func() Layout {
+			return Layout{TimeBits: 51, WorkerBits: 6, SequenceBits: 6,
+				Epoch: time.UnixMilli(1582136402000).UTC(), TimeUnit: time.Millisecond}
+		}, true},
+	}
+}
+
 // PresetNames lists the names Preset accepts, in a stable order.
-func PresetNames() []string { return []string{"default", "twitter", "sonyflake", "jssafe", "leaf"} }
+func PresetNames() []string {
+	var names []string
+	for _, p := range presets() {
+		names = append(names, p.names[0])
+	}
+	return names
+}
+
+// PresetInfo describes a preset (see Preset).
+type PresetInfo struct {
+	// Name is the preset's name as PresetNames lists it.
+	Name string
+	// Source says where the layout comes from: flakeid's own, or the
+	// system whose IDs it decodes, with that system's settings.
+	Source string
+	// Predecessor marks the layout of a system users leave: for decoding
+	// its IDs and planning the move (its time field may have run out, its
+	// field order may not be flakeid's), not for generating.
+	Predecessor bool
+}
+
+// DescribePreset describes the named preset, or fails as Preset does.
+func DescribePreset(name string) (PresetInfo, error) {
+	p, err := findPreset(name)
+	if err != nil {
+		return PresetInfo{}, err
+	}
+	return PresetInfo{Name: p.names[0], Source: p.source, Predecessor: p.predecessor}, nil
+}
+
+func findPreset(name string) (preset, error) {
+	key := strings.ToLower(strings.TrimSpace(name))
+	for _, p := range presets() {
+		for _, n := range p.names {
+			if n == key {
+				return p, nil
+			}
+		}
+	}
+	return preset{}, fmt.Errorf("%w: unknown preset %q (known: %s)", ErrInvalidLayout, name, strings.Join(PresetNames(), ", "))
+}
 
 // Preset returns the named preset layout (the name is case-insensitive):
 //
 //   - "default" (or ""): DefaultLayout.
 //   - "twitter": Twitter's original Snowflake layout, 41/5/5/12 in
 //     milliseconds since 1288834974657 (2010-11-04T01:42:54.657Z). IDs decode
-//     the same way as Twitter's and bwmarrin/snowflake's (with its 10-bit node
-//     split 5/5); the time field runs out on 2080-07-10.
+//     the same way as Twitter's; the time field runs out on 2080-07-10.
 //   - "sonyflake": a Sonyflake-like layout, 39 bits of 10 ms units since
 //     2014-09-01 UTC, 16 worker bits (65,536 machines) and 8 sequence bits
 //     (25,600 IDs per second per machine), lasting 174 years. Unlike Sonyflake
 //     the sequence is the lowest field, so consecutive IDs of one tick are
-//     consecutive integers.
+//     consecutive integers ("sonyflake-v1" decodes Sonyflake's own IDs).
 //   - "jssafe" (or "js-safe", "js"): every ID below 2^53, so it survives a
 //     JavaScript number: 38 bits of 10 ms units since 2025-01-01 UTC (until
 //     2112), 6 worker bits (64 workers) and 9 sequence bits (51,200 IDs per
@@ -118,21 +208,26 @@ func PresetNames() []string { return []string{"default", "twitter", "sonyflake",
 //     IDs decode the same way as Leaf's; a cluster that takes over Leaf's
 //     worker ids (backend/zk's Leaf takeover) must use it.
 //
+// And the layouts of the systems users leave, to decode their IDs and plan
+// the move (PresetSource says where each comes from):
+//
+//   - "bwmarrin": github.com/bwmarrin/snowflake's defaults, the same as
+//     "leaf" (its 10-bit node id is the worker field).
+//   - "sonyflake-v1": github.com/sony/sonyflake v1, in its own order (time,
+//     sequence, machine id: OrderSequenceNode); it decodes, New refuses it.
+//   - "uid-generator": Baidu uid-generator's default, 28 bits of seconds
+//     since 2016-05-20 (taken as UTC), 22 worker bits, 13 sequence bits; its
+//     time field ran out on 2024-11-20.
+//   - "yitter": Yitter IdGenerator's defaults, milliseconds since
+//     1582136402000, 6 worker bits, 6 sequence bits.
+//
 // Any other name fails with ErrInvalidLayout.
 func Preset(name string) (Layout, error) {
-	switch strings.ToLower(strings.TrimSpace(name)) {
-	case "default", "":
-		return DefaultLayout(), nil
-	case "twitter":
-		return twitterLayout(), nil
-	case "sonyflake":
-		return sonyflakeLayout(), nil
-	case "jssafe", "js-safe", "js":
-		return jsSafeLayout(), nil
-	case "leaf":
-		return leafLayout(), nil
+	p, err := findPreset(name)
+	if err != nil {
+		return Layout{}, err
 	}
-	return Layout{}, fmt.Errorf("%w: unknown preset %q (known: %s)", ErrInvalidLayout, name, strings.Join(PresetNames(), ", "))
+	return p.layout(), nil
 }
 
 // Normalize returns the layout with its defaults filled in (see Layout) and
@@ -172,6 +267,9 @@ func (l Layout) Normalize() (Layout, error) {
 	}
 	if l.TimeUnit < MinTimeUnit || l.TimeUnit > MaxTimeUnit {
 		return l, fmt.Errorf("%w: time unit %v, want %v–%v", ErrInvalidLayout, l.TimeUnit, MinTimeUnit, MaxTimeUnit)
+	}
+	if l.Order != OrderNodeSequence && l.Order != OrderSequenceNode {
+		return l, fmt.Errorf("%w: field order %d, want %d (node, sequence) or %d (sequence, node)", ErrInvalidLayout, l.Order, OrderNodeSequence, OrderSequenceNode)
 	}
 	if y := l.Epoch.Year(); y < 1970 || y > 2200 {
 		return l, fmt.Errorf("%w: epoch %s, want a year in 1970–2200", ErrInvalidLayout, l.Epoch.Format(time.RFC3339))
@@ -248,14 +346,19 @@ func (l Layout) Capacity() Capacity {
 }
 
 // String draws the layout as "41/5/5/12 × 1ms since 2025-01-01T00:00:00Z"
-// (time/datacenter/worker/sequence bits).
+// (time/datacenter/worker/sequence bits), with ", sequence above node" for
+// OrderSequenceNode.
 func (l Layout) String() string {
 	n, err := l.Normalize()
 	if err != nil {
 		n = l
 	}
-	return fmt.Sprintf("%d/%d/%d/%d × %v since %s", n.TimeBits, n.DatacenterBits, n.WorkerBits, n.SequenceBits,
-		n.TimeUnit, n.Epoch.UTC().Format(time.RFC3339Nano))
+	order := ""
+	if n.Order == OrderSequenceNode {
+		order = ", sequence above node"
+	}
+	return fmt.Sprintf("%d/%d/%d/%d × %v since %s%s", n.TimeBits, n.DatacenterBits, n.WorkerBits, n.SequenceBits,
+		n.TimeUnit, n.Epoch.UTC().Format(time.RFC3339Nano), order)
 }
 
 // Parts are the fields of an ID.
@@ -279,7 +382,7 @@ type codec struct {
 	maxTick, maxDatacenter, maxWorker    int64
 	seqMask                              int64
 	timeShift, datacenterShift, workerSh uint
-	totalBits, sequenceBits              uint
+	totalBits, sequenceBits, seqShift    uint
 }
 
 func newCodec(l Layout) (codec, error) {
@@ -301,6 +404,9 @@ func newCodec(l Layout) (codec, error) {
 		timeShift:       uint(n.SequenceBits + n.WorkerBits + n.DatacenterBits),
 		totalBits:       uint(n.TimeBits + n.DatacenterBits + n.WorkerBits + n.SequenceBits),
 	}
+	if n.Order == OrderSequenceNode {
+		c.workerSh, c.datacenterShift, c.seqShift = 0, uint(n.WorkerBits), uint(n.WorkerBits+n.DatacenterBits)
+	}
 	return c, nil
 }
 
@@ -316,7 +422,7 @@ func (c *codec) decode(id ID) (Parts, error) {
 		Tick:       v >> c.timeShift,
 		Datacenter: v >> c.datacenterShift & c.maxDatacenter,
 		Worker:     v >> c.workerSh & c.maxWorker,
-		Sequence:   v & c.seqMask,
+		Sequence:   v >> c.seqShift & c.seqMask,
 	}
 	p.Time = c.tickTime(p.Tick)
 	return p, nil
@@ -351,7 +457,7 @@ func (c *codec) compose(p Parts) (ID, error) {
 	case p.Sequence < 0 || p.Sequence > c.seqMask:
 		return 0, fmt.Errorf("%w: sequence %d, want 0–%d", ErrInvalidID, p.Sequence, c.seqMask)
 	}
-	return ID(p.Tick<<c.timeShift | p.Datacenter<<c.datacenterShift | p.Worker<<c.workerSh | p.Sequence), nil
+	return ID(p.Tick<<c.timeShift | p.Datacenter<<c.datacenterShift | p.Worker<<c.workerSh | p.Sequence<<c.seqShift), nil
 }
 
 // Decode splits id into its fields. It fails with ErrInvalidID for a negative

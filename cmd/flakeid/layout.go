@@ -28,6 +28,8 @@ type layoutCmd struct {
 // layoutInfo is the --json form of a layout.
 type layoutInfo struct {
 	Preset               string  `json:"preset"`
+	Source               string  `json:"source"`
+	DecodeOnly           bool    `json:"decode_only,omitempty"`
 	Overridden           bool    `json:"overridden"`
 	Fields               string  `json:"fields"`
 	TimeBits             int     `json:"time_bits"`
@@ -56,13 +58,25 @@ func (c *layoutCmd) Run(out *streams) error {
 		return err
 	}
 	now := time.Now()
-	if _, err := snowflake.New(snowflake.Settings{Layout: l}); err != nil { // epoch in the future, time field run out
+	preset, err := snowflake.DescribePreset(c.Layout.Preset)
+	if err != nil {
 		return err
 	}
+	// A predecessor's layout (uid-generator's, Sonyflake's) is shown for
+	// decoding its IDs and planning the move: its time field may have run
+	// out and its field order may not be one flakeid generates.
+	predecessor := preset.Predecessor && !c.Layout.overridden()
+	_, genErr := snowflake.New(snowflake.Settings{Layout: l}) // epoch in the future, time field run out
+	if genErr != nil && !predecessor {
+		return genErr
+	}
+	decodeOnly := genErr != nil
 	capa := l.Capacity()
 	used := l.TimeBits + l.DatacenterBits + l.WorkerBits + l.SequenceBits
 	info := layoutInfo{
-		Preset:               strings.ToLower(strings.TrimSpace(c.Layout.Preset)),
+		Preset:               preset.Name,
+		Source:               preset.Source,
+		DecodeOnly:           decodeOnly,
 		Overridden:           c.Layout.overridden(),
 		Fields:               drawFields(l),
 		TimeBits:             l.TimeBits,
@@ -92,16 +106,26 @@ func (c *layoutCmd) Run(out *streams) error {
 		enc.SetIndent("", "  ")
 		err = enc.Encode(info)
 	} else {
-		preset := info.Preset
+		shown := info.Preset
 		if info.Overridden {
-			preset += " (with fields overridden by flags)"
+			shown += " (with fields overridden by flags)"
 		}
 		runsUntil := "runs until " + info.RunsUntil
-		if capa.RunsUntil.Year() == 9999 {
+		switch {
+		case capa.RunsUntil.Year() == 9999:
 			runsUntil = "runs past the year 9999"
+		case !capa.RunsUntil.After(now):
+			runsUntil = "ran out on " + info.RunsUntil
 		}
-		err = writeFields(out.stdout, [][2]string{
-			{"preset", preset},
+		rows := [][2]string{{"preset", shown}, {"source", info.Source}}
+		if predecessor {
+			use := "decoding its IDs (flakeid decode --preset " + info.Preset + ") and planning the move (flakeid migrate plan --from " + info.Preset + ")"
+			if decodeOnly {
+				use += "; flakeid cannot generate with it: " + genErr.Error()
+			}
+			rows = append(rows, [2]string{"use", use})
+		}
+		err = writeFields(out.stdout, append(rows, [][2]string{
 			{"fields", info.Fields},
 			{"bits", drawBits(l)},
 			{"epoch", fmt.Sprintf("%s (Unix ms %d)", info.Epoch, info.EpochUnixMilli)},
@@ -112,12 +136,12 @@ func (c *layoutCmd) Run(out *streams) error {
 				count(capa.Datacenters, "datacenter"), count(capa.WorkersPerDatacenter, "worker"), count(capa.Nodes, "node"))},
 			{"largest ID", fmt.Sprintf("%s (2^%d − 1)", info.MaxID, used)},
 			{"lifetime", fmt.Sprintf("%s, %s", lifetime(capa.LifetimeYears), runsUntil)},
-		})
+		}...))
 	}
 	if err != nil {
 		return err
 	}
-	if capa.RunsUntil.Before(now.AddDate(warnWithin, 0, 0)) {
+	if capa.RunsUntil.Before(now.AddDate(warnWithin, 0, 0)) && !decodeOnly {
 		left := capa.RunsUntil.Sub(now).Hours() / 24 / 365.2425
 		fmt.Fprintf(out.stderr, "flakeid layout: warning: the time field runs out on %s, in %s (within %d years)\n",
 			info.RunsUntil, lifetime(left), warnWithin)
@@ -133,10 +157,14 @@ func drawFields(l snowflake.Layout) string {
 	if unused := snowflake.MaxBits - (l.TimeBits + l.DatacenterBits + l.WorkerBits + l.SequenceBits); unused > 0 {
 		parts = append(parts, fmt.Sprintf("unused %d", unused))
 	}
-	for _, f := range []struct {
+	fields := []struct {
 		name string
 		bits int
-	}{{"time", l.TimeBits}, {"dc", l.DatacenterBits}, {"worker", l.WorkerBits}, {"seq", l.SequenceBits}} {
+	}{{"time", l.TimeBits}, {"dc", l.DatacenterBits}, {"worker", l.WorkerBits}, {"seq", l.SequenceBits}}
+	if l.Order == snowflake.OrderSequenceNode {
+		fields = append(fields[:1], fields[3], fields[1], fields[2])
+	}
+	for _, f := range fields {
 		if f.bits > 0 {
 			parts = append(parts, fmt.Sprintf("%s %d", f.name, f.bits))
 		}
@@ -151,6 +179,9 @@ func drawBits(l snowflake.Layout) string {
 	top := snowflake.MaxBits - 1
 	widths := []int{snowflake.MaxBits - (l.TimeBits + l.DatacenterBits + l.WorkerBits + l.SequenceBits),
 		l.TimeBits, l.DatacenterBits, l.WorkerBits, l.SequenceBits}
+	if l.Order == snowflake.OrderSequenceNode {
+		widths = []int{widths[0], l.TimeBits, l.SequenceBits, l.DatacenterBits, l.WorkerBits}
+	}
 	for _, w := range widths {
 		switch {
 		case w <= 0:

@@ -13,6 +13,7 @@ import (
 func TestLayoutDefault(t *testing.T) {
 	t.Parallel()
 	want := "preset:         default\n" +
+		"source:         flakeid's default\n" +
 		"fields:         0 | time 41 | dc 5 | worker 5 | seq 12\n" +
 		"bits:           63 | 62–22 | 21–17 | 16–12 | 11–0\n" +
 		"epoch:          2025-01-01T00:00:00Z (Unix ms 1735689600000)\n" +
@@ -84,7 +85,7 @@ func TestLayoutJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := js.Capacity()
-	want := layoutInfo{Preset: "jssafe", Fields: "0 | unused 10 | time 38 | worker 6 | seq 9",
+	want := layoutInfo{Preset: "jssafe", Source: "flakeid's layout below 2^53 (JavaScript numbers)", Fields: "0 | unused 10 | time 38 | worker 6 | seq 9",
 		TimeBits: 38, WorkerBits: 6, SequenceBits: 9, UnusedBits: 10,
 		Epoch: "2025-01-01T00:00:00Z", EpochUnixMilli: 1735689600000, TimeUnit: "10ms", TimeUnitNanos: 1e7,
 		IDsPerTick: 512, IDsPerSecond: 51200, Datacenters: 1, WorkersPerDatacenter: 64, Nodes: 64,
@@ -175,4 +176,35 @@ func TestFormatting(t *testing.T) {
 			t.Errorf("lifetime(%v) = %q, want %q", y, got, want)
 		}
 	}
+}
+
+// A predecessor's preset shows its source and what it is for; one whose
+// time field ran out (uid-generator) or whose field order flakeid does not
+// generate (Sonyflake's) is shown, not refused, and says so.
+func TestLayoutPredecessors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		preset string
+		want   []string
+	}{
+		{"uid-generator", []string{"source:         Baidu uid-generator", "ran out on 2024-11-20", "flakeid cannot generate with it", "fields:         0 | time 28 | worker 22 | seq 13"}},
+		{"sonyflake-v1", []string{"github.com/sony/sonyflake v1", "sequence above the node", "fields:         0 | time 39 | seq 8 | worker 16", "bits:           63 | 62–24 | 23–16 | 15–0"}},
+		{"yitter", []string{"BaseTime 1582136402000", "flakeid migrate plan --from yitter", "runs past the year 9999"}},
+		{"bwmarrin", []string{"bwmarrin/snowflake", "fields:         0 | time 41 | worker 10 | seq 12", "runs until 2080-07-10"}},
+	} {
+		r := runCLI(t, "layout", "--preset", tc.preset)
+		mustSucceed(t, r)
+		for _, w := range tc.want {
+			if !strings.Contains(r.stdout, w) {
+				t.Errorf("layout --preset %s: no %q in\n%s", tc.preset, w, r.stdout)
+			}
+		}
+		if strings.Contains(r.stdout, "cannot generate") != (tc.preset == "uid-generator" || tc.preset == "sonyflake-v1") {
+			t.Errorf("layout --preset %s: decode-only note wrong:\n%s", tc.preset, r.stdout)
+		}
+	}
+	// Changed by flags, it is a layout like any other: a run-out one is refused.
+	mustFail(t, runCLI(t, "layout", "--preset", "uid-generator", "--worker-bits", "21"), 1, "ran out")
+	// serve and next refuse them with the reason.
+	mustFail(t, runCLI(t, "next", "--preset", "sonyflake-v1", "--data-dir", t.TempDir()), 1, "sequence above the node")
 }

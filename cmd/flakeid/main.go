@@ -80,6 +80,7 @@ type cli struct {
 	Bounds  boundsCmd  `cmd:"" help:"Print the smallest and largest IDs whose time lies in a window (for range scans, partitions, cursors)."`
 	Workers workersCmd `cmd:"" help:"Inspect worker-id leases."`
 	Tags    tagsCmd    `cmd:"" help:"Manage segment-mode tags."`
+	Migrate migrateCmd `cmd:"" help:"Plan the move from another ID system (uid-generator, Sonyflake, a sequence…) without a collision."`
 	Recover recoverCmd `cmd:"" help:"Start a data directory's damaged or lost state files afresh past safe floors (moves them aside, never deletes); serve, next and tags refuse such files until then."`
 	Verify  verifyCmd  `cmd:"" help:"Prove it: run a cluster under clock jumps, crashes and partitions and check every ID it hands out."`
 	Mask    maskCmd    `cmd:"" help:"Mask IDs into keyed, non-guessable external IDs (order numbers that do not reveal volume)."`
