@@ -52,21 +52,29 @@ func roundTrip(c net.Conn, r *bufio.Reader, timeout time.Duration) (string, erro
 	return r.ReadString('\n')
 }
 
-func TestCutHoldsAndHealResumes(t *testing.T) {
+// echoThrough starts a proxy to an echo server and a connection through
+// it that has answered one ping; both close after the test.
+func echoThrough(t *testing.T) (*Proxy, net.Conn, *bufio.Reader) {
+	t.Helper()
 	p, err := Listen(echoServer(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
+	t.Cleanup(func() { p.Close() })
 	c, err := net.Dial("tcp", p.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
 	r := bufio.NewReader(c)
 	if got, err := roundTrip(c, r, 2*time.Second); err != nil || got != "ping\n" {
 		t.Fatalf("through the proxy: %q, %v", got, err)
 	}
+	return p, c, r
+}
+
+func TestCutHoldsAndHealResumes(t *testing.T) {
+	p, c, r := echoThrough(t)
 	p.Cut()
 	if got, err := roundTrip(c, r, 200*time.Millisecond); err == nil {
 		t.Fatalf("with the link cut a reply came through: %q", got)
@@ -111,20 +119,7 @@ func TestCloseWhileCut(t *testing.T) {
 // Down closes open connections and refuses new ones at once (a stopped
 // server, not a partition); Heal lets new ones through again.
 func TestDownRefusesAndHealRestores(t *testing.T) {
-	p, err := Listen(echoServer(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	c, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	r := bufio.NewReader(c)
-	if line, err := roundTrip(c, r, 5*time.Second); err != nil || line != "ping\n" {
-		t.Fatalf("before Down: %q, %v", line, err)
-	}
+	p, c, r := echoThrough(t)
 	p.Down()
 	if _, err := roundTrip(c, r, 5*time.Second); err == nil {
 		t.Fatal("an open connection still answers after Down")
