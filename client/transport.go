@@ -131,6 +131,11 @@ func (t *transport) get(ctx context.Context, path string, decode func(io.Reader)
 
 // getFrom is get, and the endpoint that answered.
 func (t *transport) getFrom(ctx context.Context, path string, decode func(io.Reader) error) (*endpoint, error) {
+	return t.getWithHeader(ctx, path, func(_ http.Header, r io.Reader) error { return decode(r) })
+}
+
+// getWithHeader is getFrom with the answer's header given to decode too.
+func (t *transport) getWithHeader(ctx context.Context, path string, decode func(http.Header, io.Reader) error) (*endpoint, error) {
 	order := t.order(time.Now())
 	var last error
 	for a := range t.attempts {
@@ -171,7 +176,7 @@ func ctxError(err, last error) error {
 }
 
 // once is one attempt on one endpoint, bounded by the per-attempt timeout.
-func (t *transport) once(ctx context.Context, e *endpoint, path string, decode func(io.Reader) error) error {
+func (t *transport) once(ctx context.Context, e *endpoint, path string, decode func(http.Header, io.Reader) error) error {
 	actx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(actx, http.MethodGet, e.base+path, nil)
@@ -191,7 +196,12 @@ func (t *transport) once(ctx context.Context, e *endpoint, path string, decode f
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return readAPIError(resp.StatusCode, body, e.base)
 	}
-	if err := decode(body); err != nil {
+	if err := decode(resp.Header, body); err != nil {
+		var ae *APIError
+		if errors.As(err, &ae) {
+			ae.Endpoint = e.base
+			return ae
+		}
 		return fmt.Errorf("client: %s: bad response: %w", e.base, err)
 	}
 	_, _ = io.Copy(io.Discard, body) // let the connection be reused

@@ -187,7 +187,7 @@ func (s *Server) tinyidIDs(r *http.Request, bizType string) ([]int64, int, error
 	if v := query(r, "batchSize"); v != "" {
 		var err error
 		if n, err = strconv.ParseInt(v, 10, 64); err != nil || n < 1 {
-			return nil, tinyidSysErr, fmt.Errorf("batchSize %q: want a whole number of at least 1", clip(v))
+			return nil, tinyidSysErr, apiErrorf(http.StatusBadRequest, codeInvalid, "batchSize %q: want a whole number of at least 1", clip(v))
 		}
 		n = min(n, int64(s.cfg.MaxCount))
 	}
@@ -215,9 +215,31 @@ func (s *Server) tinyidTag(bizType string) error {
 		return err
 	}
 	if s.mask.forTag(bizType) != nil {
-		return fmt.Errorf("tag %q is masked on this server, and Tinyid's paths hand out plain numbers: use /v1/segment/%s/next", bizType, bizType)
+		return apiErrorf(http.StatusBadRequest, codeInvalid, "tag %q is masked on this server, and Tinyid's paths hand out plain numbers: use /v1/segment/%s/next", bizType, bizType)
 	}
 	return nil
+}
+
+// tinyidCodeHeader carries, on every failed answer of Tinyid's paths
+// (which Tinyid answers with HTTP 200 and its own codes 5 and 6), the code
+// flakeid's own API would answer (not_found, unavailable, …): for clients
+// that tell a missing tag from a store that is down, as flakeid's Go client
+// does.
+const tinyidCodeHeader = "X-Flakeid-Error-Code"
+
+// writeTinyidError writes Tinyid's JSON answer of a failed call, and the
+// flakeid code in tinyidCodeHeader.
+func writeTinyidError(w http.ResponseWriter, code int, err error) {
+	w.Header().Set(tinyidCodeHeader, tinyidErrorCode(err))
+	writeJSON(w, http.StatusOK, tinyidAnswer{Code: code, Message: tinyidMessage(err)})
+}
+
+// tinyidErrorCode is the code flakeid's API answers err with.
+func tinyidErrorCode(err error) string {
+	if errors.Is(err, errTinyidToken) {
+		return codeForbidden
+	}
+	return classify(err).Code
 }
 
 // tinyidMessage is the message of a failed Tinyid call.
@@ -236,7 +258,7 @@ func (s *Server) handleTinyidNextID(w http.ResponseWriter, r *http.Request, bizT
 	ids, code, err := s.tinyidIDs(r, bizType)
 	if err != nil {
 		s.log.Debug("tinyid: nextId failed", "bizType", clip(query(r, "bizType")), "err", err)
-		writeJSON(w, http.StatusOK, tinyidAnswer{Code: code, Message: tinyidMessage(err)})
+		writeTinyidError(w, code, err)
 		return nil
 	}
 	writeJSON(w, http.StatusOK, tinyidAnswer{Data: ids, Code: tinyidOK})
@@ -264,6 +286,7 @@ func (s *Server) writeTinyidSimple(w http.ResponseWriter, text string, err error
 	w.Header()["Content-Type"] = s.ctText
 	if err != nil {
 		w.Header().Set("X-Flakeid-Error", clip(tinyidMessage(err)))
+		w.Header().Set(tinyidCodeHeader, tinyidErrorCode(err))
 		return nil
 	}
 	_, err = io.WriteString(w, text)
@@ -280,7 +303,7 @@ func (s *Server) tinyidTake(r *http.Request, bizType string) (tinyidSegment, int
 		return tinyidSegment{}, tinyidSysErr, err
 	}
 	if s.segs == nil {
-		return tinyidSegment{}, tinyidSysErr, errors.New("segment mode is not enabled on this server")
+		return tinyidSegment{}, tinyidSysErr, apiErrorf(http.StatusNotFound, codeNotFound, "segment mode is not enabled on this server")
 	}
 	sp, err := s.segs.TakeSegment(r.Context(), bizType)
 	if err != nil {
@@ -301,7 +324,7 @@ func (s *Server) tinyidTake(r *http.Request, bizType string) (tinyidSegment, int
 func (s *Server) handleTinyidNextSegment(w http.ResponseWriter, r *http.Request, bizType string) error {
 	seg, code, err := s.tinyidTake(r, bizType)
 	if err != nil {
-		writeJSON(w, http.StatusOK, tinyidAnswer{Code: code, Message: tinyidMessage(err)})
+		writeTinyidError(w, code, err)
 		return nil
 	}
 	writeJSON(w, http.StatusOK, tinyidAnswer{Data: seg, Code: tinyidOK})

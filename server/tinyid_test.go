@@ -144,9 +144,12 @@ func TestTinyidPaths(t *testing.T) {
 		if r := f.tinyid(t, "GET", path); r.Code != 6 || !strings.Contains(r.Message, mention) || string(r.Data) != "null" {
 			t.Errorf("%s: %+v, want code 6 mentioning %q", path, r, mention)
 		}
+		if got := f.do(t, "GET", path, "").header.Get("X-Flakeid-Error-Code"); got == "" || got == codeInternal {
+			t.Errorf("%s: X-Flakeid-Error-Code %q, want the code flakeid's API answers", path, got)
+		}
 	}
 	for _, path := range []string{"/tinyid/id/nextIdSimple?bizType=nosuch", "/tinyid/id/nextSegmentIdSimple?bizType=nosuch"} {
-		if r := f.do(t, "GET", path, ""); r.status != 200 || r.body != "" || !strings.Contains(r.header.Get("X-Flakeid-Error"), "nosuch") {
+		if r := f.do(t, "GET", path, ""); r.status != 200 || r.body != "" || !strings.Contains(r.header.Get("X-Flakeid-Error"), "nosuch") || r.header.Get("X-Flakeid-Error-Code") != codeNotFound {
 			t.Errorf("%s: %d %q %v", path, r.status, r.body, r.header)
 		}
 	}
