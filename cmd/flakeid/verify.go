@@ -27,6 +27,8 @@ type verifyCmd struct {
 	SQLNodes        int           `name:"sql-nodes" default:"1" env:"FLAKEID_VERIFY_SQL_NODES" help:"Nodes on a fresh coordinator table of --postgres (datacenter 2); 0: none, and no sql-rollback."`
 	FileNodes       int           `default:"1" env:"FLAKEID_VERIFY_FILE_NODES" help:"Nodes with a file coordinator each (datacenters 3, 4, …); 0: none, and no truncated-state."`
 	Clients         int           `default:"16" env:"FLAKEID_VERIFY_CLIENTS" help:"Concurrent clients, cycling through HTTP count=1, HTTP count=1000, Connect unary and stream, HTTP and Connect segment calls."`
+	Deadline        time.Duration `default:"100ms" env:"FLAKEID_VERIFY_DEADLINE" help:"A call counts as answered when its IDs arrive within this, 1ms–1m (the Go clients' per-attempt timeout is half of it); the report gives per API the share so answered, as nines, and latency p50/p99/p99.9/max."`
+	Rate            int           `default:"100" env:"FLAKEID_VERIFY_RATE" help:"Calls per second of each fixed-rate client, 1–10000: the Go client with failover over the main group (without and with a buffer) and a plain HTTP and Redis-protocol client per node, timed from when their schedule meant to send (coordinated-omission corrected)."`
 	Seed            uint64        `placeholder:"N" env:"FLAKEID_VERIFY_SEED" help:"Seed of the nemesis's choices (0: random; the report prints it)."`
 	Faults          string        `default:"all" env:"FLAKEID_VERIFY_FAULTS" help:"Fault kinds to inject, comma-separated, or all (those whose groups have nodes, and the --coordinator's own), or none: clock-back, clock-forward, kill, restart-behind, etcd-pause, etcd-partition (--coordinator etcd), zk-pause, zk-partition, zk-data-loss (zk), consul-pause, consul-partition, consul-data-loss (consul), pg-restart, redis-restart-nosave, redis-keys-deleted, sql-rollback, truncated-state, other-layout, other-space, clock-ahead, config-typo."`
 	MinFaults       int           `default:"2" env:"FLAKEID_VERIFY_MIN_FAULTS" help:"Fail unless every fault kind was injected at least this many times — at most once for the data-loss kinds and the last eight, which cost a quarantine or a refused start each (0: no such check)."`
@@ -50,6 +52,10 @@ type verifyCmd struct {
 func (c *verifyCmd) Run(ctx context.Context, out *streams) error {
 	cfg := verify.DefaultConfig()
 	cfg.Duration, cfg.Nodes, cfg.Clients, cfg.Seed = c.Duration, c.Nodes, c.Clients, c.Seed
+	cfg.Deadline, cfg.Rate = c.Deadline, c.Rate
+	if c.Deadline <= 0 || c.Rate <= 0 { // zero would read as the default
+		return fmt.Errorf("--deadline %v, --rate %d: want a deadline of 1ms–1m and a rate of 1–10000 calls/s", c.Deadline, c.Rate)
+	}
 	cfg.RedisNodes, cfg.SQLNodes, cfg.FileNodes, cfg.RedisBin = c.RedisNodes, c.SQLNodes, c.FileNodes, c.RedisBin
 	cfg.MinFaults, cfg.LeaseTTL, cfg.SegmentDuration = c.MinFaults, c.LeaseTTL, c.SegmentDuration
 	cfg.Postgres, cfg.EtcdBin, cfg.Tag, cfg.Dir, cfg.Keep = c.Postgres, c.EtcdBin, c.Tag, c.Dir, c.Keep

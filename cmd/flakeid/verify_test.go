@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -25,6 +26,41 @@ func checkRow(t *testing.T, report, check string) (result, verdict string) {
 	}
 	t.Fatalf("no %q row in the report:\n%s", check, report)
 	return "", ""
+}
+
+// tableRow returns the cells of the first row of the report's table that
+// follows the line starting with title and whose first cell is first.
+func tableRow(t *testing.T, report, title, first string) []string {
+	t.Helper()
+	in := false
+	for line := range strings.Lines(report) {
+		if strings.HasPrefix(line, title) {
+			in = true
+			continue
+		}
+		cells := strings.Split(line, "|")
+		if in && len(cells) >= 3 && strings.TrimSpace(cells[1]) == first {
+			out := make([]string, 0, len(cells)-2)
+			for _, c := range cells[1 : len(cells)-1] {
+				out = append(out, strings.TrimSpace(c))
+			}
+			return out
+		}
+	}
+	t.Fatalf("no %q row under %q in the report:\n%s", first, title, report)
+	return nil
+}
+
+// seenCalls is the number of calls of an API in the "What clients saw"
+// table.
+func seenCalls(t *testing.T, report, api string) int {
+	t.Helper()
+	row := tableRow(t, report, "What clients saw", api)
+	n, err := strconv.Atoi(strings.ReplaceAll(row[2], ",", ""))
+	if err != nil {
+		t.Fatalf("%s: calls %q: %v", api, row[2], err)
+	}
+	return n
 }
 
 // TestVerifyBrokenConfig proves the verifier can fail: two servers with
@@ -138,6 +174,20 @@ func TestVerifyHealthyTarget(t *testing.T) {
 	if res, _ := checkRow(t, r.stdout, "Snowflake IDs acknowledged"); strings.HasPrefix(res, "0 ") {
 		t.Fatalf("no IDs acknowledged:\n%s", r.stdout)
 	}
+	// The fixed-rate clients (100 calls/s each, for 3 s) made their calls
+	// on schedule, owed ones included, and were answered: a healthy local
+	// server answers nearly all of them.
+	for _, api := range []string{"Go client NextID, failover", "Go client NextID, failover, buffered", "HTTP count=1, one node"} {
+		if n := seenCalls(t, r.stdout, api); n < 280 || n > 310 {
+			t.Errorf("%s: %d calls in 3 s at 100/s", api, n)
+		}
+		if row := tableRow(t, r.stdout, "Load:", api); row[2] == "0.00%" {
+			t.Errorf("%s: none answered: %v", api, row)
+		}
+	}
+	if res, _ := checkRow(t, r.stdout, "availability as clients saw it: the Go client's NextID with failover over the main group, answered within 100ms"); !strings.Contains(res, "calls") {
+		t.Errorf("availability row: %q", res)
+	}
 }
 
 // needBin skips the test, or fails it on CI, when an executable the
@@ -173,6 +223,18 @@ func TestVerifyNemesisShort(t *testing.T) {
 	}
 	if res, v := checkRow(t, r.stdout, "every fault kind injected, at least 1 each"); v != "ok" {
 		t.Fatalf("faults: %s", res)
+	}
+	// What clients saw: every fixed-rate client ran, RESP included, and
+	// each fault kind has its row.
+	for _, api := range []string{"Go client NextID, failover", "Go client NextID, failover, buffered", "HTTP count=1, one node", "RESP INCR snowflake, one node"} {
+		if n := seenCalls(t, r.stdout, api); n < 1000 {
+			t.Errorf("%s: %d calls in 35 s", api, n)
+		}
+	}
+	for _, k := range []string{"kill", "clock-back", "etcd-partition", "(no fault in progress)", "(whole run)"} {
+		if row := tableRow(t, r.stdout, "What the fixed-rate clients saw per fault kind", k); len(row) != 5 || !strings.Contains(row[1], "%") {
+			t.Errorf("%s: %v", k, row)
+		}
 	}
 	t.Logf("\n%s", r.stdout)
 }

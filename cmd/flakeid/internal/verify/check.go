@@ -211,7 +211,7 @@ func (c *checker) byWorker(spans []span) (n int, pairs, handovers int64, vs []vi
 					}
 				}
 				if !found {
-					parts = append(parts, part{start: q.start, end: q.end, min: id, max: id, req: spans[i].req, inc: q.inc, key: k})
+					parts = append(parts, part{start: q.issuedFrom(), end: q.end, min: id, max: id, req: spans[i].req, inc: q.inc, key: k})
 				}
 			}
 		}
@@ -534,6 +534,9 @@ func (c *checker) gaps() (ahead, behind time.Duration, aheadReq, behindReq int32
 		}
 		if d := time.Duration(c.f.timeNs(q.max) - (wall0 + q.end)); d > ahead {
 			ahead, aheadReq = d, int32(i)
+		}
+		if q.api == apiGoBuffered {
+			continue // a buffered ID was issued at some earlier refill: no bound behind
 		}
 		if d := time.Duration(wall0 + q.start - (c.f.timeNs(q.min) + c.f.unitNs)); d > behind {
 			behind, behindReq = d, int32(i)

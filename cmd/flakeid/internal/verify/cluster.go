@@ -101,14 +101,18 @@ func (r *runner) dropTable() {
 	}
 }
 
-// servingRE finds the address in `flakeid serve`'s "serving" log line.
-var servingRE = regexp.MustCompile(`msg="flakeid: serving" addr=(\S+)`)
+// servingRE finds the address in `flakeid serve`'s "serving" log line,
+// servingRESPRE the Redis-protocol listener's in the line after it.
+var (
+	servingRE     = regexp.MustCompile(`msg="flakeid: serving" addr=(\S+)`)
+	servingRESPRE = regexp.MustCompile(`msg="flakeid: serving RESP" addr=(\S+)`)
+)
 
 // nodeArgs are the flags of every process of node n: its group's
 // coordinator and datacenter, the shared segment store.
 func (r *runner) nodeArgs(n *node) []string {
 	args := r.serveArgs(n.dir)
-	args = append(args, "--datacenter", strconv.FormatInt(n.dc, 10))
+	args = append(args, "--datacenter", strconv.FormatInt(n.dc, 10), "--resp-listen", "127.0.0.1:0")
 	switch n.grp.kind {
 	case groupEtcd, groupZK, groupConsul:
 		args = append(args, "--coordinator", coordURL(n.grp.kind, n.coordProxy.Addr())+n.ns,
@@ -190,19 +194,21 @@ func (r *runner) startNode(ctx context.Context, n *node, offset time.Duration) (
 		return nil, err
 	}
 	inc.cmd, inc.pid = cmd, cmd.Process.Pid
-	addr := make(chan string, 1)
+	addr := make(chan [2]string, 1) // HTTP, RESP
 	copied := make(chan struct{})
 	go func() {
 		defer close(copied)
 		br := bufio.NewReader(stderr)
-		found := false
+		var found [2]string
 		for {
 			line, err := br.ReadString('\n')
 			logFile.WriteString(line)
-			if !found {
+			if found[1] == "" {
 				if m := servingRE.FindStringSubmatch(line); m != nil {
-					found = true
-					addr <- m[1]
+					found[0] = m[1]
+				} else if m := servingRESPRE.FindStringSubmatch(line); m != nil && found[0] != "" {
+					found[1] = m[1]
+					addr <- found
 				}
 			}
 			if err != nil {
@@ -226,7 +232,7 @@ func (r *runner) startNode(ctx context.Context, n *node, offset time.Duration) (
 	defer timer.Stop()
 	select {
 	case a := <-addr:
-		inc.url = "http://" + a
+		inc.url, inc.resp = "http://"+a[0], a[1]
 	case <-inc.exited:
 		return nil, fmt.Errorf("%s exited before serving; log:\n%s", inc.name(), tail(inc.log, 3000))
 	case <-timer.C:

@@ -18,6 +18,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/flakeid/flakeid/client"
 	flakeidv1 "github.com/flakeid/flakeid/gen/flakeid/v1"
 	"github.com/flakeid/flakeid/internal/backoff"
 	"github.com/flakeid/flakeid/snowflake"
@@ -70,7 +71,7 @@ func (r *runner) call(ctx context.Context, inc *incarnation, q request, rec *rec
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	switch q.api {
-	case apiHTTPOne, apiProbe:
+	case apiHTTPOne, apiProbe, apiHTTPNode:
 		var body struct {
 			IDs []snowflake.ID `json:"ids"`
 		}
@@ -253,6 +254,9 @@ func classify(err error) errClass {
 		return errUnavailable
 	case connect.CodeDeadlineExceeded:
 		return errTimeout
+	}
+	if errors.Is(err, client.ErrUnavailable) {
+		return errUnavailable
 	}
 	return errOther
 }

@@ -23,6 +23,10 @@ const (
 	apiConnectStream             // IDService.StreamSnowflake: one record per message
 	apiHTTPSegment               // GET /v1/segment/{tag}/next?count=100&format=ranges
 	apiConnectSegment            // IDService.NextSegment, count 100
+	apiGoClient                  // the Go client's NextID, failover over the main group, no buffer (fixed rate)
+	apiGoBuffered                // the Go client's NextID, failover, with a Snowflake buffer (fixed rate)
+	apiHTTPNode                  // GET /v1/snowflake/next?count=1 to one node (fixed rate)
+	apiRESPNode                  // INCR snowflake to one node's RESP port (fixed rate)
 	apiProbe                     // the nemesis's health probe, GET /v1/snowflake/next?count=1
 	numAPI
 )
@@ -34,6 +38,10 @@ var apiNames = [numAPI]string{
 	apiConnectStream:  "Connect StreamSnowflake (per message)",
 	apiHTTPSegment:    "HTTP segment count=100",
 	apiConnectSegment: "Connect NextSegment count=100",
+	apiGoClient:       "Go client NextID, failover",
+	apiGoBuffered:     "Go client NextID, failover, buffered",
+	apiHTTPNode:       "HTTP count=1, one node",
+	apiRESPNode:       "RESP INCR snowflake, one node",
 	apiProbe:          "nemesis probe (HTTP count=1)",
 }
 
@@ -41,6 +49,19 @@ func (a api) String() string { return apiNames[a] }
 
 // segment reports whether the call asks for segment IDs.
 func (a api) segment() bool { return a == apiHTTPSegment || a == apiConnectSegment }
+
+// paced reports whether the call is made by a fixed-rate client, whose
+// latency is measured from the moment the schedule meant to send it.
+func (a api) paced() bool { return a >= apiGoClient && a <= apiRESPNode }
+
+// issuedFrom is the earliest moment q's IDs can have been issued: its start,
+// except for a buffered client's, which hands out IDs fetched earlier.
+func (q *request) issuedFrom() int64 {
+	if q.api == apiGoBuffered {
+		return 0
+	}
+	return q.start
+}
 
 // errClass is why a request was not answered with IDs.
 type errClass uint8
@@ -62,7 +83,10 @@ func (e errClass) String() string { return errNames[e] }
 
 // request is one call (or one message of a stream) and its outcome. Times
 // are nanoseconds since the run started, on the monotonic clock: start is
-// taken before the request is sent, end after its answer was read.
+// taken before the request is sent (for a fixed-rate client's call, the
+// moment its schedule meant to send it, which is no later), end after its
+// answer was read. node is -1 for a Go client's call, which any node of the
+// main group may have answered.
 type request struct {
 	start, end int64
 	min, max   int64 // the smallest and largest ID acknowledged (when ok)
@@ -154,6 +178,7 @@ type incarnation struct {
 	node   int
 	n      int    // 1 for a node's first process
 	url    string // http://host:port
+	resp   string // host:port of its Redis-protocol listener ("" for a target)
 	pid    int
 	offset time.Duration // --test-clock-offset it started with
 	clock  atomic.Int64  // its clock's offset now, ns: offset plus the shifts applied

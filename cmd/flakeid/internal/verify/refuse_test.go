@@ -87,7 +87,7 @@ func TestVerifyRefusalRows(t *testing.T) {
 	}
 	h.faults = []fault{{kind: "kill", start: ms, end: 2 * ms, recovered: 3 * ms}, {kind: "truncated-state", start: ms, end: 2 * ms, recovered: 3 * ms},
 		{kind: "truncated-state", start: ms, end: 2 * ms, recovered: 3 * ms}, {kind: "other-layout", start: ms, end: 2 * ms, recovered: 3 * ms}}
-	rep := r.check(h, 0, int64(time.Second))
+	rep := r.check(h, 0, int64(time.Second), nil)
 	var b strings.Builder
 	rep.write(&b)
 	out := b.String()
@@ -306,7 +306,7 @@ func TestVerifyRecoveryRow(t *testing.T) {
 	report := func(faults ...fault) (string, bool) {
 		h := build(1, nil, hreq{inc: 0, start: 0, end: ms, first: 100, n: 10})
 		h.faults = faults
-		rep := r.check(h, 0, int64(time.Minute))
+		rep := r.check(h, 0, int64(time.Minute), nil)
 		var b strings.Builder
 		rep.write(&b)
 		return b.String(), rep.failed

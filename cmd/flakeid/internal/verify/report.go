@@ -61,14 +61,17 @@ func secs(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
 
 // report is the outcome of the checks.
 type report struct {
-	title   []string
-	load    table
-	faults  table
-	checks  table
-	details []string
-	errors  table
-	events  table
-	failed  bool
+	title    []string
+	load     table
+	seen     table // latency and availability per API
+	seenBy   table // the fixed-rate clients' per fault kind
+	faults   table
+	checks   table
+	details  []string
+	errors   table
+	events   table
+	failed   bool
+	deadline time.Duration
 }
 
 func (rep *report) write(w io.Writer) {
@@ -87,6 +90,8 @@ func (rep *report) write(w io.Writer) {
 		title string
 		t     *table
 	}{
+		{fmt.Sprintf("What clients saw (answered within %v; the fixed-rate clients' latency counts from the moment their schedule meant to send, a failed call as never answered; every ID they got is in the checks above):", rep.deadline), &rep.seen},
+		{fmt.Sprintf("What the fixed-rate clients saw per fault kind (share answered within %v · p99.9), in the same windows as below:", rep.deadline), &rep.seenBy},
 		{"Faults (availability counts the requests sent from the fault's start until every node answered again, at least 2 s):", &rep.faults},
 		{"Fault timeline:", &rep.events},
 		{"Most frequent errors (digits replaced by #):", &rep.errors},
@@ -112,7 +117,7 @@ func (rep *report) write(w io.Writer) {
 }
 
 // check runs every check on the history and builds the report.
-func (r *runner) check(h *history, loadStart, loadEnd int64) *report {
+func (r *runner) check(h *history, loadStart, loadEnd int64, late []int64) *report {
 	rep := &report{}
 	c := newChecker(h, r.layout, r.cfg.LeaseTTL)
 	if len(r.cfg.Targets) > 0 {
@@ -255,6 +260,7 @@ func (r *runner) check(h *history, loadStart, loadEnd int64) *report {
 		}
 	}
 	rep.checks.add("availability: requests answered with IDs", fmt.Sprintf("%s of %s", pct(answered, total), humanize.Thousands(total)), "")
+	r.seenTables(rep, h, late)
 	r.errorTable(rep)
 	return rep
 }
@@ -331,11 +337,7 @@ func (r *runner) faultTables(rep *report, h *history, loadStart int64) {
 	rep.events.head = []string{"at", "fault", "what happened", "recovered after"}
 	healthWait := r.healthWait()
 	for _, f := range faults {
-		end := f.recovered
-		if end == 0 {
-			end = f.end + int64(healthWait)
-		}
-		end = max(end, f.start+int64(2*time.Second))
+		end := f.window(healthWait)
 		windows = append(windows, [2]int64{f.start, end})
 		a := per[f.kind]
 		if a == nil {
@@ -455,6 +457,17 @@ func (r *runner) faultTables(rep *report, h *history, loadStart int64) {
 		}
 		rep.checks.add(row, fmt.Sprintf("%d faults: %s", len(faults), strings.Join(counts, ", ")), v)
 	}
+}
+
+// window is when the fault's effects are counted: from its start until the
+// cluster recovered (else until healthWait after it was removed), at least
+// 2 s.
+func (f *fault) window(healthWait time.Duration) (end int64) {
+	end = f.recovered
+	if end == 0 {
+		end = f.end + int64(healthWait)
+	}
+	return max(end, f.start+int64(2*time.Second))
 }
 
 // errorTable lists the most frequent error messages.

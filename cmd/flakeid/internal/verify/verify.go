@@ -69,6 +69,14 @@ type Config struct {
 	// through the APIs (HTTP count=1, HTTP count=1000, Connect unary,
 	// Connect stream, HTTP segment, Connect segment).
 	Clients int
+	// Deadline is the answer time within which a call counts as answered
+	// in the report's availability (what clients saw), and twice the Go
+	// clients' per-attempt timeout. Range 1ms–1m; default 100ms.
+	Deadline time.Duration
+	// Rate is the calls per second of each fixed-rate client (paced.go):
+	// the Go client without and with a buffer, and a plain HTTP and a plain
+	// Redis-protocol client per node. Range 1–10,000; default 100.
+	Rate int
 	// Seed makes the nemesis's choices repeatable; 0 picks one.
 	Seed uint64
 	// LeaseTTL is the nodes' --lease-ttl: short, so faults bite fast.
@@ -127,6 +135,8 @@ func DefaultConfig() Config {
 		SQLNodes:        1,
 		FileNodes:       1,
 		Clients:         16,
+		Deadline:        100 * time.Millisecond,
+		Rate:            100,
 		LeaseTTL:        2 * time.Second,
 		SegmentDuration: 2 * time.Second,
 		Postgres:        "postgres://postgres@127.0.0.1:5432/test?sslmode=disable",
@@ -201,6 +211,12 @@ func withDefaults(c Config) Config {
 	if c.LeaseTTL == 0 {
 		c.LeaseTTL = d.LeaseTTL
 	}
+	if c.Deadline == 0 {
+		c.Deadline = d.Deadline
+	}
+	if c.Rate == 0 {
+		c.Rate = d.Rate
+	}
 	if c.SegmentDuration == 0 {
 		c.SegmentDuration = d.SegmentDuration
 	}
@@ -266,6 +282,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("%d targets: want at most 100", len(c.Targets))
 	case c.Clients < 1 || c.Clients > 10_000:
 		return fmt.Errorf("clients %d: want 1–10000", c.Clients)
+	case c.Deadline < time.Millisecond || c.Deadline > time.Minute:
+		return fmt.Errorf("deadline %v: want 1ms–1m", c.Deadline)
+	case c.Rate < 1 || c.Rate > 10_000:
+		return fmt.Errorf("rate %d calls/s: want 1–10000", c.Rate)
 	case c.PollEvery < 10*time.Millisecond:
 		return fmt.Errorf("poll period %v: want at least 10ms", c.PollEvery)
 	case c.MinFaults < 0:
@@ -370,10 +390,20 @@ func Run(ctx context.Context, cfg Config) error {
 	recs := make([]*recorder, cfg.Clients+1)
 	var wg sync.WaitGroup
 	for i := range cfg.Clients {
-		recs[i] = &recorder{}
-		wg.Go(func() { r.client(loadCtx, i, recs[i]) })
+		rec := &recorder{}
+		recs[i] = rec
+		wg.Go(func() { r.client(loadCtx, i, rec) })
 	}
-	recs[cfg.Clients] = &recorder{}
+	probes := &recorder{} // the nemesis's health probes
+	recs[cfg.Clients] = probes
+	pacedRecs, late, stopPaced, err := r.pacedClients(loadCtx, &wg)
+	if err != nil {
+		stopLoad()
+		wg.Wait()
+		r.teardown()
+		return err
+	}
+	recs = append(recs, pacedRecs...)
 	// Two more clients take numbers of the run's series (HTTP, Connect).
 	srec := &seriesRecorder{}
 	if r.segments {
@@ -385,7 +415,7 @@ func Run(ctx context.Context, cfg Config) error {
 	go func() {
 		defer close(nemesisDone)
 		if len(cfg.Targets) == 0 && len(cfg.Faults) > 0 {
-			r.nemesis(loadCtx, recs[cfg.Clients], loadStart+int64(cfg.Duration))
+			r.nemesis(loadCtx, probes, loadStart+int64(cfg.Duration))
 		}
 	}()
 	select {
@@ -395,6 +425,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	stopLoad()
 	wg.Wait()
+	stopPaced()
 	<-nemesisDone
 	loadEnd := r.now()
 	r.logf("load stopped; stopping the cluster")
@@ -403,7 +434,7 @@ func Run(ctx context.Context, cfg Config) error {
 	h := &history{incs: r.incs, faults: r.faults, refusals: r.refusals, wall0: r.t0, length: loadEnd}
 	h.reqs, h.sf, h.seg = merge(recs)
 	r.logf("checking %d requests", len(h.reqs))
-	rep := r.check(h, loadStart, loadEnd)
+	rep := r.check(h, loadStart, loadEnd, late.ns)
 	if r.segments {
 		rep.addSeries(r.seriesTag(), r.checkSeries(srec, h.incs))
 	}

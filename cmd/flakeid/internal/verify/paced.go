@@ -1,0 +1,261 @@
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flakeid/flakeid/client"
+)
+
+// The fixed-rate clients measure what a client of the service sees, beside
+// the saturating ones that look for duplicates: each sends one call every
+// 1/Rate seconds on a schedule that does not wait for slow answers, and
+// times every call from the moment its schedule meant to send it (wrk2's
+// correction for coordinated omission): when the service stalls, the calls
+// the schedule owed are sent as soon as the previous one returns and carry
+// the stall in their latency, instead of not being sent at all. Every ID
+// they get is recorded and checked with the rest.
+//
+// The kinds: the Go client over the main group's nodes (failover, per
+// attempt timeout Deadline/2), once without and once with a Snowflake buffer
+// of bufferSeconds of its traffic; and, per node, a plain client of that one
+// node over HTTP and over the Redis protocol, which sees every outage of its
+// node.
+
+// bufferSeconds is how many seconds of its own traffic the buffered Go
+// client's buffer holds (one refill; it refills at half).
+const bufferSeconds = 10
+
+// goClientEndpoint is the stable URL of node i for the Go clients; their
+// transport dials the node's current process (each process listens on a
+// fresh port). Targets are given by their own URLs.
+func goClientEndpoint(i int) string { return fmt.Sprintf("http://%s.verify.invalid", nodeName(i)) }
+
+// pacedClients starts the fixed-rate clients; each gets its own recorder
+// (appended to recs) and its own list of wake-up delays (the schedule's
+// own lateness). wg covers them; stop is called once they have ended.
+func (r *runner) pacedClients(ctx context.Context, wg *sync.WaitGroup) (recs []*recorder, late *lateness, stop func(), err error) {
+	late = &lateness{}
+	var main []int
+	for _, n := range r.nodes {
+		if n.target != nil || n.grp.kind == r.cfg.Coordinator {
+			main = append(main, n.idx)
+		}
+	}
+	var closers []func()
+	stop = func() {
+		for _, c := range closers {
+			c()
+		}
+	}
+	start := func(a api, rec *recorder, phase int, call func(ctx context.Context, q request)) {
+		wg.Go(func() { r.paced(ctx, a, rec, late, phase, call) })
+	}
+	phase := 0
+	for _, buffered := range []bool{false, true} {
+		cl, tr, err := r.goClient(main, buffered)
+		if err != nil {
+			stop()
+			return nil, nil, nil, err
+		}
+		closers = append(closers, func() { cl.Close(); tr.CloseIdleConnections() })
+		a := apiGoClient
+		if buffered {
+			a = apiGoBuffered
+		}
+		rec := &recorder{}
+		recs = append(recs, rec)
+		start(a, rec, phase, func(ctx context.Context, q request) { r.goClientCall(ctx, cl, q, rec) })
+		phase++
+	}
+	for _, n := range r.nodes {
+		httpRec := &recorder{}
+		recs = append(recs, httpRec)
+		start(apiHTTPNode, httpRec, phase, func(ctx context.Context, q request) { r.nodeCall(ctx, n, q, httpRec) })
+		phase++
+		if n.target != nil {
+			continue // a target's Redis-protocol port is not known
+		}
+		respRec := &recorder{}
+		recs = append(recs, respRec)
+		rc := &respNodeClient{}
+		closers = append(closers, rc.close)
+		start(apiRESPNode, respRec, phase, func(ctx context.Context, q request) { r.respCall(ctx, n, rc, q, respRec) })
+		phase++
+	}
+	return recs, late, stop, nil
+}
+
+// goClient returns a Go client of the given nodes; its transport dials each
+// node's current process.
+func (r *runner) goClient(nodes []int, buffered bool) (*client.Client, *http.Transport, error) {
+	dial := &net.Dialer{Timeout: time.Second, KeepAlive: 30 * time.Second}
+	tr := &http.Transport{MaxIdleConnsPerHost: 8, DisableCompression: true,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			host, _, _ := net.SplitHostPort(addr)
+			for _, n := range r.nodes {
+				if host != nodeName(n.idx)+".verify.invalid" {
+					continue
+				}
+				inc := n.cur.Load()
+				if inc == nil {
+					return nil, &net.OpError{Op: "dial", Net: network, Err: errNoProcess}
+				}
+				return dial.DialContext(ctx, network, strings.TrimPrefix(inc.url, "http://"))
+			}
+			return dial.DialContext(ctx, network, addr) // a target's own address
+		}}
+	cfg := client.Config{HTTPClient: &http.Client{Transport: tr}, Timeout: r.cfg.Deadline / 2}
+	for _, i := range nodes {
+		if t := r.nodes[i].target; t != nil {
+			cfg.Endpoints = append(cfg.Endpoints, t.url)
+		} else {
+			cfg.Endpoints = append(cfg.Endpoints, goClientEndpoint(i))
+		}
+	}
+	if buffered {
+		cfg.Buffer.Snowflake = min(r.cfg.Rate*bufferSeconds, 100_000)
+	}
+	cl, err := client.New(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("verify: the Go client: %w", err)
+	}
+	return cl, tr, nil
+}
+
+// errNoProcess is a dial to a node that has no process (killed, restarting).
+var errNoProcess = errors.New("the node has no process")
+
+// paced calls call once every 1/Rate seconds until ctx ends, each with a
+// request whose start is the moment the schedule meant to send it. When the
+// run ends behind schedule, the calls it owed whose deadline has passed are
+// recorded as timed out: a stall at the end is not forgotten. phase spreads
+// the clients' schedules over the period.
+func (r *runner) paced(ctx context.Context, a api, rec *recorder, late *lateness, phase int, call func(ctx context.Context, q request)) {
+	every := int64(time.Second) / int64(r.cfg.Rate)
+	next := r.now() + every*int64(phase%16)/16
+	var lates []int64
+	for ctx.Err() == nil {
+		if now := r.now(); now < next {
+			sleepCtx(ctx, time.Duration(next-now))
+			if ctx.Err() != nil {
+				break
+			}
+			lates = append(lates, r.now()-next)
+		}
+		call(ctx, request{start: next, inc: -1, node: -1, api: a})
+		next += every
+	}
+	end := r.now()
+	for ; next+int64(r.cfg.Deadline) <= end; next += every {
+		rec.fail(request{start: next, end: end, inc: -1, node: -1, api: a}, errTimeout)
+	}
+	late.add(lates)
+}
+
+// lateness collects the fixed-rate clients' wake-up delays: how late each
+// sleep until a scheduled send returned.
+type lateness struct {
+	mu sync.Mutex
+	ns []int64
+}
+
+func (l *lateness) add(ns []int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ns = append(l.ns, ns...)
+}
+
+// goClientCall is one NextID of a Go client.
+func (r *runner) goClientCall(ctx context.Context, cl *client.Client, q request, rec *recorder) {
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	id, err := cl.NextID(cctx)
+	q.end = r.now()
+	if err != nil {
+		r.failed(ctx, &q, err, rec)
+		return
+	}
+	rec.ack(q, -1, []rng{{id, 1, 1}}, 1)
+}
+
+// nodeCall is one HTTP count=1 call to node n's current process.
+func (r *runner) nodeCall(ctx context.Context, n *node, q request, rec *recorder) {
+	q.node = int8(n.idx)
+	inc := n.cur.Load()
+	if inc == nil {
+		q.end = r.now()
+		rec.fail(q, errDown)
+		return
+	}
+	q.inc = inc.id
+	r.call(ctx, inc, q, rec)
+}
+
+// respNodeClient is a plain Redis client of one node, reconnected to each
+// new process of the node.
+type respNodeClient struct {
+	mu  sync.Mutex
+	inc int32
+	c   *redis.Client
+}
+
+func (c *respNodeClient) get(inc *incarnation) *redis.Client {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.c == nil || c.inc != inc.id {
+		if c.c != nil {
+			c.c.Close()
+		}
+		c.inc = inc.id
+		c.c = redis.NewClient(&redis.Options{Addr: inc.resp, MaxRetries: -1, PoolSize: 2,
+			DialTimeout: time.Second, ReadTimeout: callTimeout, WriteTimeout: callTimeout, ContextTimeoutEnabled: true})
+	}
+	return c.c
+}
+
+func (c *respNodeClient) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.c != nil {
+		c.c.Close()
+		c.c = nil
+	}
+}
+
+// respCall is one INCR snowflake to node n's current process.
+func (r *runner) respCall(ctx context.Context, n *node, rc *respNodeClient, q request, rec *recorder) {
+	q.node = int8(n.idx)
+	inc := n.cur.Load()
+	if inc == nil || inc.resp == "" {
+		q.end = r.now()
+		rec.fail(q, errDown)
+		return
+	}
+	q.inc = inc.id
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	id, err := rc.get(inc).Incr(cctx, "snowflake").Result()
+	q.end = r.now()
+	if err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		why := classify(err)
+		if strings.HasPrefix(err.Error(), "UNAVAILABLE") {
+			why = errUnavailable
+		}
+		rec.fail(q, why)
+		r.sample(q.api, why, err.Error())
+		return
+	}
+	rec.ack(q, -1, []rng{{id, 1, 1}}, 1)
+}

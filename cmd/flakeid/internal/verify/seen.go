@@ -1,0 +1,202 @@
+package verify
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/flakeid/flakeid/internal/humanize"
+)
+
+// callStats are the calls of one kind in one window, as their clients saw
+// them.
+type callStats struct {
+	lat    []int64 // ns per call; a failed call is math.MaxInt64 (never answered)
+	within int64   // answered with IDs within the deadline
+}
+
+func (s *callStats) add(q *request, deadline time.Duration) {
+	d := int64(math.MaxInt64)
+	if q.ok() {
+		d = max(q.end-q.start, 0)
+		if d <= int64(deadline) {
+			s.within++
+		}
+	}
+	s.lat = append(s.lat, d)
+}
+
+// quantile is the q-quantile of the latencies (sorted by done), as text:
+// "failed" when it falls on a call that was never answered.
+func (s *callStats) quantile(q float64) string {
+	if len(s.lat) == 0 {
+		return "—"
+	}
+	i := int(math.Ceil(q*float64(len(s.lat)))) - 1
+	return latencyText(s.lat[max(0, min(i, len(s.lat)-1))])
+}
+
+func (s *callStats) done() { slices.Sort(s.lat) }
+
+// share is the share answered within the deadline, with its nines.
+func (s *callStats) share() (string, string) {
+	n := int64(len(s.lat))
+	if n == 0 {
+		return "—", "—"
+	}
+	if s.within == n {
+		return "100%", "none missed"
+	}
+	f := float64(s.within) / float64(n)
+	return fmt.Sprintf("%.3f%%", 100*f), fmt.Sprintf("%.1f", nines(f))
+}
+
+// availability is the share within the deadline with its nines, in words.
+func (s *callStats) availability() string {
+	share, n9 := s.share()
+	if s.within == int64(len(s.lat)) {
+		return share + " (none missed)"
+	}
+	return fmt.Sprintf("%s (%s nines)", share, n9)
+}
+
+// nines is -log10(1-f): 99.9% is 3 nines.
+func nines(f float64) float64 { return max(0, -math.Log10(1-f)) }
+
+// latencyText is a latency to three significant digits.
+func latencyText(ns int64) string {
+	switch d := time.Duration(ns); {
+	case ns == math.MaxInt64:
+		return "failed"
+	case d < 10*time.Millisecond:
+		return fmt.Sprintf("%.2f ms", float64(d)/1e6)
+	case d < time.Second:
+		return fmt.Sprintf("%.0f ms", float64(d)/1e6)
+	default:
+		return fmt.Sprintf("%.2f s", d.Seconds())
+	}
+}
+
+// seenTables are what clients saw: per API, the share of calls answered
+// within the deadline and the latency quantiles; per fault kind, the same
+// for the fixed-rate clients; and, among the checks, the Go client's
+// availability as nines and the fixed-rate schedule's own lateness.
+func (r *runner) seenTables(rep *report, h *history, late []int64) {
+	dl := r.cfg.Deadline
+	rep.deadline = dl
+	var per [numAPI]callStats
+	for i := range h.reqs {
+		q := &h.reqs[i]
+		if q.api == apiProbe || q.api == apiConnectStream {
+			continue // the stream's messages are not calls of their own
+		}
+		per[q.api].add(q, dl)
+	}
+	rep.seen.head = []string{"API", "load", "calls", "within " + dl.String(), "nines", "p50", "p99", "p99.9", "max"}
+	for a := range numAPI {
+		s := &per[a]
+		if len(s.lat) == 0 {
+			continue
+		}
+		s.done()
+		load := fmt.Sprintf("closed loop (%d clients in all)", r.cfg.Clients)
+		if a.paced() {
+			load = fmt.Sprintf("%d calls/s", r.cfg.Rate)
+			switch a {
+			case apiHTTPNode, apiRESPNode:
+				load += " per node"
+			case apiGoBuffered:
+				load += fmt.Sprintf(", buffer %s IDs", humanize.Thousands(int64(min(r.cfg.Rate*bufferSeconds, 100_000))))
+			}
+		}
+		share, n9 := s.share()
+		rep.seen.add(a.String(), load, humanize.Thousands(int64(len(s.lat))), share, n9,
+			s.quantile(0.5), s.quantile(0.99), s.quantile(0.999), s.quantile(1))
+	}
+	if s := &per[apiGoClient]; len(s.lat) > 0 {
+		b := &per[apiGoBuffered]
+		res := fmt.Sprintf("%s of %s calls; buffered: %s", s.availability(), humanize.Thousands(int64(len(s.lat))), b.availability())
+		rep.checks.add(fmt.Sprintf("availability as clients saw it: the Go client's NextID with failover over the main group, answered within %v", dl), res, "")
+	}
+	if len(late) > 0 {
+		slices.Sort(late)
+		ls := callStats{lat: late}
+		rep.checks.add("the fixed-rate clients' own lateness (a sleep until a scheduled send returning late)",
+			fmt.Sprintf("p99.9 %s, max %s over %s wake-ups", ls.quantile(0.999), ls.quantile(1), humanize.Thousands(int64(len(late)))), "")
+	}
+	if len(r.cfg.Targets) == 0 {
+		r.seenByFault(rep, h)
+	}
+}
+
+// seenByFault is the fixed-rate clients' share within the deadline and
+// p99.9 per fault kind (the calls scheduled in a fault's window), with no
+// fault in progress, and over the whole run.
+func (r *runner) seenByFault(rep *report, h *history) {
+	var kinds []api
+	for a := range numAPI {
+		if a.paced() {
+			kinds = append(kinds, a)
+		}
+	}
+	healthWait := r.healthWait()
+	type win struct {
+		lo, hi int64
+		kind   string
+	}
+	var wins []win
+	for _, f := range sortedFaults(h.faults) {
+		wins = append(wins, win{f.start, f.window(healthWait), f.kind})
+	}
+	rows := map[string]*[numAPI]callStats{}
+	row := func(k string) *[numAPI]callStats {
+		if rows[k] == nil {
+			rows[k] = &[numAPI]callStats{}
+		}
+		return rows[k]
+	}
+	const quiet, whole = "(no fault in progress)", "(whole run)"
+	for i := range h.reqs {
+		q := &h.reqs[i]
+		if !q.api.paced() {
+			continue
+		}
+		row(whole)[q.api].add(q, r.cfg.Deadline)
+		in := map[string]bool{}
+		for _, w := range wins {
+			if w.lo <= q.start && q.start <= w.hi && !in[w.kind] {
+				in[w.kind] = true
+				row(w.kind)[q.api].add(q, r.cfg.Deadline)
+			}
+		}
+		if len(in) == 0 {
+			row(quiet)[q.api].add(q, r.cfg.Deadline)
+		}
+	}
+	rep.seenBy.head = []string{"fault"}
+	for _, a := range kinds {
+		rep.seenBy.head = append(rep.seenBy.head, a.String())
+	}
+	var order []string
+	for _, k := range Kinds() {
+		if rows[k] != nil {
+			order = append(order, k)
+		}
+	}
+	for _, k := range append(order, quiet, whole) {
+		ss := rows[k]
+		if ss == nil {
+			continue
+		}
+		cells := []string{k}
+		for _, a := range kinds {
+			s := &ss[a]
+			s.done()
+			share, _ := s.share()
+			cells = append(cells, strings.Join([]string{share, s.quantile(0.999)}, " · "))
+		}
+		rep.seenBy.add(cells...)
+	}
+}
