@@ -8,8 +8,10 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -245,6 +247,120 @@ func TestParseRedisBenchmark(t *testing.T) {
 		"\"test\",\"rps\"\n\"INCR\",\"1\"\n"} {
 		if _, err := ParseRedisBenchmark(strings.NewReader(bad)); err == nil {
 			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+// TestRunFixedRate: at a fixed rate a 300 ms stall of one op shows in the
+// latency of the ops scheduled behind it (coordinated omission corrected),
+// the op count stays the offered load, and the schedule spreads the
+// workers; closed loop, the same stall is one slow op among many fast ones.
+func TestRunFixedRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		stallOnce := func() func(context.Context, int) (Worker, error) {
+			var n atomic.Int64
+			return func(context.Context, int) (Worker, error) {
+				return Worker{Op: func(context.Context) (int64, error) {
+					if n.Add(1) == 50 {
+						time.Sleep(300 * time.Millisecond)
+					} else {
+						time.Sleep(time.Millisecond)
+					}
+					return 1, nil
+				}}, nil
+			}
+		}
+		rec, h, err := Run(t.Context(), RunConfig{Workers: 1, Duration: 2 * time.Second, Rate: 100, NewWorker: stallOnce()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Ops != 200 || rec.Rate != 100 || rec.OpsPerS != 100 {
+			t.Fatalf("ops %d, rate %v, ops/s %v: want 200 at 100/s", rec.Ops, rec.Rate, rec.OpsPerS)
+		}
+		// The stalled op and the 29 owed behind it (290 … 10 ms late, plus
+		// their own 1 ms): 15 % of the ops take 10 ms or more.
+		if p := h.Quantile(0.86); p < 10*time.Millisecond {
+			t.Errorf("p86 %v: the stall does not show", p)
+		}
+		if m := h.Max(); m < 300*time.Millisecond || m > 310*time.Millisecond {
+			t.Errorf("max %v, want the 300 ms stall", m)
+		}
+		if rec.LateMax != 0 {
+			t.Errorf("sleeps woke %v µs late under a fake clock", rec.LateMax)
+		}
+		closed, ch, err := Run(t.Context(), RunConfig{Workers: 1, Duration: 2 * time.Second, NewWorker: stallOnce()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := ch.Quantile(0.99); p > 2*time.Millisecond || closed.Rate != 0 {
+			t.Errorf("closed loop: p99 %v, rate %v; the stall should be one op in %d", p, closed.Rate, closed.Ops)
+		}
+		// Four workers at 400/s: each sends every 10 ms, staggered by 2.5 ms.
+		var mu sync.Mutex
+		var sent []time.Duration
+		t0 := time.Now()
+		_, _, err = Run(t.Context(), RunConfig{Workers: 4, Duration: 100 * time.Millisecond, Rate: 400,
+			NewWorker: func(context.Context, int) (Worker, error) {
+				return Worker{Op: func(context.Context) (int64, error) {
+					mu.Lock()
+					sent = append(sent, time.Since(t0))
+					mu.Unlock()
+					return 1, nil
+				}}, nil
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(sent)
+		for i := 1; i < len(sent); i++ {
+			if d := sent[i] - sent[i-1]; d != 2500*time.Microsecond {
+				t.Fatalf("sends %v and %v: %v apart, want 2.5 ms", sent[i-1], sent[i], d)
+			}
+		}
+		if _, _, err := Run(t.Context(), RunConfig{Workers: 1, Duration: time.Second, Rate: -1, NewWorker: stallOnce()}); err == nil {
+			t.Error("a negative rate was accepted")
+		}
+	})
+}
+
+// TestFixedRateSummary: the fixed-rate table lists only fixed-rate runs,
+// with medians of the tail and of the generator's lateness, and p99.9
+// ratios are taken within a round.
+func TestFixedRateSummary(t *testing.T) {
+	recs := []Record{
+		{Label: "flakeid", Round: 1, Rate: 5000, OpsPerS: 4990, P999: 900, LateP999: 80, LateMax: 300},
+		{Label: "redis", Round: 1, Rate: 5000, OpsPerS: 5000, P999: 600},
+		{Label: "flakeid", Round: 2, Rate: 5000, OpsPerS: 5000, P999: 1200, LateP999: 100, LateMax: 500},
+		{Label: "redis", Round: 2, Rate: 5000, OpsPerS: 5000, P999: 1000},
+		{Label: "closed", Round: 1, OpsPerS: 90000, P999: 5000},
+	}
+	var b strings.Builder
+	WriteFixedRate(&b, recs)
+	out := b.String()
+	if strings.Contains(out, "closed") || !strings.Contains(out, "| flakeid | 2 | 5.0 k | 5.0 k |") || !strings.Contains(out, "1.05 ms | 0 µs | 90 µs | 400 µs") {
+		t.Errorf("fixed-rate table:\n%s", out)
+	}
+	rs, err := P999Ratios(recs, []string{"flakeid/redis"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rs[0].Values; len(got) != 2 || got[0] != 1.5 || got[1] != 1.2 || rs[0].Of != "p99.9" {
+		t.Errorf("p99.9 ratios %+v", rs[0])
+	}
+	b.Reset()
+	WriteRatios(&b, rs)
+	if !strings.Contains(b.String(), "(p99.9, same round)") || !strings.Contains(b.String(), "1.350×") {
+		t.Errorf("ratios table:\n%s", b.String())
+	}
+}
+
+// TestWaitUntil: a spinning wait never returns before its time.
+func TestWaitUntil(t *testing.T) {
+	for _, spin := range []time.Duration{0, SpinBefore, time.Hour} {
+		at := time.Now().Add(3 * time.Millisecond)
+		waitUntil(at, spin)
+		if now := time.Now(); now.Before(at) {
+			t.Errorf("spin %v: returned %v early", spin, at.Sub(now))
 		}
 	}
 }

@@ -34,9 +34,16 @@ type Record struct {
 	P99     float64 `json:"p99_us"`
 	P999    float64 `json:"p999_us,omitempty"` // wrk reports none
 	Max     float64 `json:"max_us"`
-	Load1   float64 `json:"load1_start"` // 1-minute load average at the start
-	Load1E  float64 `json:"load1_end"`   // and at the end
-	Note    string  `json:"note,omitempty"`
+	// Rate is the offered load of a fixed-rate run, ops/s (0: closed
+	// loop); its latencies count from each op's scheduled time, and
+	// LateP999 and LateMax are how late the load generator's own sleeps
+	// woke up (µs), which every latency includes.
+	Rate     float64 `json:"rate,omitempty"`
+	LateP999 float64 `json:"late_p999_us,omitempty"`
+	LateMax  float64 `json:"late_max_us,omitempty"`
+	Load1    float64 `json:"load1_start"` // 1-minute load average at the start
+	Load1E   float64 `json:"load1_end"`   // and at the end
+	Note     string  `json:"note,omitempty"`
 }
 
 // FromHistogram fills the latency fields from h.
@@ -59,6 +66,9 @@ func (r *Record) String() string {
 		fmt.Fprintf(&b, " p999=%s", Us(r.P999))
 	}
 	fmt.Fprintf(&b, " max=%s errors=%d load1=%.2f→%.2f", Us(r.Max), r.Errors, r.Load1, r.Load1E)
+	if r.Rate > 0 {
+		fmt.Fprintf(&b, " rate=%s late-p999=%s late-max=%s", Si(r.Rate), Us(r.LateP999), Us(r.LateMax))
+	}
 	if r.Note != "" {
 		fmt.Fprintf(&b, " (%s)", r.Note)
 	}

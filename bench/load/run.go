@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -31,7 +32,30 @@ type RunConfig struct {
 	// Grace is how long after the window the run waits for ops still in
 	// flight before it cancels their context (0: 5s).
 	Grace time.Duration
+	// Rate, when positive, is the offered load in ops per second over all
+	// workers (wrk2's fixed-rate mode): each worker sends one op every
+	// Workers/Rate seconds, on a schedule staggered across the workers
+	// that does not wait for slow answers, and an op's latency counts from
+	// the moment its schedule meant to send it, so that a stall shows in
+	// the percentiles (the ops owed during it go out back to back after
+	// it) instead of lowering the load — the correction for coordinated
+	// omission. An op then counts when its scheduled time falls inside
+	// the window, whenever it completes (within Grace). The sleeps' own
+	// lateness is recorded apart (Record.LateP999, LateMax). 0: closed
+	// loop, each worker sends its next op when the previous one returns.
+	Rate float64
+	// Spin is how long before each scheduled send a fixed-rate worker
+	// stops sleeping and yields the processor in a loop until the send is
+	// due: Go's timers wake up to a millisecond late when the process is
+	// otherwise idle (its network poller waits in whole milliseconds), and
+	// that lateness would count as the server's latency. 0: sleep only.
+	// idload uses SpinBefore.
+	Spin time.Duration
 }
+
+// SpinBefore is the Spin idload uses: a millisecond, the poller's
+// granularity.
+const SpinBefore = time.Millisecond
 
 // Run runs cfg and returns a Record (without label, mode or target) and the
 // merged latency histogram. Every worker is created before the clock
@@ -45,6 +69,13 @@ func Run(ctx context.Context, cfg RunConfig) (Record, *Histogram, error) {
 	}
 	if cfg.Duration <= 0 {
 		return Record{}, nil, errors.New("load: duration ≤ 0")
+	}
+	if cfg.Rate < 0 || cfg.Rate > 10e6 {
+		return Record{}, nil, fmt.Errorf("load: rate %v, want 0–10M ops/s", cfg.Rate)
+	}
+	var every time.Duration // a worker's period in fixed-rate mode
+	if cfg.Rate > 0 {
+		every = time.Duration(float64(cfg.Workers) / cfg.Rate * float64(time.Second))
 	}
 	maxErr := cfg.MaxErrors
 	if maxErr == 0 {
@@ -74,7 +105,7 @@ func Run(ctx context.Context, cfg RunConfig) (Record, *Histogram, error) {
 	}
 
 	type result struct {
-		h        Histogram
+		h, late  Histogram
 		ops, ids int64
 		errs     int64
 		firstErr error
@@ -96,18 +127,32 @@ func Run(ctx context.Context, cfg RunConfig) (Record, *Histogram, error) {
 		go func(op Op) {
 			defer wg.Done()
 			<-startCh
+			next := start.Add(every * time.Duration(i) / time.Duration(cfg.Workers))
 			for {
 				t0 := time.Now()
-				if t0.After(we) || ctx.Err() != nil {
+				if every > 0 {
+					if d := next.Sub(t0); d > 0 {
+						waitUntil(next, cfg.Spin)
+						if late := time.Since(next); !next.Before(ws) {
+							res.late.Record(late)
+						}
+					}
+					t0, next = next, next.Add(every)
+				}
+				if t0.After(we) || every > 0 && t0.Equal(we) || ctx.Err() != nil {
 					return
 				}
 				ids, err := op(ctx)
 				t1 := time.Now()
-				if t1.After(we) {
+				if every == 0 && t1.After(we) {
 					return
 				}
+				inWindow := !t1.Before(ws)
+				if every > 0 {
+					inWindow = !t0.Before(ws) // scheduled in the window
+				}
 				if err != nil {
-					if t1.Before(ws) {
+					if !inWindow || ctx.Err() != nil {
 						continue
 					}
 					res.errs++
@@ -124,7 +169,7 @@ func Run(ctx context.Context, cfg RunConfig) (Record, *Histogram, error) {
 					time.Sleep(time.Millisecond) // never spin on a dead target
 					continue
 				}
-				if t1.Before(ws) {
+				if !inWindow {
 					continue
 				}
 				res.ops++
@@ -155,10 +200,11 @@ func Run(ctx context.Context, cfg RunConfig) (Record, *Histogram, error) {
 		Load1:   load0,
 		Load1E:  Load1(),
 	}
-	h := &Histogram{}
+	h, late := &Histogram{}, &Histogram{}
 	var firstErr error
 	for _, r := range results {
 		h.Merge(&r.h)
+		late.Merge(&r.late)
 		rec.Ops += r.ops
 		rec.IDs += r.ids
 		rec.Errors += r.errs
@@ -169,6 +215,10 @@ func Run(ctx context.Context, cfg RunConfig) (Record, *Histogram, error) {
 	rec.OpsPerS = float64(rec.Ops) / cfg.Duration.Seconds()
 	rec.IDsPerS = float64(rec.IDs) / cfg.Duration.Seconds()
 	rec.FromHistogram(h)
+	if every > 0 {
+		rec.Rate = cfg.Rate
+		rec.LateP999, rec.LateMax = float64(late.Quantile(0.999))/1e3, float64(late.Max())/1e3
+	}
 	if aborted != nil {
 		return rec, h, aborted
 	}
@@ -176,4 +226,15 @@ func Run(ctx context.Context, cfg RunConfig) (Record, *Histogram, error) {
 		rec.Note = "first error: " + firstErr.Error()
 	}
 	return rec, h, nil
+}
+
+// waitUntil returns at t: it sleeps until spin before t, then yields the
+// processor in a loop until t.
+func waitUntil(t time.Time, spin time.Duration) {
+	if d := time.Until(t) - spin; d > 0 {
+		time.Sleep(d)
+	}
+	for time.Now().Before(t) {
+		runtime.Gosched()
+	}
 }

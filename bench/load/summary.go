@@ -83,10 +83,43 @@ func WriteSummary(w io.Writer, recs []Record) {
 	}
 }
 
-// Ratio is IDs/s of label A over IDs/s of label B, taken per round (only
-// between records of the same round, which ran minutes apart at most).
+// WriteFixedRate writes a markdown table of the fixed-rate runs (Rate > 0),
+// one row per label: the offered and achieved rate, and the median over the
+// runs of each latency quantile and of the load generator's own lateness
+// (how late its sleeps woke), which the latencies include.
+func WriteFixedRate(w io.Writer, recs []Record) {
+	fmt.Fprintln(w, "| label | runs | offered ops/s | achieved (median) | p50 | p99 | p99.9 | max | generator late p99.9 | late max | errors | load1 |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, g := range Groups(recs) {
+		var rs []Record
+		for _, r := range g.Records {
+			if r.Rate > 0 {
+				rs = append(rs, r)
+			}
+		}
+		if len(rs) == 0 {
+			continue
+		}
+		var errs int64
+		for _, r := range rs {
+			errs += r.Errors
+		}
+		med := func(get func(Record) float64) float64 { return Median(field(rs, get)) }
+		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %d | %.2f |\n",
+			g.Label, len(rs), Si(med(func(r Record) float64 { return r.Rate })), Si(med(func(r Record) float64 { return r.OpsPerS })),
+			Us(med(func(r Record) float64 { return r.P50 })), Us(med(func(r Record) float64 { return r.P99 })),
+			Us(med(func(r Record) float64 { return r.P999 })), Us(med(func(r Record) float64 { return r.Max })),
+			Us(med(func(r Record) float64 { return r.LateP999 })), Us(med(func(r Record) float64 { return r.LateMax })),
+			errs, med(func(r Record) float64 { return r.Load1 }))
+	}
+}
+
+// Ratio is a quantity (Of) of label A over the same of label B, taken per
+// round (only between records of the same round, which ran minutes apart
+// at most).
 type Ratio struct {
 	A, B   string
+	Of     string
 	Rounds []int
 	Values []float64
 }
@@ -94,6 +127,18 @@ type Ratio struct {
 // Ratios computes, for each "A/B" pair, A's IDs/s over B's in every round
 // both have a record in (the first record of a label in a round counts).
 func Ratios(recs []Record, pairs []string) ([]Ratio, error) {
+	return RatiosOf(recs, pairs, "IDs/s", func(r Record) float64 { return r.IDsPerS })
+}
+
+// P999Ratios is Ratios of the p99.9 latency: above 1 means A's tail is
+// longer than B's.
+func P999Ratios(recs []Record, pairs []string) ([]Ratio, error) {
+	return RatiosOf(recs, pairs, "p99.9", func(r Record) float64 { return r.P999 })
+}
+
+// RatiosOf computes, for each "A/B" pair, of(A) over of(B) in every round
+// both have a record in (the first record of a label in a round counts).
+func RatiosOf(recs []Record, pairs []string, name string, of func(Record) float64) ([]Ratio, error) {
 	type key struct {
 		label string
 		round int
@@ -116,13 +161,13 @@ func Ratios(recs []Record, pairs []string) ([]Ratio, error) {
 		if !ok {
 			return nil, fmt.Errorf("ratio %q: want LABEL_A/LABEL_B", p)
 		}
-		rt := Ratio{A: a, B: b}
+		rt := Ratio{A: a, B: b, Of: name}
 		for _, rd := range rounds {
 			ra, okA := byKey[key{a, rd}]
 			rb, okB := byKey[key{b, rd}]
-			if okA && okB && rb.IDsPerS > 0 {
+			if okA && okB && of(rb) > 0 {
 				rt.Rounds = append(rt.Rounds, rd)
-				rt.Values = append(rt.Values, ra.IDsPerS/rb.IDsPerS)
+				rt.Values = append(rt.Values, of(ra)/of(rb))
 			}
 		}
 		out = append(out, rt)
@@ -133,7 +178,11 @@ func Ratios(recs []Record, pairs []string) ([]Ratio, error) {
 // WriteRatios writes a markdown table of same-round ratios: the median,
 // min–max and every round's value.
 func WriteRatios(w io.Writer, rs []Ratio) {
-	fmt.Fprintln(w, "| A / B (IDs/s, same round) | rounds | median | min–max | per round |")
+	of := "IDs/s"
+	if len(rs) > 0 && rs[0].Of != "" {
+		of = rs[0].Of
+	}
+	fmt.Fprintf(w, "| A / B (%s, same round) | rounds | median | min–max | per round |\n", of)
 	fmt.Fprintln(w, "|---|---:|---:|---:|---|")
 	for _, r := range rs {
 		if len(r.Values) == 0 {

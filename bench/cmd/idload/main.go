@@ -1,7 +1,9 @@
 // Command idload measures ID services on this machine: N workers, each with
 // its own connection, repeat one operation for a fixed window and the tool
 // prints ops/s, IDs/s and p50/p90/p99/p99.9 latency (and appends a JSON
-// line with -json). It only ever targets loopback addresses.
+// line with -json). With -rate the workers offer a fixed load instead, and
+// latency counts from each operation's scheduled time (wrk2's method). It
+// only ever targets loopback addresses.
 //
 // Modes:
 //
@@ -25,7 +27,9 @@
 //	                                                      the ceiling of any net/http handler here
 //	idload resp-hello -listen ADDR [-loop goroutines|epoll] answer every RESP command with a counter:
 //	                                                      the ceiling of a Go RESP server here
-//	idload summary [-ratio A/B]… FILE…                     medians per label, same-round ratios
+//	idload summary [-ratio A/B]… [-p999-ratio A/B]… FILE…  medians per label (and of the fixed-rate
+//	                                                      runs, with the generator's lateness),
+//	                                                      same-round ratios of IDs/s and of p99.9
 //
 // Examples:
 //
@@ -34,6 +38,7 @@
 //	idload -mode pg-nextval -pg postgres://postgres@127.0.0.1:5432/test -c 8
 //	idload -mode connect-unary -base http://127.0.0.1:8080 -protocol grpc -count 100000 -c 2
 //	idload -mode connect-stream -base http://127.0.0.1:8080 -c 2 -batch 100000
+//	idload -mode http -url http://127.0.0.1:8080/api/snowflake/get/x -c 8 -rate 20000   # fixed rate, p99.9 as clients see it
 package main
 
 import (
@@ -45,6 +50,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -56,6 +62,7 @@ type options struct {
 	mode, label, jsonOut, note string
 	round, workers             int
 	warmup, duration           time.Duration
+	rate                       float64
 
 	url, accept, ids, client string // http
 
@@ -96,6 +103,7 @@ func main() {
 	flag.IntVar(&o.workers, "c", 8, "concurrent workers, each with its own connection")
 	flag.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured warm-up before the window")
 	flag.DurationVar(&o.duration, "d", 10*time.Second, "measured window")
+	flag.Float64Var(&o.rate, "rate", 0, "offered load in ops/s over all workers (wrk2's fixed-rate mode: latency from each op's scheduled time, coordinated omission corrected); 0: closed loop")
 	flag.StringVar(&o.url, "url", "", "http: the URL to GET")
 	flag.StringVar(&o.accept, "accept", "", "http: Accept header")
 	flag.StringVar(&o.client, "client", "raw", "http: raw (a minimal HTTP/1.1 keep-alive client, cheap on CPU) or nethttp (Go's net/http client)")
@@ -161,6 +169,8 @@ func run(o options) error {
 		Warmup:    o.warmup,
 		Duration:  o.duration,
 		NewWorker: newWorker,
+		Rate:      o.rate,
+		Spin:      load.SpinBefore,
 	})
 	rec.Label, rec.Round, rec.Mode, rec.Target = o.label, o.round, o.mode, target
 	if o.note != "" && rec.Note != "" {
@@ -250,8 +260,9 @@ func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 
 func summaryCmd(args []string) error {
 	fs := flag.NewFlagSet("idload summary", flag.ContinueOnError)
-	var ratios multiFlag
+	var ratios, tails multiFlag
 	fs.Var(&ratios, "ratio", "LABEL_A/LABEL_B: IDs/s ratio per round (repeatable)")
+	fs.Var(&tails, "p999-ratio", "LABEL_A/LABEL_B: p99.9 latency ratio per round (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -272,8 +283,18 @@ func summaryCmd(args []string) error {
 		return errors.New("summary: no records")
 	}
 	load.WriteSummary(os.Stdout, recs)
-	if len(ratios) > 0 {
-		rs, err := load.Ratios(recs, ratios)
+	if slices.ContainsFunc(recs, func(r load.Record) bool { return r.Rate > 0 }) {
+		fmt.Println()
+		load.WriteFixedRate(os.Stdout, recs)
+	}
+	for _, p := range []struct {
+		pairs []string
+		of    func([]load.Record, []string) ([]load.Ratio, error)
+	}{{ratios, load.Ratios}, {tails, load.P999Ratios}} {
+		if len(p.pairs) == 0 {
+			continue
+		}
+		rs, err := p.of(recs, p.pairs)
 		if err != nil {
 			return err
 		}
