@@ -1,9 +1,14 @@
 // Package node runs a Snowflake generator under a leased worker id: the
 // lease's high-water mark is the generator's NotBefore, its reservation the
-// generator's fence, and when the lease is lost the generator is revoked and
-// a new lease is sought in the background. A new lease may carry another
-// worker id; the node then switches to a new generator that starts after
-// everything the old one issued, so the node's IDs keep increasing.
+// generator's fence. When the lease is lost, the generator goes on issuing
+// on the reservation the lease stored (nobody else can issue there; see
+// worker.Lease.Bind) while a new lease is sought in the background; once
+// the new lease may issue — its first renewal done, its high-water mark
+// passed — the node switches to a new generator under it, which starts
+// after everything the old one issued, so the node's IDs keep increasing.
+// A coordinator outage shorter than the reservation (worker.Config.
+// ReserveAhead), less the time a new lease takes once the coordinator
+// answers again, therefore costs the node nothing.
 package node
 
 import (
@@ -180,6 +185,11 @@ type current struct {
 	// watcher or a Status call that sees it first), so that a status that
 	// shows the lease lost also counts why.
 	lossCounted atomic.Bool
+	// retiring is set just before gen is revoked for the switch to a new
+	// lease, and handover closed once the successor is in place: a call
+	// that the revocation refused waits for it and tries the successor.
+	retiring atomic.Bool
+	handover chan struct{}
 }
 
 // addCounters adds b's counters (Issued, Waits, BorrowedTicks,
@@ -243,18 +253,18 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, leaser: lr, layout: p.layout, log: p.log}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
-	var c *current
+	var l worker.Lease
 	for {
 		var err error
-		if c, err = n.acquire(ctx, time.Time{}); err != nil {
+		if l, err = n.acquire(ctx); err != nil {
 			n.cancel()
 			return nil, err
 		}
-		err = n.waitIssuable(ctx, c)
+		err = n.waitIssuable(ctx, l)
 		if err == nil {
 			break
 		}
-		c.lease.Close()
+		l.Close()
 		if ctx.Err() != nil {
 			n.cancel()
 			return nil, err
@@ -263,42 +273,57 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		// lost): take another.
 		n.log.Error("node: the new lease ended before its first renewal; acquiring another", "err", err)
 	}
+	g, err := n.generator(l, time.Time{})
+	if err != nil {
+		l.Close()
+		n.cancel()
+		return nil, err
+	}
+	c := &current{lease: l, gen: g, handover: make(chan struct{})}
 	n.cur.Store(c)
 	n.wg.Add(1)
 	go n.watch(c)
 	return n, nil
 }
 
-// waitIssuable waits until c's generator may issue: its clock has passed
-// the lease's high-water mark, and the lease's first renewal (the end of its
-// probation) has reserved ticks ahead of it.
-func (n *Node) waitIssuable(ctx context.Context, c *current) error {
-	if wait := c.lease.NotBefore().Sub(c.gen.Now()); wait > time.Second {
+// now is the clock of the node's generators, before one is built.
+func (n *Node) now() time.Time {
+	if n.cfg.Settings.Now != nil {
+		return n.cfg.Settings.Now()
+	}
+	return time.Now()
+}
+
+// waitIssuable waits until a generator under l may issue: the clock has
+// passed the lease's high-water mark, and the lease's first renewal (the end
+// of its probation) has reserved ticks ahead of it.
+func (n *Node) waitIssuable(ctx context.Context, l worker.Lease) error {
+	if wait := l.NotBefore().Sub(n.now()); wait > time.Second {
 		n.log.Info("node: waiting for the worker id's high-water mark before issuing", "wait", wait.Round(time.Millisecond),
-			"not_before", c.lease.NotBefore())
+			"not_before", l.NotBefore())
 	}
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
 	for {
-		now := c.gen.Now()
-		until := c.lease.Until() // zero: a lease that fences nothing (worker.Static)
-		if !now.Before(c.lease.NotBefore()) && (until.IsZero() || now.Before(until)) {
+		now := n.now()
+		until := l.Until() // zero: a lease that fences nothing (worker.Static)
+		if !now.Before(l.NotBefore()) && (until.IsZero() || now.Before(until)) {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("node: waiting for the worker id's high-water mark (%s) and the lease's first renewal: %w",
-				c.lease.NotBefore().Format(time.RFC3339Nano), ctx.Err())
-		case <-c.lease.Done():
-			return fmt.Errorf("node: the lease ended before its first renewal: %w", c.lease.Err())
+				l.NotBefore().Format(time.RFC3339Nano), ctx.Err())
+		case <-l.Done():
+			return fmt.Errorf("node: the lease ended before its first renewal: %w", l.Err())
 		case <-t.C:
 		}
 	}
 }
 
-// acquire takes a lease and builds its generator, starting no earlier than
-// after (the end of what a previous generator of this node issued).
-func (n *Node) acquire(ctx context.Context, after time.Time) (*current, error) {
+// acquire takes a lease of the configured datacenter and checks that a
+// generator can run under it.
+func (n *Node) acquire(ctx context.Context) (worker.Lease, error) {
 	l, err := n.leaser.Acquire(ctx)
 	if err != nil {
 		if errors.Is(err, worker.ErrClockSkew) {
@@ -311,25 +336,37 @@ func (n *Node) acquire(ctx context.Context, after time.Time) (*current, error) {
 		l.Close()
 		return nil, fmt.Errorf("node: a lease in datacenter %d, not the configured %d", dc, s.DatacenterID)
 	}
-	s.WorkerID = l.WorkerID()
-	s.NotBefore = l.NotBefore()
-	if after.After(s.NotBefore) {
-		s.NotBefore = after
-	}
-	s.Until = l.Until()
-	g, err := snowflake.New(s)
-	if err != nil {
+	s.WorkerID, s.NotBefore, s.Until = l.WorkerID(), l.NotBefore(), l.Until()
+	if _, err := snowflake.New(s); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("node: a generator for worker %d/%d: %w", s.DatacenterID, s.WorkerID, err)
 	}
-	l.Bind(g)
 	n.leases.Add(1)
 	n.log.Info("node: worker id leased", "datacenter", s.DatacenterID, "worker", s.WorkerID,
 		"not_before", s.NotBefore, "reserved_until", l.Until())
-	return &current{lease: l, gen: g}, nil
+	return l, nil
 }
 
-// watch replaces a lost lease until the node is closed.
+// generator builds the generator of lease l, starting no earlier than after
+// (the end of what a previous generator of this node issued), and binds it
+// to l.
+func (n *Node) generator(l worker.Lease, after time.Time) (*snowflake.Generator, error) {
+	s := n.cfg.Settings
+	s.WorkerID, s.NotBefore, s.Until = l.WorkerID(), l.NotBefore(), l.Until()
+	if after.After(s.NotBefore) {
+		s.NotBefore = after
+	}
+	g, err := snowflake.New(s)
+	if err != nil {
+		return nil, fmt.Errorf("node: a generator for worker %d/%d: %w", s.DatacenterID, s.WorkerID, err)
+	}
+	l.Bind(g)
+	return g, nil
+}
+
+// watch replaces a lost lease until the node is closed. The lost lease's
+// generator goes on issuing on its reservation (unless the loss voided it)
+// until the new lease may issue.
 func (n *Node) watch(c *current) {
 	defer n.wg.Done()
 	for {
@@ -341,23 +378,24 @@ func (n *Node) watch(c *current) {
 		lost := c.lease.Err()
 		n.countLoss(c, lost)
 		n.lastErr.Store(&lost)
-		n.log.Error("node: lease lost; acquiring another", "err", lost)
-		after := c.gen.Stats().HighWater
+		if st := c.gen.Stats(); !st.Revoked && c.gen.Now().Before(c.lease.Until()) {
+			n.log.Error("node: lease lost; issuing on its reservation while acquiring another", "err", lost,
+				"reserved_until", c.lease.Until())
+		} else {
+			n.log.Error("node: lease lost; acquiring another", "err", lost)
+		}
 		bo := backoff.Backoff{Min: 50 * time.Millisecond, Max: 2 * time.Second}
 		for attempt := 0; ; attempt++ {
-			next, err := n.acquire(n.ctx, after)
+			l, err := n.acquire(n.ctx)
 			if err == nil {
-				// The old generator was revoked when its lease ended; its
-				// counters carry over, so that Status's totals never
-				// decrease. The one it replaced has been revoked for a whole
-				// lease: its counters are final.
-				next.base, next.prev = c.base, c.gen
-				if c.prev != nil {
-					next.base = addCounters(next.base, c.prev.Stats())
+				if err = n.waitIssuable(n.ctx, l); err == nil {
+					if next := n.handOver(c, l); next != nil {
+						c = next
+						break
+					}
+					err = errors.New("node: no generator for the new lease")
 				}
-				n.cur.Store(next)
-				c = next
-				break
+				l.Close()
 			}
 			if n.ctx.Err() != nil {
 				return
@@ -373,6 +411,45 @@ func (n *Node) watch(c *current) {
 			}
 		}
 	}
+}
+
+// handOver switches the node from c, whose lease ended, to a new generator
+// under l, which may issue now: c's generator is revoked first, so that the
+// new one starts after everything it issued. A call the revocation refuses
+// waits for the switch and goes to the new generator. It returns the new
+// current, or nil (and the node stays on c) when no generator could be
+// built.
+func (n *Node) handOver(c *current, l worker.Lease) *current {
+	c.retiring.Store(true)
+	c.gen.Revoke()
+	g, err := n.generator(l, c.gen.Stats().HighWater)
+	if err != nil {
+		c.retiring.Store(false)
+		close(c.handover)
+		n.log.Error("node: the new lease's generator", "err", err)
+		return nil
+	}
+	// The old generator's counters carry over, so that Status's totals
+	// never decrease. The one it replaced has been revoked for a whole
+	// lease: its counters are final.
+	next := &current{lease: l, gen: g, base: c.base, prev: c.gen, handover: make(chan struct{})}
+	if c.prev != nil {
+		next.base = addCounters(next.base, c.prev.Stats())
+	}
+	n.cur.Store(next)
+	close(c.handover)
+	return next
+}
+
+// handedOver reports whether err came from c's generator being revoked for
+// the switch to a new lease; then it has waited for the switch, and the
+// call should be tried again.
+func (n *Node) handedOver(c *current, err error) bool {
+	if !c.retiring.Load() || !errors.Is(err, snowflake.ErrFenced) {
+		return false
+	}
+	<-c.handover
+	return c.retiring.Load()
 }
 
 // fail turns a fenced generator's error into the lease's reason.
@@ -392,22 +469,30 @@ func (n *Node) fail(c *current, err error) error {
 // wrapping ErrNoLease and the lease's error (worker.ErrLeaseLost); otherwise
 // as snowflake.Generator.NextID.
 func (n *Node) NextID() (snowflake.ID, error) {
-	c := n.cur.Load()
-	id, err := c.gen.NextID()
-	if err != nil {
-		return 0, n.fail(c, err)
+	for {
+		c := n.cur.Load()
+		id, err := c.gen.NextID()
+		if err == nil {
+			return id, nil
+		}
+		if !n.handedOver(c, err) {
+			return 0, n.fail(c, err)
+		}
 	}
-	return id, nil
 }
 
 // NextN reserves up to k consecutive IDs; see snowflake.Generator.NextN.
 func (n *Node) NextN(k int) (snowflake.Batch, error) {
-	c := n.cur.Load()
-	b, err := c.gen.NextN(k)
-	if err != nil {
-		return b, n.fail(c, err)
+	for {
+		c := n.cur.Load()
+		b, err := c.gen.NextN(k)
+		if err == nil {
+			return b, nil
+		}
+		if !n.handedOver(c, err) {
+			return b, n.fail(c, err)
+		}
 	}
-	return b, nil
 }
 
 // Layout is the layout of the node's IDs.
@@ -418,17 +503,20 @@ func (n *Node) Decode(id snowflake.ID) (snowflake.Parts, error) { return n.layou
 
 // Status is a snapshot of a node.
 type Status struct {
-	Held         bool            // a lease is held now
-	DatacenterID int64           // of the current (or last) lease
-	WorkerID     int64           // of the current (or last) lease
-	NotBefore    time.Time       // the current generator's start
-	Until        time.Time       // the reservation: IDs may be issued before it
-	Leases       int64           // leases acquired since Start
-	Resets       int64           // leases ended because the coordinator lost or rolled back its state
-	SkewRefusals int64           // leases refused or ended because the clock differs from the coordinator's
-	ClockSkew    time.Duration   // this node's clock minus the coordinator's, at the last renewal
-	Err          error           // why no lease is held, when none is
-	Stats        snowflake.Stats // the current generator's counters
+	Held bool // a lease is held now
+	// OnReservation says the lease was lost but the node still issues on
+	// the reservation it stored (until Until), while it acquires another.
+	OnReservation bool
+	DatacenterID  int64           // of the current (or last) lease
+	WorkerID      int64           // of the current (or last) lease
+	NotBefore     time.Time       // the current generator's start
+	Until         time.Time       // the reservation: IDs may be issued before it
+	Leases        int64           // leases acquired since Start
+	Resets        int64           // leases ended because the coordinator lost or rolled back its state
+	SkewRefusals  int64           // leases refused or ended because the clock differs from the coordinator's
+	ClockSkew     time.Duration   // this node's clock minus the coordinator's, at the last renewal
+	Err           error           // why no lease is held, when none is
+	Stats         snowflake.Stats // the current generator's counters
 	// Total is Stats with its counters (Issued, Waits, BorrowedTicks,
 	// ClockBackwards, ClockForwards) summed over every generator of the
 	// node since Start, so that they never decrease when a new lease brings
@@ -475,6 +563,7 @@ func (n *Node) Status() Status {
 		if p := n.lastErr.Load(); p != nil {
 			s.Err = *p
 		}
+		s.OnReservation = !s.Stats.Revoked && s.Now.Before(s.Until)
 	} else {
 		s.Held = true
 	}

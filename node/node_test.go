@@ -134,8 +134,9 @@ func TestNodeIssuesUnderLease(t *testing.T) {
 }
 
 // TestNodeLosesAndRegainsLease: with the coordinator cut off the node stops
-// issuing (ErrLeaseLost) before its lease could expire, and once it is back
-// the node takes a lease again and its IDs keep increasing.
+// issuing when its reservation (shorter than the TTL here) runs out, before
+// its lease could expire, and once it is back the node takes a lease again
+// and its IDs keep increasing.
 func TestNodeLosesAndRegainsLease(t *testing.T) {
 	f := &flaky{Coordinator: boltCoordinator(t, "")}
 	n, err := Start(t.Context(), config(t, f, 2, nil, 0))
@@ -196,6 +197,104 @@ func TestNodeLosesAndRegainsLease(t *testing.T) {
 	}
 	if st := n.Status(); !st.Held || st.Leases != 2 {
 		t.Fatalf("status %+v, want held, second lease", st)
+	}
+}
+
+// TestNodeRidesOutCoordinatorOutage: a coordinator outage longer than the
+// lease's TTL but shorter than its reservation costs the node nothing.
+// Callers on several goroutines take IDs all through it and never see an
+// error; the lease is lost (Status: not held, on the reservation), a new
+// one is taken once the coordinator is back, and the node switches to it
+// with every caller's IDs still increasing and no ID twice.
+func TestNodeRidesOutCoordinatorOutage(t *testing.T) {
+	f := &flaky{Coordinator: boltCoordinator(t, "")}
+	cfg := config(t, f, 2, nil, 0)
+	cfg.Lease.ReserveAhead = 5 * time.Second // past the TTL (3 s)
+	cfg.Lease.Quarantine = 6 * time.Second
+	n, err := Start(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	first := n.Status()
+
+	const callers = 4
+	stop := make(chan struct{})
+	errs := make(chan error, callers)
+	got := make([][]snowflake.ID, callers)
+	for i := range callers {
+		go func() {
+			var last snowflake.ID
+			for {
+				select {
+				case <-stop:
+					errs <- nil
+					return
+				default:
+				}
+				id, err := n.NextID()
+				if err != nil {
+					errs <- fmt.Errorf("caller %d at %v: %w", i, time.Now(), err)
+					return
+				}
+				if id <= last {
+					errs <- fmt.Errorf("caller %d: ID %d after %d", i, id, last)
+					return
+				}
+				last = id
+				got[i] = append(got[i], id)
+				time.Sleep(200 * time.Microsecond)
+			}
+		}()
+	}
+
+	f.cut.Store(true)
+	// The lease is given up TTL − margin (2.5 s) after its last renewal;
+	// the node goes on on its reservation.
+	deadline := time.Now().Add(5 * time.Second)
+	var during Status
+	for during = n.Status(); during.Held; during = n.Status() {
+		if time.Now().After(deadline) {
+			t.Fatal("the lease still held 5 s after the cut")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !during.OnReservation || during.Err == nil {
+		t.Fatalf("status after the loss %+v: want on the reservation, with the reason", during)
+	}
+	time.Sleep(500 * time.Millisecond)
+	f.cut.Store(false)
+	for deadline = time.Now().Add(5 * time.Second); n.Status().Leases < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no new lease 5 s after the coordinator came back: %+v", n.Status())
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // callers on the new generator
+	close(stop)
+	seen := make(map[snowflake.ID]bool)
+	for range callers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	workers := make(map[int64]bool)
+	for _, ids := range got {
+		for _, id := range ids {
+			if seen[id] {
+				t.Fatalf("ID %d issued twice", id)
+			}
+			seen[id] = true
+			p, _ := n.Decode(id)
+			workers[p.Worker] = true
+		}
+	}
+	st := n.Status()
+	if !st.Held || st.OnReservation || st.WorkerID == first.WorkerID || len(workers) != 2 {
+		t.Fatalf("after the outage %+v (first worker %d, IDs from workers %v): want held, on another worker id",
+			st, first.WorkerID, workers)
+	}
+	if st.Total.Issued != uint64(len(seen)) {
+		t.Fatalf("totals count %d IDs, the callers took %d", st.Total.Issued, len(seen))
 	}
 }
 

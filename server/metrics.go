@@ -174,6 +174,8 @@ func newNodeCollector(status func() node.Status) *nodeCollector {
 	}
 	return &nodeCollector{status: status, metrics: []nodeMetric{
 		gauge("flakeid_lease_held", "1 while the node holds its worker-id lease.", func(st *node.Status) float64 { return b2f(st.Held) }),
+		gauge("flakeid_lease_on_reservation", "1 while the lease is lost and the node still issues on the reservation it stored, acquiring another.",
+			func(st *node.Status) float64 { return b2f(st.OnReservation) }),
 		gauge("flakeid_worker_id", "The leased worker id.", func(st *node.Status) float64 { return float64(st.WorkerID) }),
 		gauge("flakeid_datacenter_id", "The datacenter id.", func(st *node.Status) float64 { return float64(st.DatacenterID) }),
 		counter("flakeid_leases_total", "Worker-id leases acquired since start.", func(st *node.Status) float64 { return float64(st.Leases) }),

@@ -52,6 +52,7 @@ func TestNodeCollectorOneStatusPerScrape(t *testing.T) {
 		"flakeid_clock_forward_jumps_total":  14,
 		"flakeid_borrowed_lead_seconds":      0.002,
 		"flakeid_lease_held":                 1,
+		"flakeid_lease_on_reservation":       0,
 		"flakeid_worker_id":                  7,
 		"flakeid_leases_total":               3,
 	} {
@@ -59,8 +60,8 @@ func TestNodeCollectorOneStatusPerScrape(t *testing.T) {
 			t.Errorf("%s = %v, want %v", name, got[name], want)
 		}
 	}
-	if len(got) != 15 {
-		t.Errorf("%d node metrics, want 15: %v", len(got), got)
+	if len(got) != 16 {
+		t.Errorf("%d node metrics, want 16: %v", len(got), got)
 	}
 }
 

@@ -442,7 +442,7 @@ func (s *Server) Ready() error {
 	}
 	st := s.node.Status()
 	switch {
-	case !st.Held:
+	case !st.Held && !st.OnReservation:
 		return fmt.Errorf("no worker-id lease: %v", st.Err)
 	case st.Stats.Lead > snowflake.DefaultMaxWait:
 		return fmt.Errorf("the clock is %v behind the worker id's high-water mark", st.Stats.Lead.Round(time.Millisecond))

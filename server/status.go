@@ -25,7 +25,8 @@ import (
 //
 // For example (one tag loaded, its next segment not fetched yet):
 //
-//	{"ready":true,"lease_held":true,"datacenter_id":0,"worker_id":3,
+//	{"ready":true,"lease_held":true,"on_reservation":false,
+//	 "datacenter_id":0,"worker_id":3,
 //	 "reserved_until":"2026-01-02T10:00:04.5Z","leases":1,"lease_resets":0,
 //	 "skew_refusals":0,"clock_skew_ms":0.21,
 //	 "layout":"41/5/5/12 × 1ms since 2025-01-01T00:00:00Z",
@@ -48,9 +49,13 @@ type statusJSON struct {
 	Reason string `json:"reason,omitempty"`
 	// Held is whether a worker-id lease is held now; DatacenterID and
 	// WorkerID are those of the current (or last) lease.
-	Held         bool  `json:"lease_held"`
-	DatacenterID int64 `json:"datacenter_id"`
-	WorkerID     int64 `json:"worker_id"`
+	Held bool `json:"lease_held"`
+	// OnReservation is true while the lease is lost and the node still
+	// issues on the reservation it stored (until reserved_until), acquiring
+	// another lease meanwhile.
+	OnReservation bool  `json:"on_reservation"`
+	DatacenterID  int64 `json:"datacenter_id"`
+	WorkerID      int64 `json:"worker_id"`
 	// ReservedTo is the end of the reservation: IDs may be issued before it.
 	ReservedTo time.Time `json:"reserved_until,omitzero"`
 	// Leases counts the leases acquired since start; Resets those ended
@@ -181,7 +186,7 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	st := s.node.Status()
-	out := statusJSON{Held: st.Held, DatacenterID: st.DatacenterID, WorkerID: st.WorkerID, ReservedTo: st.Until.UTC(),
+	out := statusJSON{Held: st.Held, OnReservation: st.OnReservation, DatacenterID: st.DatacenterID, WorkerID: st.WorkerID, ReservedTo: st.Until.UTC(),
 		Leases: st.Leases, Resets: st.Resets, SkewRefusals: st.SkewRefusals, ClockSkewMs: durationMs(st.ClockSkew),
 		Layout: s.node.Layout().String(), Snowflake: newSnowflakeStatusJSON(st.Stats),
 		SnowflakeTotals: snowflakeTotalsJSON{Issued: st.Total.Issued, Waits: st.Total.Waits, BorrowedTicks: st.Total.BorrowedTicks,

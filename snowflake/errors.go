@@ -29,7 +29,8 @@ var (
 
 	// ErrFenced means the generator may not issue the ID: it would fall in a
 	// tick at or past Settings.Until (the reservation its worker-id lease has
-	// stored), or the generator was revoked because its lease was lost.
+	// stored), or the generator was revoked: its lease ended (released, lost
+	// for clock skew, or replaced by a new one).
 	ErrFenced = errors.New("snowflake: fenced")
 
 	// ErrInvalidID means a text or JSON form could not be parsed as an ID,

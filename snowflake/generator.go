@@ -286,6 +286,12 @@ func (g *Generator) reserve(want uint64) (ID, uint64, error) {
 			if first>>g.tickShift != old>>g.tickShift {
 				g.newTick(old, first, now)
 			}
+			if g.limit.Load() == math.MinInt64 {
+				// Revoked between the check above and the step: what
+				// the step took is never handed out, so that Stats read
+				// after Revoke bounds every ID the generator returned.
+				return 0, 0, g.fencedErr(int64(first >> g.tickShift))
+			}
 			return g.compose(first), end - first + 1, nil
 		}
 	}
@@ -403,7 +409,11 @@ func (g *Generator) SetUntil(until time.Time) {
 }
 
 // Revoke stops the generator for good: every later call fails with
-// ErrFenced. A worker-id lease revokes its generator when the lease is lost.
+// ErrFenced, and so does every call in flight that has not returned its
+// IDs yet, so that Stats read after Revoke bounds every ID the generator
+// ever returned (node.Node starts its next generator there). A worker-id
+// lease revokes its generator when it is released or its clock is out of
+// bounds.
 func (g *Generator) Revoke() { g.limit.Store(math.MinInt64) }
 
 // Now returns the generator's clock reading: the time its next tick is
@@ -416,7 +426,7 @@ func (g *Generator) Now() time.Time {
 func (g *Generator) fencedErr(tick int64) error {
 	limit := g.limit.Load()
 	if limit == math.MinInt64 {
-		return fmt.Errorf("%w: the generator was revoked (its worker-id lease was lost)", ErrFenced)
+		return fmt.Errorf("%w: the generator was revoked (its worker-id lease ended)", ErrFenced)
 	}
 	return fmt.Errorf("%w: tick %d (%s) is past the reservation, which ends with tick %d", ErrFenced,
 		tick, g.c.tickTime(max(tick, 0)).Format(time.RFC3339Nano), limit)
@@ -459,6 +469,8 @@ type Stats struct {
 	// ClockOffset is the wall clock minus the generator's clock at the last
 	// check: negative after the wall clock stepped back.
 	ClockOffset time.Duration `json:"clock_offset_ns"`
+	// Revoked says Revoke was called: the generator issues nothing more.
+	Revoked bool `json:"revoked"`
 }
 
 // Stats returns a snapshot of the generator's counters.
@@ -487,6 +499,7 @@ func (g *Generator) Stats() Stats {
 		ClockBackwards: g.clk.backwards.Load(),
 		ClockForwards:  g.clk.forwards.Load(),
 		ClockOffset:    time.Duration(g.clk.offset.Load()),
+		Revoked:        g.limit.Load() == math.MinInt64,
 	}
 	if lead := last*g.c.unitNs - g.clk.ns(); lead > 0 && last <= math.MaxInt64/g.c.unitNs {
 		s.Lead = time.Duration(lead)

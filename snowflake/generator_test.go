@@ -520,7 +520,13 @@ func TestFence(t *testing.T) {
 		}
 		g.SetUntil(time.Now().Add(time.Second))
 		before := mustNext(t, g)
+		if g.Stats().Revoked {
+			t.Fatal("Stats.Revoked before Revoke")
+		}
 		g.Revoke()
+		if !g.Stats().Revoked {
+			t.Fatal("Stats.Revoked false after Revoke")
+		}
 		if _, err := g.NextID(); !errors.Is(err, ErrFenced) || !strings.Contains(err.Error(), "revoked") {
 			t.Fatalf("after Revoke in the same tick: err = %v, want ErrFenced (revoked)", err)
 		}

@@ -35,11 +35,15 @@ type Config struct {
 	RetryEvery time.Duration
 	// ReserveAhead is how far ahead of the generator's clock each renewal
 	// reserves the high-water mark. It must exceed RenewEvery so that the
-	// generator never reaches the reservation while renewals succeed; it is
-	// also how long a generator keeps issuing when renewals start failing,
-	// and the longest wait for a restart that lands on the same worker id.
-	// Range RenewEvery+10ms–TTL. Default 3s, or the TTL when that is
-	// shorter.
+	// generator never reaches the reservation while renewals succeed. It is
+	// how long a generator keeps issuing after its last successful renewal,
+	// whatever happens to the lease meanwhile (see Lease.Bind): a
+	// coordinator outage shorter than it, less the time a new lease takes
+	// once the coordinator answers again, costs a node.Node nothing. It is
+	// also the longest wait for a restart that lands on the same worker id,
+	// and it is part of the Quarantine, which every holder waits after the
+	// coordinator lost its state. It may exceed the TTL. Range
+	// RenewEvery+10ms–10m. Default 3s, or the TTL when that is shorter.
 	ReserveAhead time.Duration
 	// SafetyMargin: a holder gives its lease up when it has not renewed by
 	// (start of the last successful renewal) + TTL − SafetyMargin, by its own
@@ -156,8 +160,8 @@ func (c Config) Validate() error {
 		return bad("renew every %v, want 10ms–%v (half the TTL)", c.RenewEvery, c.TTL/2)
 	case c.RetryEvery < 10*time.Millisecond || c.RetryEvery > c.RenewEvery:
 		return bad("retry every %v, want 10ms–%v (the renewal period)", c.RetryEvery, c.RenewEvery)
-	case c.ReserveAhead <= c.RenewEvery || c.ReserveAhead > c.TTL:
-		return bad("reserve ahead %v, want more than the renewal period %v and at most the TTL %v", c.ReserveAhead, c.RenewEvery, c.TTL)
+	case c.ReserveAhead <= c.RenewEvery || c.ReserveAhead > 10*time.Minute:
+		return bad("reserve ahead %v, want more than the renewal period %v and at most 10m", c.ReserveAhead, c.RenewEvery)
 	case c.SafetyMargin < time.Millisecond || c.SafetyMargin > c.TTL/2:
 		return bad("safety margin %v, want 1ms–%v (half the TTL)", c.SafetyMargin, c.TTL/2)
 	case c.TTL-c.SafetyMargin <= c.probation():
@@ -482,9 +486,10 @@ func (l *lease) renewLoop() {
 			l.skew = skew
 			l.mu.Unlock()
 			if err != nil {
-				// The reservation just stored may be used by nobody: end
-				// the lease before the fence moves.
-				l.lose(fmt.Errorf("%w: worker id %d: %w", ErrLeaseLost, l.claim.WorkerID(), err))
+				// The reservation just stored may be used by nobody, and the
+				// clock the fence is read by is out of bounds: end the lease
+				// before the fence moves, revoking the generator.
+				l.lose(fmt.Errorf("%w: worker id %d: %w", ErrLeaseLost, l.claim.WorkerID(), err), true)
 				l.releaseAfterLoss()
 				return
 			}
@@ -497,16 +502,21 @@ func (l *lease) renewLoop() {
 			return // closing
 		case errors.Is(err, ErrClockSkew):
 			// The coordinator refused the reservation as past the clock
-			// bound and stored nothing: end the lease at the reservation
-			// already held.
-			l.lose(fmt.Errorf("%w: worker id %d: %w", ErrLeaseLost, l.claim.WorkerID(), err))
+			// bound and stored nothing: end the lease, revoking the
+			// generator, whose clock is out of bounds.
+			l.lose(fmt.Errorf("%w: worker id %d: %w", ErrLeaseLost, l.claim.WorkerID(), err), true)
 			l.releaseAfterLoss()
 			return
 		case errors.Is(err, ErrReset):
-			l.lose(fmt.Errorf("%w: worker id %d: %w", ErrLeaseLost, l.claim.WorkerID(), err))
+			// The re-initialised namespace's floor lies past every
+			// reservation stored before (the quarantine covers them): the
+			// reservation still stands.
+			l.lose(fmt.Errorf("%w: worker id %d: %w", ErrLeaseLost, l.claim.WorkerID(), err), false)
 			return
 		case errors.Is(err, ErrNotHeld):
-			l.lose(fmt.Errorf("%w: worker id %d: %w", ErrLeaseLost, l.claim.WorkerID(), err))
+			// Whoever holds the id now starts at its high-water mark, past
+			// every reservation stored: the reservation still stands.
+			l.lose(fmt.Errorf("%w: worker id %d: %w", ErrLeaseLost, l.claim.WorkerID(), err), false)
 			return
 		default:
 			l.log.Warn("worker: renewing the lease failed", "err", err, "gives_up_in", time.Until(deadline).Round(time.Millisecond))
@@ -550,20 +560,24 @@ func (l *lease) expire() {
 	late := !time.Now().Before(l.deadline)
 	l.mu.Unlock()
 	if late {
+		// Whoever takes the id once the coordinator lets it lapse starts at
+		// its high-water mark, past every reservation stored: the
+		// reservation still stands.
 		l.lose(fmt.Errorf("%w: worker id %d not renewed within TTL %v − safety margin %v", ErrLeaseLost,
-			l.claim.WorkerID(), l.cfg.TTL, l.cfg.SafetyMargin))
+			l.claim.WorkerID(), l.cfg.TTL, l.cfg.SafetyMargin), false)
 	}
 }
 
-// end revokes the fenced generator, records err and closes done, once.
-func (l *lease) end(err error) bool {
+// end records err and closes done, once. The fenced generator keeps the
+// reservation held as its fence, or with void is revoked.
+func (l *lease) end(err error, void bool) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.err != nil {
 		return false
 	}
 	l.err = err
-	if l.fencer != nil {
+	if l.fencer != nil && void {
 		l.fencer.Revoke()
 	}
 	l.fence.Stop()
@@ -571,10 +585,18 @@ func (l *lease) end(err error) bool {
 	return true
 }
 
-func (l *lease) lose(err error) {
-	if l.end(err) {
-		l.log.Error("worker: lease lost; the generator stopped issuing", "err", err)
+// lose ends the lease with err; void says whether its reservation is void
+// too (see end).
+func (l *lease) lose(err error, void bool) {
+	if !l.end(err, void) {
+		return
 	}
+	if void {
+		l.log.Error("worker: lease lost; the generator stopped issuing", "err", err)
+		return
+	}
+	l.log.Error("worker: lease lost; the generator issues on its reservation until it ends", "err", err,
+		"reserved_until", l.Until())
 }
 
 // Close releases the lease: the generator is revoked, the renewal loop
@@ -582,7 +604,16 @@ func (l *lease) lose(err error) {
 // reservation stored (the high-water mark never decreases).
 func (l *lease) Close() error {
 	l.closed.Do(func() {
-		wasHeld := l.end(fmt.Errorf("%w: worker id %d", ErrReleased, l.claim.WorkerID()))
+		wasHeld := l.end(fmt.Errorf("%w: worker id %d", ErrReleased, l.claim.WorkerID()), true)
+		if !wasHeld {
+			// Lost before: its generator may still issue on the
+			// reservation; Close stops it.
+			l.mu.Lock()
+			if l.fencer != nil {
+				l.fencer.Revoke()
+			}
+			l.mu.Unlock()
+		}
 		close(l.stop)
 		l.cancel() // a renewal in flight need not finish: the release follows
 		<-l.loopDone

@@ -94,10 +94,16 @@ func (f *fence) state() (untils []time.Time, revoked time.Time) {
 // a bubble's clock starts at 2000-01-01, before the default epoch.
 func bind(t *testing.T, l worker.Lease) *fence {
 	t.Helper()
+	return bindClock(t, l, time.Now)
+}
+
+// bindClock is bind with the generator's clock now.
+func bindClock(t *testing.T, l worker.Lease, now func() time.Time) *fence {
+	t.Helper()
 	layout := snowflake.DefaultLayout()
 	layout.Epoch = time.Date(1990, 1, 1, 0, 0, 0, 0, time.UTC)
 	g, err := snowflake.New(snowflake.Settings{Layout: layout, DatacenterID: l.DatacenterID(), WorkerID: l.WorkerID(),
-		NotBefore: l.NotBefore(), Now: time.Now})
+		NotBefore: l.NotBefore(), Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,6 +126,15 @@ func issue(t *testing.T, f *fence, notBefore, until time.Time) {
 	}
 	if p.Time.Before(notBefore) || !p.Time.Before(until) {
 		t.Fatalf("ID %d in the tick of %v, outside the lease's [%v, %v)", id, p.Time, notBefore, until)
+	}
+}
+
+// pastReservation checks that f refuses to issue because its clock reached
+// the reservation, without being revoked.
+func pastReservation(t *testing.T, f *fence) {
+	t.Helper()
+	if id, err := f.NextID(); !errors.Is(err, snowflake.ErrFenced) || !strings.Contains(err.Error(), "past the reservation") {
+		t.Fatalf("NextID at %v: %d, %v; want ErrFenced, past the reservation", time.Now(), id, err)
 	}
 }
 
@@ -251,11 +266,12 @@ func TestLeaseRenewsPastTTL(t *testing.T) {
 }
 
 // TestLeaseLostWhenCutOff: the expire path. A holder cut off from its
-// coordinator (failing at once, or hanging) keeps its lease — and its
-// generator issuing — until TTL − SafetyMargin after the start of its last
-// successful renewal, and loses it exactly then: Done closes, the generator
-// is revoked, while the coordinator still holds the id for it, so nobody
-// else may take the id before it stopped.
+// coordinator (failing at once, or hanging) keeps its lease until TTL −
+// SafetyMargin after the start of its last successful renewal, and loses it
+// exactly then, while the coordinator still holds the id for it: Done
+// closes, and the generator keeps issuing up to its last reservation, never
+// past it, which is where the next holder of the id starts. Close then
+// revokes it.
 func TestLeaseLostWhenCutOff(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -293,14 +309,14 @@ func TestLeaseLostWhenCutOff(t *testing.T) {
 				if !lost.Equal(giveUp) {
 					t.Fatalf("lease lost at %v, want TTL − margin after the last renewal: %v", lost, giveUp)
 				}
-				if _, revoked := f.state(); !revoked.Equal(lost) {
-					t.Fatalf("generator revoked at %v, want when the lease was lost, %v", revoked, lost)
+				if _, revoked := f.state(); !revoked.IsZero() {
+					t.Fatalf("generator revoked at %v when the lease was lost: its reservation still stands", revoked)
 				}
 				if err := a.Err(); !errors.Is(err, worker.ErrLeaseLost) || errors.Is(err, worker.ErrReleased) ||
 					!strings.Contains(err.Error(), "not renewed within") {
 					t.Fatalf("Err = %v, want ErrLeaseLost: not renewed", err)
 				}
-				fenced(t, f)
+				issue(t, f, a.NotBefore(), until) // on the reservation, until it ends
 				if got := a.Until(); !got.Equal(until) {
 					t.Fatalf("Until moved to %v while cut off, from %v", got, until)
 				}
@@ -316,6 +332,10 @@ func TestLeaseLostWhenCutOff(t *testing.T) {
 					t.Fatalf("B's Acquire while the coordinator still holds A's lease: %v, want ErrExhausted", err)
 				}
 				sleepUntil(before.Expires)
+				if !until.Equal(before.Expires) {
+					t.Fatalf("reserved until %v, want the lease's expiry %v (ReserveAhead = TTL)", until, before.Expires)
+				}
+				pastReservation(t, f)
 				b, err := lrB.Acquire(t.Context())
 				if err != nil {
 					t.Fatalf("B's Acquire once A's lease lapsed: %v", err)
@@ -328,12 +348,64 @@ func TestLeaseLostWhenCutOff(t *testing.T) {
 				if err := a.Close(); err != nil || !errors.Is(a.Err(), worker.ErrLeaseLost) {
 					t.Fatalf("Close of the lost lease: %v, Err %v; want nil and still ErrLeaseLost", err, a.Err())
 				}
+				fenced(t, f)
 				if s := slot0(t, m); !strings.HasPrefix(s.Holder, "b/") {
 					t.Fatalf("after A's Close the slot is %+v, want B's", s)
 				}
 			})
 		})
 	}
+}
+
+// TestReservationOutlivesLease: a reservation longer than the TTL. A holder
+// cut off from its coordinator loses its lease at TTL − SafetyMargin after
+// its last renewal, keeps issuing on its reservation for as long as it
+// runs, and stops there; another node takes the worker id as soon as the
+// coordinator lets the lease lapse and starts where the reservation ends,
+// so that the two never issue in the same tick of the id.
+func TestReservationOutlivesLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const ahead = 3 * ttl
+		m := workertest.NewMemory(nil)
+		link := m.Client()
+		cfg := memConfig(t, "a")
+		cfg.ReserveAhead = ahead
+		t0 := time.Now()
+		a := acquire(t, link, cfg)
+		defer a.Close()
+		f := bind(t, a)
+		// Past the first start's quarantine (ahead + 1s), just after a
+		// renewal.
+		sleepUntil(t0.Add(8300 * time.Millisecond))
+		lastRenewal := slot0(t, m).Expires.Add(-ttl)
+		until := a.Until()
+		issue(t, f, a.NotBefore(), until)
+		if want := lastRenewal.Add(ahead); !until.Equal(want) {
+			t.Fatalf("reserved until %v, want %v past the last renewal (%v)", until, ahead, lastRenewal)
+		}
+		link.Cut()
+		lost := waitDone(t, a)
+		if want := lastRenewal.Add(ttl - margin); !lost.Equal(want) {
+			t.Fatalf("lease lost at %v, want %v", lost, want)
+		}
+		cfgB := memConfig(t, "b")
+		cfgB.ReserveAhead = ahead
+		sleepUntil(lastRenewal.Add(ttl))
+		b := acquire(t, m.Client(), cfgB)
+		defer b.Close()
+		if !b.NotBefore().Equal(until) {
+			t.Fatalf("B starts at %v, want A's reservation %v", b.NotBefore(), until)
+		}
+		// A issues on its reservation all the way, B's generator waits.
+		for now := time.Now(); now.Before(until); now = time.Now() {
+			issue(t, f, a.NotBefore(), until)
+			sleepUntil(now.Add(500 * time.Millisecond))
+		}
+		pastReservation(t, f)
+		if !a.Until().Equal(until) {
+			t.Fatalf("A's reservation moved to %v after the lease ended, from %v", a.Until(), until)
+		}
+	})
 }
 
 // TestLeaseCloseReleases: the close path. Close revokes the generator,
@@ -437,10 +509,10 @@ func TestLeaseEndsOnReset(t *testing.T) {
 				if err := a.Err(); !errors.Is(err, worker.ErrLeaseLost) || !errors.Is(err, worker.ErrReset) {
 					t.Fatalf("Err = %v, want ErrLeaseLost and ErrReset", err)
 				}
-				if _, revoked := f.state(); !revoked.Equal(lost) {
-					t.Fatalf("generator revoked at %v, want %v", revoked, lost)
+				if _, revoked := f.state(); !revoked.IsZero() {
+					t.Fatalf("generator revoked at %v: the floor lies past its reservation, which still stands", revoked)
 				}
-				fenced(t, f)
+				issue(t, f, a.NotBefore(), until)
 
 				ns := namespace(t, m)
 				if ns.Incarnation == old.Incarnation || !ns.Initialised.Equal(lost) || !ns.Floor.Equal(lost.Add(quarantine)) {
@@ -470,6 +542,7 @@ func TestLeaseEndsOnReset(t *testing.T) {
 				if err := a.Close(); err != nil || !errors.Is(a.Err(), worker.ErrReset) {
 					t.Fatalf("Close of the lost lease: %v, Err %v; want nil, still ErrReset", err, a.Err())
 				}
+				fenced(t, f)
 			})
 		})
 	}
@@ -557,6 +630,7 @@ func TestRenewalPastTheBoundEndsLease(t *testing.T) {
 		}
 		l := acquire(t, m, cfg)
 		defer l.Close()
+		f := bindClock(t, l, cfg.Now)
 		sleepUntil(time.Now().Add(quarantine + probation))
 		if !held(l) {
 			t.Fatalf("the lease is not held: %v", l.Err())
@@ -573,6 +647,9 @@ func TestRenewalPastTheBoundEndsLease(t *testing.T) {
 		if !errors.Is(l.Err(), worker.ErrClockSkew) {
 			t.Fatalf("the lease ended with %v, want ErrClockSkew", l.Err())
 		}
+		// A clock out of bounds voids the reservation: the generator is
+		// revoked with the lease.
+		fenced(t, f)
 		if high := slot0(t, m).HighWater; high.After(jumped.Add(reserveAhead)) {
 			t.Fatalf("the mark is %v, %v past the jump: the refused renewal moved it", high, high.Sub(jumped))
 		}

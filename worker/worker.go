@@ -16,8 +16,13 @@
 //     seconds ahead and is renewed every second). The next holder of that
 //     worker id — whatever its clock says — starts at T.
 //   - A holder that cannot renew before its lease's expiry minus a safety
-//     margin loses it: Lease.Done closes and the bound generator is revoked,
-//     before anyone else could take the id over.
+//     margin loses it: Lease.Done closes before anyone else could take the
+//     id over. Its generator may still issue on the reservation it stored —
+//     whoever holds the id next starts past it, and after a loss of the
+//     coordinator's state the quarantine lies past it — so a coordinator
+//     outage shorter than the reservation need not stop a node (see
+//     node.Node, which takes a new lease meanwhile). A loss for clock skew,
+//     and Close, revoke the generator at once.
 //
 // The contract mirrors etcd's concurrency.Session: Done closes when the lease
 // is lost or released, Close releases it.
@@ -207,23 +212,33 @@ type Lease interface {
 	// be issued in a tick that starts before it.
 	NotBefore() time.Time
 	// Until is the reservation held now: IDs may be issued in ticks that
-	// start before it. It only grows while the lease is held. A new lease
+	// start before it. It only grows while the lease is held, and stays
+	// where it was once the lease has ended. A new lease
 	// starts on probation, with Until = NotBefore (nothing may be issued),
 	// until its first renewal — RenewEvery + RetryEvery after Acquire —
 	// has found the coordinator's state unchanged: a holder that a
 	// rolled-back coordinator handed a worker id still in use never issues.
 	Until() time.Time
 	// Bind makes the lease fence f: f.SetUntil follows every reservation
-	// stored, and f.Revoke is called the moment the lease is lost or
-	// released — synchronously, before Done closes.
+	// stored while the lease is held. When the lease is lost, f keeps the
+	// last reservation as its fence and may issue up to it: nobody else
+	// can issue there (whoever holds the worker id next starts at or past
+	// its high-water mark, and after a loss of the coordinator's state at
+	// the quarantine's floor, both past it). f.Revoke is called —
+	// synchronously, before Done closes — when the lease is released
+	// (Close, also after a loss) and when it is lost for clock skew
+	// (ErrClockSkew), which voids the reservation: the clock it is read by
+	// is out of bounds. Binding a lease that has ended revokes f.
 	Bind(f Fencer)
-	// Done is closed when the lease ends.
+	// Done is closed when the lease ends: lost (the bound generator may
+	// still issue on its reservation, see Bind) or released.
 	Done() <-chan struct{}
 	// Err is nil while the lease is held, then wraps ErrLeaseLost or
 	// ErrReleased.
 	Err() error
-	// Close releases the lease, storing the final reservation. It is safe
-	// to call more than once.
+	// Close releases the lease, storing the final reservation, and revokes
+	// the bound generator, also after the lease was lost. It is safe to
+	// call more than once.
 	Close() error
 	// ClockSkew is this node's clock minus the coordinator's, as measured
 	// at the last acquisition or renewal (zero when never measured).

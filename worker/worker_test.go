@@ -17,6 +17,14 @@ func TestConfigValidate(t *testing.T) {
 	if err := (Config{TTL: 2 * time.Second}).Validate(); err != nil {
 		t.Fatalf("TTL 2s with derived defaults: %v", err)
 	}
+	// A reservation may run past the TTL: a holder keeps issuing on it
+	// after its lease ended (see Lease.Bind), the quarantine covers it.
+	if err := (Config{TTL: 2 * time.Second, ReserveAhead: 30 * time.Second}).Validate(); err != nil {
+		t.Fatalf("ReserveAhead 30s past a TTL of 2s: %v", err)
+	}
+	if q := (Config{TTL: 2 * time.Second, ReserveAhead: 30 * time.Second}).withDefaults().Quarantine; q != 31*time.Second {
+		t.Fatalf("the quarantine of a 30s reservation is %v, want 31s (reservation + max clock skew)", q)
+	}
 	for _, tc := range []struct {
 		c    Config
 		want string
@@ -28,7 +36,7 @@ func TestConfigValidate(t *testing.T) {
 		{Config{TTL: 10 * time.Second, RenewEvery: 6 * time.Second}, "renew every 6s"},
 		{Config{RetryEvery: 5 * time.Second}, "retry every 5s"},
 		{Config{ReserveAhead: 500 * time.Millisecond}, "reserve ahead 500ms"},
-		{Config{ReserveAhead: time.Minute}, "reserve ahead 1m0s"},
+		{Config{ReserveAhead: 11 * time.Minute}, "reserve ahead 11m0s, want more than the renewal period 1s and at most 10m"},
 		{Config{SafetyMargin: 6 * time.Second}, "safety margin 6s"},
 		{Config{TTL: 2 * time.Second, RenewEvery: time.Second, SafetyMargin: time.Second, ReserveAhead: 1500 * time.Millisecond}, "leaves no time"},
 		{Config{TTL: 2 * time.Second, RenewEvery: time.Second, RetryEvery: 500 * time.Millisecond, SafetyMargin: 600 * time.Millisecond,

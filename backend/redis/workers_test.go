@@ -380,9 +380,10 @@ func TestPauseFault(t *testing.T) {
 }
 
 // TestPartitionLosesLeaseBeforeTakeover cuts one node from the shared Redis
-// through a TCP proxy: its lease must end, and its generator be revoked,
-// before another node can take the worker id; and the renewals it had in
-// flight, delivered when the link heals, must not disturb the new holder.
+// through a TCP proxy: its lease must end before another node can take the
+// worker id, its generator fenced at its last reservation, where the new
+// holder starts; and the renewals it had in flight, delivered when the link
+// heals, must not disturb the new holder.
 func TestPartitionLosesLeaseBeforeTakeover(t *testing.T) {
 	addr := testenv.Redis().Require(t)
 	proxy, err := faultnet.Listen(addr)

@@ -156,8 +156,11 @@ func TestServerDataLossRecovers(t *testing.T) {
 	if !errors.Is(l1.Err(), worker.ErrLeaseLost) {
 		t.Fatalf("the lease ended with %v, want ErrLeaseLost", l1.Err())
 	}
-	if _, revoked := f1.state(); !revoked {
-		t.Fatal("the lost lease did not revoke its generator")
+	// Its generator keeps the reservation it held (the floor of the
+	// namespace re-initialised below lies past it), and only that.
+	until1, revoked := f1.state()
+	if revoked || !until1.Equal(l1.Until()) {
+		t.Fatalf("the lost lease's generator: revoked %v, fence %v; want its reservation %v kept", revoked, until1, l1.Until())
 	}
 	t.Logf("the lease ended %v after the server came back: %v", time.Since(back).Round(time.Millisecond), l1.Err())
 
@@ -188,6 +191,9 @@ func TestServerDataLossRecovers(t *testing.T) {
 	if ns.Incarnation == old.Incarnation || ns.Floor.Before(ns.Initialised.Add(lq)) {
 		t.Fatalf("the namespace after the wipe is %+v (before: %+v); want a new incarnation with a floor a quarantine %v after its initialisation",
 			ns, old, lq)
+	}
+	if !ns.Floor.After(until1) {
+		t.Fatalf("the namespace's floor %s is not past the lost lease's reservation %s", ns.Floor.Format(stamp), until1.Format(stamp))
 	}
 	if l2.NotBefore().Before(ns.Floor) {
 		t.Fatalf("the new lease starts at %s, before the namespace's floor %s", l2.NotBefore().Format(stamp), ns.Floor.Format(stamp))

@@ -18,7 +18,8 @@ type coordFlags struct {
 	Datacenter   int64         `default:"0" placeholder:"D" env:"FLAKEID_DATACENTER" help:"Datacenter id, 0 to 2^datacenter-bits − 1; clusters sharing a coordinator never collide when their datacenter ids differ."`
 	LeaseTTL     time.Duration `default:"10s" placeholder:"DURATION" env:"FLAKEID_LEASE_TTL" help:"Worker-id lease TTL, 1s–10m (default 10s): how long a crashed node's worker id stays taken."`
 	MaxClockSkew time.Duration `default:"1s" placeholder:"DURATION" env:"FLAKEID_MAX_CLOCK_SKEW" help:"How far this node's clock may differ from the coordinator's (etcd: from its live peers') before the node refuses to issue, 1ms–1m (default 1s)."`
-	Quarantine   time.Duration `placeholder:"DURATION" env:"FLAKEID_QUARANTINE" help:"How long after a coordinator's state is first created or found lost nothing is issued: at least the reservation (3s) + --max-clock-skew, at most 1h (default their sum, 4s). Every node of a datacenter must use the same."`
+	ReserveAhead time.Duration `placeholder:"DURATION" env:"FLAKEID_RESERVE_AHEAD" help:"How far ahead of the clock each renewal reserves: how long the node keeps issuing after its last successful renewal, whatever happens to the lease — a coordinator outage shorter than it, less the second or two a new lease takes once the coordinator answers again, costs the node nothing. It is also how long a restart landing on the same worker id waits at most, and part of --quarantine. Above the renewal period (1s, or a quarter of --lease-ttl), at most 10m; may exceed --lease-ttl (default 3s, or --lease-ttl when shorter)."`
+	Quarantine   time.Duration `placeholder:"DURATION" env:"FLAKEID_QUARANTINE" help:"How long after a coordinator's state is first created or found lost nothing is issued: at least --reserve-ahead + --max-clock-skew, at most 1h (default their sum, 4s). Every node of a datacenter must use the same."`
 
 	// TestClockOffset shifts this process's clock, for the fault-injection
 	// tests (a node whose clock is behind). Hidden, and never set by default.
@@ -110,12 +111,13 @@ func (f *coordFlags) url(data *dataFlags) (string, error) {
 }
 
 // leaseConfig is the node's lease settings from the flags: the lease's TTL,
-// clock-skew bound and quarantine, and whether to wait while every worker id
+// reservation, clock-skew bound and quarantine, and whether to wait while every worker id
 // is held. The node derives the rest — the datacenter, the worker ids and
 // the ID-space contract — from the layout and the datacenter id it is given.
 func (f *coordFlags) leaseConfig(wait bool) worker.Config {
 	return worker.Config{
 		TTL:          f.LeaseTTL,
+		ReserveAhead: f.ReserveAhead,
 		MaxClockSkew: f.MaxClockSkew,
 		Quarantine:   f.Quarantine,
 		WaitForFree:  wait,

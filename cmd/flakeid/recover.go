@@ -25,7 +25,7 @@ type recoverCmd struct {
 	TagFloor    map[string]int64 `placeholder:"TAG=N" help:"Re-create TAG in the recovered segment store with N as the next ID it hands out; repeat for every tag you want back. N must be above the highest ID the tag ever issued: the positions were in the lost file, so take it from where the IDs went (e.g. SELECT max(id) in the application's database) and add a margin."`
 	TagFloorAll int64            `placeholder:"N" help:"Make N the lowest next ID of every tag of the recovered segment store: the --tag-floor tags and every tag created later (tags create, --auto-create-tags). N must be above the highest ID any tag ever issued."`
 	TagStep     int64            `default:"1000" placeholder:"N" help:"Step of the tags --tag-floor re-creates, 1–2^31−1."`
-	Margin      time.Duration    `placeholder:"DURATION" help:"How far past the later of now and the damaged file's last change the recovered worker coordinator's floor lies: no worker id issues before it. At least the reservation (3s) + the default --max-clock-skew (1s), the default; give more if the nodes ran with a larger --max-clock-skew."`
+	Margin      time.Duration    `placeholder:"DURATION" help:"How far past the later of now and the damaged file's last change the recovered worker coordinator's floor lies: no worker id issues before it. At least the default reservation (3s) + the default --max-clock-skew (1s), the default; give the nodes' --quarantine if they ran with a larger --reserve-ahead or --max-clock-skew."`
 	Force       []string         `placeholder:"FILE" help:"Start this state file (e.g. segments.db) afresh too, although it looks intact: one restored from an old backup. Repeatable."`
 	Data        dataFlags        `embed:""`
 }

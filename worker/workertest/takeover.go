@@ -17,11 +17,13 @@ import (
 // is cut off from the coordinator while another node, B, keeps trying to
 // take its worker id.
 //
-// Run fails the test unless A's lease ends with worker.ErrLeaseLost and
-// its generator is revoked, within the TTL of the cut, before B holds the
-// id; B starts after A's last reservation; and, once the fault heals and
-// A's held requests arrive, B's lease runs on and the coordinator lists
-// the id as B's with a high-water mark at least B's reservation.
+// Run fails the test unless A's lease ends with worker.ErrLeaseLost within
+// the TTL of the cut, before B holds the id; A's generator keeps its last
+// reservation as its fence (not revoked: the reservation still stands) and
+// the fence never moves again; B starts at or past it; and, once the fault
+// heals and A's held requests arrive, B's lease runs on and the
+// coordinator lists the id as B's with a high-water mark at least B's
+// reservation.
 type Takeover struct {
 	// Faulty is A's client; Fault cuts and heals its link.
 	Faulty worker.Coordinator
@@ -67,8 +69,17 @@ func (tk Takeover) Run(t *testing.T) {
 	cfgB.Owner = "taker"
 	lrB := newLeaser(t, tk.Healthy, cfgB)
 	var b worker.Lease
-	var takenAt time.Time
+	var takenAt, endedAt time.Time
+	var untilAtEnd time.Time // A's fence when its lease was seen to end
 	for b == nil {
+		if endedAt.IsZero() {
+			select {
+			case <-a.Done():
+				endedAt = time.Now()
+				untilAtEnd, _ = f.state()
+			default:
+			}
+		}
 		if time.Since(cutAt) > within {
 			t.Fatalf("nobody took the worker id within %v of the cut (A: %v)", within, a.Err())
 		}
@@ -101,17 +112,23 @@ func (tk Takeover) Run(t *testing.T) {
 		t.Fatalf("A's Err = %v, want ErrLeaseLost", a.Err())
 	}
 	until, revoked := f.state()
-	if revoked.IsZero() || !revoked.Before(takenAt) {
-		t.Fatalf("A's generator revoked at %v, B took the id at %v: want revoke first", revoked, takenAt)
+	if endedAt.IsZero() || !endedAt.Before(takenAt) {
+		t.Fatalf("A's lease seen ended at %v, B took the id at %v: want A's end first", endedAt, takenAt)
 	}
-	if revoked.Sub(cutAt) > tk.TTL {
-		t.Fatalf("A revoked %v after the cut, more than the TTL %v", revoked.Sub(cutAt), tk.TTL)
+	if endedAt.Sub(cutAt) > tk.TTL+100*time.Millisecond {
+		t.Fatalf("A's lease ended %v after the cut, more than the TTL %v", endedAt.Sub(cutAt), tk.TTL)
+	}
+	if !revoked.IsZero() {
+		t.Fatalf("A's generator was revoked at %v: a lease lost for want of renewals keeps its reservation", revoked)
+	}
+	if !until.Equal(untilAtEnd) || !until.Equal(a.Until()) {
+		t.Fatalf("A's fence moved after its lease ended: %v then, %v now (Until %v)", untilAtEnd, until, a.Until())
 	}
 	if b.NotBefore().Before(until) {
 		t.Fatalf("B starts at %v, before A's last reservation %v", b.NotBefore(), until)
 	}
 	t.Logf("A gave up %v after the cut; B took the id %v after the cut",
-		revoked.Sub(cutAt).Round(time.Millisecond), takenAt.Sub(cutAt).Round(time.Millisecond))
+		endedAt.Sub(cutAt).Round(time.Millisecond), takenAt.Sub(cutAt).Round(time.Millisecond))
 
 	// A's link is back and its held requests arrive; its lease stays lost,
 	// B's renewals go on.
@@ -121,6 +138,9 @@ func (tk Takeover) Run(t *testing.T) {
 	case <-b.Done():
 		t.Fatalf("B's lease ended after the fault healed: %v", b.Err())
 	default:
+	}
+	if after, _ := f.state(); !after.Equal(until) {
+		t.Fatalf("A's fence moved to %v after the heal, from %v", after, until)
 	}
 	reserved := b.Until()
 	infos, err := tk.Healthy.List(ctxT(t), 0)

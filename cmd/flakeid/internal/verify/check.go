@@ -373,25 +373,45 @@ type window struct {
 	inc    int32
 	lo, hi int64
 	holder [2]int64
+	until  int64 // the reservation's end, of a lost lease's window (Unix ns)
+}
+
+// The states a status poll shows a process in, for runs.
+const (
+	stateHeld  = iota // holding its lease
+	stateOnRes        // its lease lost, issuing on the reservation it stored
+	stateNone         // issuing nothing: its lease lost and its reservation used up or voided
+)
+
+func (p poll) state() int {
+	switch {
+	case p.held:
+		return stateHeld
+	case p.onRes:
+		return stateOnRes
+	}
+	return stateNone
 }
 
 // runs finds, per process, the intervals between successive polls that
-// show the same lease count, the same held state and the same worker id,
-// each pair less than minLife apart: a lost lease stays lost until a new
-// one (counted) replaces it, and no whole lease can have come and gone
-// between two such polls, so the state they show held all along. held
-// selects the runs of a held lease or of a lost one.
-func (c *checker) runs(held bool) []window {
+// show the same lease count, the same state, the same worker id and the
+// same reservation end, each pair less than minLife apart: a lost lease
+// stays lost until a new one (counted) replaces it, its reservation never
+// moves, once used up it stays so, and no whole lease can have come and
+// gone between two such polls, so the state they show held all along.
+// state selects the runs of one state.
+func (c *checker) runs(state int) []window {
 	var out []window
 	for inc, ps := range c.okPolls {
 		for a := 0; a < len(ps); {
 			b := a
-			for b+1 < len(ps) && ps[b+1].held == ps[a].held && ps[b+1].leases == ps[a].leases &&
-				ps[b+1].dc == ps[a].dc && ps[b+1].worker == ps[a].worker && ps[b+1].t1-ps[b].t0 < c.minLife {
+			for b+1 < len(ps) && ps[b+1].state() == ps[a].state() && ps[b+1].leases == ps[a].leases &&
+				ps[b+1].dc == ps[a].dc && ps[b+1].worker == ps[a].worker && (ps[a].held || ps[b+1].until == ps[a].until) &&
+				ps[b+1].t1-ps[b].t0 < c.minLife {
 				b++
 			}
-			if ps[a].held == held && b > a && ps[a].t1 < ps[b].t0 {
-				out = append(out, window{inc: int32(inc), lo: ps[a].t1, hi: ps[b].t0, holder: [2]int64{ps[a].dc, ps[a].worker}})
+			if ps[a].state() == state && b > a && ps[a].t1 < ps[b].t0 {
+				out = append(out, window{inc: int32(inc), lo: ps[a].t1, hi: ps[b].t0, holder: [2]int64{ps[a].dc, ps[a].worker}, until: ps[a].until})
 			}
 			a = b + 1
 		}
@@ -399,16 +419,12 @@ func (c *checker) runs(held bool) []window {
 	return out
 }
 
-// leaseLost checks that no Snowflake request sent after a process reported
-// its lease lost and answered before it next reported the same lost lease
-// was answered with IDs. refused counts the requests inside those windows
-// that were (rightly) refused.
-func (c *checker) leaseLost() (n int, windows int, total time.Duration, refused int, vs []violation) {
-	ws := c.runs(false)
+// inside returns, per window of ws, the Snowflake requests of its process
+// sent after the window began and answered before it ended.
+func (c *checker) inside(ws []window, visit func(w window, i int32)) {
 	perInc := make([][]window, len(c.h.incs))
 	for _, w := range ws {
 		perInc[w.inc] = append(perInc[w.inc], w)
-		total += time.Duration(w.hi - w.lo)
 	}
 	for i := range c.h.reqs {
 		q := &c.h.reqs[i]
@@ -420,16 +436,72 @@ func (c *checker) leaseLost() (n int, windows int, total time.Duration, refused 
 		if k < 0 || q.end >= list[k].hi {
 			continue
 		}
+		visit(list[k], int32(i))
+	}
+}
+
+// onReservation checks that a process whose lease was lost issues on the
+// reservation it stored and never past it: every Snowflake ID answered to
+// a request sent after a poll showed the lease lost, with the process on
+// its reservation, and answered before the next such poll of the same
+// lease and reservation, is of the lost lease's worker id and lies in a
+// tick that starts before the reservation's end. answers counts the
+// answers so checked (the IDs the process issued while its coordinator was
+// out of reach).
+func (c *checker) onReservation(spans []span) (n int, windows int, total time.Duration, answers int, vs []violation) {
+	ws := c.runs(stateOnRes)
+	for _, w := range ws {
+		total += time.Duration(w.hi - w.lo)
+	}
+	in := make(map[int32]window)
+	c.inside(ws, func(w window, i int32) { in[i] = w })
+	counted := make(map[int32]bool)
+	for _, s := range spans {
+		w, ok := in[s.req]
+		if !ok {
+			continue
+		}
+		if !counted[s.req] {
+			counted[s.req] = true
+			answers++
+		}
+		id := s.first
+		if c.f.holder(id) == w.holder && c.f.timeNs(id) < w.until {
+			id = s.last()
+		}
+		if c.f.holder(id) != w.holder || c.f.timeNs(id) >= w.until {
+			n++
+			if len(vs) < maxDetails {
+				vs = append(vs, violation{what: fmt.Sprintf("%s answered ID %d (worker %d/%d, tick of %s) on the reservation of its lost lease of worker %d/%d, which ends at %s",
+					c.h.incs[w.inc].name(), id, c.f.holder(id)[0], c.f.holder(id)[1], time.Unix(0, c.f.timeNs(id)).UTC().Format("15:04:05.000"),
+					w.holder[0], w.holder[1], time.Unix(0, w.until).UTC().Format("15:04:05.000")), reqs: []int32{s.req}, ids: []int64{id}})
+			}
+		}
+	}
+	return n, len(ws), total, answers, vs
+}
+
+// leaseLost checks that no Snowflake request sent after a process reported
+// its lease lost with no reservation left and answered before it next
+// reported the same was answered with IDs. refused counts the requests
+// inside those windows that were (rightly) refused.
+func (c *checker) leaseLost() (n int, windows int, total time.Duration, refused int, vs []violation) {
+	ws := c.runs(stateNone)
+	for _, w := range ws {
+		total += time.Duration(w.hi - w.lo)
+	}
+	c.inside(ws, func(w window, i int32) {
+		q := &c.h.reqs[i]
 		if !q.acked() {
 			refused++
-			continue
+			return
 		}
 		n++
 		if len(vs) < maxDetails {
-			vs = append(vs, violation{what: fmt.Sprintf("%s answered IDs %d… although it reported its lease lost from %s to %s",
-				c.h.incs[q.inc].name(), q.min, at(list[k].lo), at(list[k].hi)), reqs: []int32{int32(i)}, ids: []int64{q.min}})
+			vs = append(vs, violation{what: fmt.Sprintf("%s answered IDs %d… although it reported its lease lost and no reservation left from %s to %s",
+				c.h.incs[q.inc].name(), q.min, at(w.lo), at(w.hi)), reqs: []int32{i}, ids: []int64{q.min}})
 		}
-	}
+	})
 	return n, len(ws), total, refused, vs
 }
 
@@ -443,7 +515,7 @@ func (c *checker) leaseLost() (n int, windows int, total time.Duration, refused 
 // check verifies).
 func (c *checker) exclusive() (n, excused int, vs []violation) {
 	byHolder := map[[2]int64][]window{}
-	for _, w := range c.runs(true) {
+	for _, w := range c.runs(stateHeld) {
 		byHolder[w.holder] = append(byHolder[w.holder], w)
 	}
 	seen := map[[2]int32]bool{}

@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -188,6 +189,39 @@ func TestVerifyLeaseLost(t *testing.T) {
 	n, windows, total, refused, vs := checkerOf(h).leaseLost()
 	if n != 1 || windows != 1 || refused != 1 || total != 199*time.Millisecond || vs[0].ids[0] != 20 {
 		t.Fatalf("%d violations in %d windows (%v), %d refused: %+v", n, windows, total, refused, vs)
+	}
+}
+
+// TestVerifyOnReservation: while a process reports its lease lost and its
+// reservation running (until the tick of 1 s after the epoch, here), the
+// IDs it answers must be of the lost lease's worker id and in ticks before
+// the reservation's end; once it reports the reservation used up, it must
+// answer nothing.
+func TestVerifyOnReservation(t *testing.T) {
+	until := testLayout.Epoch.Add(time.Second).UnixNano()
+	onRes := poll{worker: 1, leases: 1, onRes: true, until: until}
+	none := poll{worker: 1, leases: 1, until: until}
+	polls := [][]poll{pollsAt(0, poll{held: true, worker: 1, leases: 1}, onRes, onRes, onRes, none, none, none)}
+	h := build(1, polls,
+		hreq{inc: 0, start: 150 * ms, end: 160 * ms, first: id(t, 999, 1, 0), n: 3},  // the last tick before the end: right
+		hreq{inc: 0, start: 160 * ms, end: 170 * ms, first: id(t, 1000, 1, 0), n: 1}, // the reservation's end: a violation
+		hreq{inc: 0, start: 170 * ms, end: 180 * ms, first: id(t, 500, 2, 0), n: 1},  // another worker id: a violation
+		hreq{inc: 0, start: 250 * ms, end: 350 * ms, first: id(t, 1001, 1, 0), n: 1}, // spans the change of state: not judged
+		hreq{inc: 0, start: 450 * ms, end: 460 * ms, first: id(t, 998, 1, 0), n: 1},  // reservation used up: a violation
+		hreq{inc: 0, start: 460 * ms, end: 470 * ms, failed: true})                   // refused then: right
+	c := checkerOf(h)
+	n, windows, total, answers, vs := c.onReservation(h.sf)
+	if n != 2 || windows != 1 || answers != 3 || total != 199*time.Millisecond || len(vs) != 2 ||
+		!strings.Contains(vs[0].what, "which ends at") {
+		t.Fatalf("on the reservation: %d violations in %d windows (%v), %d answers: %+v", n, windows, total, answers, vs)
+	}
+	ids := []int64{vs[0].ids[0], vs[1].ids[0]}
+	slices.Sort(ids)
+	if want := []int64{id(t, 500, 2, 0), id(t, 1000, 1, 0)}; !slices.Equal(ids, want) {
+		t.Fatalf("violations for %v, want %v", ids, want)
+	}
+	if n, windows, _, refused, vs := c.leaseLost(); n != 1 || windows != 1 || refused != 1 || vs[0].ids[0] != id(t, 998, 1, 0) {
+		t.Fatalf("reservation used up: %d violations in %d windows, %d refused: %+v", n, windows, refused, vs)
 	}
 }
 

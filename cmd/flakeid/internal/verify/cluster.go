@@ -116,7 +116,7 @@ func (r *runner) nodeArgs(n *node) []string {
 	switch n.grp.kind {
 	case groupEtcd, groupZK, groupConsul:
 		args = append(args, "--coordinator", coordURL(n.grp.kind, n.coordProxy.Addr())+n.ns,
-			"--max-clock-skew", mainClockSkew.String(), "--test-clock-admin")
+			"--max-clock-skew", mainClockSkew.String(), "--reserve-ahead", mainReserveAhead.String(), "--test-clock-admin")
 	case groupRedis:
 		args = append(args, "--coordinator", "redis://"+r.redis.addr()+"/0?prefix="+redisPrefix)
 	case groupSQL:
@@ -277,11 +277,13 @@ func (r *runner) killInc(inc *incarnation) {
 
 // statusJSON is the part of GET /v1/status the verifier reads.
 type statusJSON struct {
-	Held       bool   `json:"lease_held"`
-	Datacenter int64  `json:"datacenter_id"`
-	Worker     int64  `json:"worker_id"`
-	Leases     int64  `json:"leases"`
-	Layout     string `json:"layout"`
+	Held          bool      `json:"lease_held"`
+	OnReservation bool      `json:"on_reservation"`
+	ReservedUntil time.Time `json:"reserved_until"`
+	Datacenter    int64     `json:"datacenter_id"`
+	Worker        int64     `json:"worker_id"`
+	Leases        int64     `json:"leases"`
+	Layout        string    `json:"layout"`
 }
 
 func (r *runner) status(ctx context.Context, base string) (statusJSON, error) {
@@ -322,6 +324,7 @@ func (r *runner) startPoller(inc *incarnation) {
 			p := poll{t0: t0, t1: r.now(), ok: err == nil}
 			if err == nil {
 				p.held, p.dc, p.worker, p.leases = st.Held, st.Datacenter, st.Worker, st.Leases
+				p.onRes, p.until = st.OnReservation, st.ReservedUntil.UnixNano()
 			}
 			if ctx.Err() == nil || p.ok {
 				inc.polls = append(inc.polls, p)

@@ -237,7 +237,7 @@ func (r *runner) clockAhead(ctx context.Context, f *fault) {
 			f.end, f.note, f.failed = r.now(), err.Error(), true
 			return
 		}
-		args := append(r.serveArgs(dir), "--coordinator", mainURL, "--datacenter", "0", "--max-clock-skew", mainClockSkew.String(),
+		args := append(r.serveArgs(dir), "--coordinator", mainURL, "--datacenter", "0", "--max-clock-skew", mainClockSkew.String(), "--reserve-ahead", mainReserveAhead.String(),
 			"--test-clock-offset=1h")
 		args = append(args, r.cfg.LayoutArgs...)
 		what := fmt.Sprintf("a node with its clock 1 h ahead on the main group's %s (start %d of 3)", coordName(r.cfg.Coordinator), i+1)
@@ -335,7 +335,7 @@ func (r *runner) misconfigured(ctx context.Context, kind string, rnd *rand.Rand,
 	switch kind {
 	case "other-layout":
 		o := otherLayout(r.layout)
-		args = append(args, "--coordinator", mainURL, "--datacenter", "0", "--max-clock-skew", mainClockSkew.String())
+		args = append(args, "--coordinator", mainURL, "--datacenter", "0", "--max-clock-skew", mainClockSkew.String(), "--reserve-ahead", mainReserveAhead.String())
 		args = append(args, layoutFlags(o)...)
 		what = fmt.Sprintf("a node with the layout %s on the main group's coordinator (%s), which records %s", o, coordName(r.cfg.Coordinator), r.layout)
 		want = []string{o.String(), r.layout.String()}
@@ -346,7 +346,7 @@ func (r *runner) misconfigured(ctx context.Context, kind string, rnd *rand.Rand,
 			url += "-other"
 		}
 		dc := rnd.Int64N(int64(1) << min(o.DatacenterBits, 5))
-		args = append(args, "--coordinator", url, "--datacenter", strconv.FormatInt(dc, 10), "--max-clock-skew", mainClockSkew.String())
+		args = append(args, "--coordinator", url, "--datacenter", strconv.FormatInt(dc, 10), "--max-clock-skew", mainClockSkew.String(), "--reserve-ahead", mainReserveAhead.String())
 		args = append(args, layoutFlags(o)...)
 		what = fmt.Sprintf("a node with the layout %s on datacenter %d of the namespace %s of the main group's %s, whose registry records %s",
 			o, dc, url, coordName(r.cfg.Coordinator), r.layout)

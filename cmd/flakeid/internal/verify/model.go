@@ -214,6 +214,10 @@ type poll struct {
 	t0, t1             int64
 	ok, held           bool
 	dc, worker, leases int64
+	// onRes: the lease is lost and the process still issues on the
+	// reservation it stored, which ends at until (Unix ns).
+	onRes bool
+	until int64
 }
 
 // fault is one nemesis action.

@@ -25,8 +25,8 @@ const (
 )
 
 // kindInfo describes each fault kind: what it does, the group it needs,
-// whether one injection satisfies MinFaults (once: it costs a quarantine
-// or a refused start, and one shows it), the check row of the starts it
+// whether one injection satisfies MinFaults (once: it costs a quarantine,
+// a refused start or a restart of the coordinator, and one shows it), the check row of the starts it
 // makes that must be refused (refused), and est, a generous estimate of how
 // long one takes, fault and recovery, for the schedule.
 var kindInfo = map[string]struct {
@@ -45,6 +45,8 @@ var kindInfo = map[string]struct {
 	"etcd-partition": {desc: "one node cut off from etcd (its proxy holds every byte) for lease TTL + 1.5 s", group: groupEtcd, est: partitionEst},
 	"zk-pause":       {desc: "ZooKeeper SIGSTOPped for lease TTL + 1.5 s, then SIGCONT", group: groupZK, est: pauseEst},
 	"zk-partition":   {desc: "one node cut off from ZooKeeper (its proxy holds every byte) for lease TTL + 1.5 s", group: groupZK, est: partitionEst},
+	"zk-restart": {desc: "ZooKeeper killed (-9), down for lease TTL + 1.5 s, started again with its data: the holders' sessions and ephemeral nodes come back with its snapshot and outlive their owners' leases", group: groupZK, once: true,
+		est: func(ttl time.Duration) time.Duration { return ttl + 5*time.Second }},
 	"zk-data-loss": {desc: "ZooKeeper's state lost, alternately (the first by the seed): killed (-9), its data directory deleted and started again on its port — every node, session and ephemeral node gone, its zxids from 0 — or the main group's path deleted recursively by another client while the holders' sessions live on", group: groupZK, once: true, lost: true,
 		est: dataLossEst},
 	"consul-pause":     {desc: "the Consul agent SIGSTOPped for lease TTL + 1.5 s, then SIGCONT", group: groupConsul, est: pauseEst},
@@ -87,13 +89,13 @@ var kindInfo = map[string]struct {
 // partition hold for TTL + 1.5 s, and the nodes recover within a few
 // seconds; a data loss restarts the server (ZooKeeper in about a second,
 // Consul in less) or deletes the prefix, the holders notice at their next
-// renewal, and the group then issues nothing for its quarantine
-// (mainQuarantine, 10 s with a TTL of 2 s): measured 10.1–15.5 s from the
-// fault's start to every node answering again.
+// renewal and go on on their reservations, and the group then issues
+// nothing until the floor, the quarantine (mainQuarantine, 18 s) after the
+// re-initialisation.
 func pauseEst(ttl time.Duration) time.Duration     { return ttl + 7*time.Second }
 func partitionEst(ttl time.Duration) time.Duration { return ttl + 6*time.Second }
 func dataLossEst(ttl time.Duration) time.Duration {
-	return ttl + 2*time.Second + mainQuarantine(ttl)
+	return ttl + 4*time.Second + mainQuarantine
 }
 
 // Kinds are the fault kinds, in the order the report lists them. The
@@ -101,7 +103,7 @@ func dataLossEst(ttl time.Duration) time.Duration {
 // that coordinator.
 func Kinds() []string {
 	return []string{"clock-back", "clock-forward", "kill", "restart-behind",
-		"etcd-pause", "etcd-partition", "zk-pause", "zk-partition", "zk-data-loss", "consul-pause", "consul-partition", "consul-data-loss",
+		"etcd-pause", "etcd-partition", "zk-pause", "zk-partition", "zk-restart", "zk-data-loss", "consul-pause", "consul-partition", "consul-data-loss",
 		"pg-restart", "redis-restart-nosave", "redis-keys-deleted", "sql-rollback", "truncated-state", "other-layout", "other-space", "clock-ahead", "config-typo"}
 }
 
@@ -364,6 +366,20 @@ func (r *runner) inject(ctx context.Context, kind string, rnd *rand.Rand) fault 
 		if err != nil || cerr != nil {
 			f.note, f.failed = f.note+fmt.Sprintf(" FAILED: %v %v", err, cerr), true
 		}
+	case "zk-restart":
+		z := r.coord.(*zkServer)
+		f.start = r.now()
+		pid := z.pid()
+		z.kill()
+		sleepCtx(ctx, hold)
+		err := z.Restart(ctx, false)
+		f.end = r.now()
+		f.note = fmt.Sprintf("ZooKeeper (pid %d) killed (-9), started again with its data after %.1fs", pid, time.Duration(f.end-f.start).Seconds())
+		if err != nil {
+			f.note, f.failed = f.note+fmt.Sprintf(" FAILED: %v", err), true
+		} else {
+			f.note += fmt.Sprintf(" (pid %d)", z.pid())
+		}
 	case "etcd-partition", "zk-partition", "consul-partition":
 		n := r.pick(rnd, groupMain)
 		f.node, f.start = n.idx, r.now()
@@ -424,12 +440,14 @@ func (r *runner) shiftClock(ctx context.Context, inc *incarnation, d time.Durati
 }
 
 // waitHealthy waits until every node answers Snowflake requests steadily
-// — every probe for healthyFor, probes 50 ms apart — and returns when that
-// began, or 0
-// when that did not happen within healthWait. One answer is not enough: a
-// node whose clock stepped back answers from its newest tick until that
-// tick's sequence runs out. The probes are recorded and checked like every
-// other request.
+// under a lease it holds — every probe for healthyFor, probes 50 ms apart,
+// each followed by a status showing the lease held — and returns when that
+// began, or 0 when that did not happen within healthWait. One answer is not
+// enough: a node whose clock stepped back answers from its newest tick
+// until that tick's sequence runs out, and a node on a lost lease's
+// reservation answers until the reservation runs out, which may be well
+// after the fault. The probes are recorded and checked like every other
+// request.
 func (r *runner) waitHealthy(ctx context.Context, rec *recorder) int64 {
 	deadline := time.Now().Add(r.healthWait())
 	var since []time.Time // per node: start of its current run of answers
@@ -442,7 +460,10 @@ func (r *runner) waitHealthy(ctx context.Context, rec *recorder) int64 {
 			ok := false
 			if inc := n.cur.Load(); inc != nil {
 				q := request{start: r.now(), node: int8(n.idx), inc: inc.id, api: apiProbe}
-				ok = r.call(ctx, inc, q, rec)
+				if ok = r.call(ctx, inc, q, rec); ok {
+					st, err := r.status(ctx, inc.url)
+					ok = err == nil && st.Held
+				}
 			}
 			switch {
 			case !ok:

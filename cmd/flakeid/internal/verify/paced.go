@@ -31,8 +31,11 @@ import (
 // node.
 
 // bufferSeconds is how many seconds of its own traffic the buffered Go
-// client's buffer holds (one refill; it refills at half).
-const bufferSeconds = 10
+// client's buffer holds (one refill; it refills at half, so 20–40 s are on
+// hand): more than a coordinator's loss of its state costs the main group
+// (its quarantine, 18 s, from the renewal that finds the loss), which no
+// failover hides since every node waits it out.
+const bufferSeconds = 40
 
 // goClientEndpoint is the stable URL of node i for the Go clients; their
 // transport dials the node's current process (each process listens on a
@@ -174,9 +177,12 @@ func (l *lateness) add(ns []int64) {
 	l.ns = append(l.ns, ns...)
 }
 
-// goClientCall is one NextID of a Go client.
+// goClientCall is one NextID of a Go client, by a caller that gives up at
+// its deadline: a call that cannot be answered in time does not hold up the
+// calls scheduled after it (the client's own retries and backoff would,
+// for up to callTimeout, and a sequential caller would then miss those too).
 func (r *runner) goClientCall(ctx context.Context, cl *client.Client, q request, rec *recorder) {
-	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	cctx, cancel := context.WithTimeout(ctx, r.cfg.Deadline)
 	defer cancel()
 	id, err := cl.NextID(cctx)
 	q.end = r.now()

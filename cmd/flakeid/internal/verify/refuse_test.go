@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"os/exec"
 	"path/filepath"
@@ -172,7 +173,7 @@ func TestVerifyMinFaults(t *testing.T) {
 			t.Errorf("the CI profile on %s: the minimum schedule takes up to %v, more than its %v", coord, need, c.Duration)
 		}
 	}
-	// And the short profile of one minute per coordinator: the main group
+	// And the short profile of 75 s per coordinator: the main group
 	// alone, each of its coordinator's kinds, kill and a clock step, once.
 	for _, coord := range Coordinators() {
 		c := withDefaults(shortProfile(coord))
@@ -194,13 +195,13 @@ func minSchedule(c Config) time.Duration {
 	return need
 }
 
-// shortProfile is the one-minute profile of a coordinator that CI may run
-// beside the full one: `flakeid verify --coordinator C --duration 1m
+// shortProfile is the 75-second profile of a coordinator that CI may run
+// beside the full one: `flakeid verify --coordinator C --duration 75s
 // --min-faults 1 --redis-nodes 0 --sql-nodes 0 --file-nodes 0 --faults
 // kill,clock-back,<C's kinds>`.
 func shortProfile(coord string) Config {
 	c := DefaultConfig()
-	c.Coordinator, c.Duration, c.MinFaults, c.Bin = coord, time.Minute, 1, "flakeid"
+	c.Coordinator, c.Duration, c.MinFaults, c.Bin = coord, 75*time.Second, 1, "flakeid"
 	c.RedisNodes, c.SQLNodes, c.FileNodes = 0, 0, 0
 	c.Faults = append([]string{"kill", "clock-back"}, c.coordKinds()...)
 	return c
@@ -229,7 +230,7 @@ func TestVerifyCoordinators(t *testing.T) {
 		}
 	}
 	c := withDefaults(Config{Coordinator: "zk", Bin: "x", Faults: []string{"kill", "consul-data-loss"}})
-	if err := c.validate(); err == nil || !strings.Contains(err.Error(), `fault kind "consul-data-loss" is for the main group on Consul (--coordinator consul); it runs on ZooKeeper, whose kinds are zk-pause, zk-partition, zk-data-loss`) {
+	if err := c.validate(); err == nil || !strings.Contains(err.Error(), `fault kind "consul-data-loss" is for the main group on Consul (--coordinator consul); it runs on ZooKeeper, whose kinds are zk-pause, zk-partition, zk-restart, zk-data-loss`) {
 		t.Errorf("another coordinator's kind: %v", err)
 	}
 	c = withDefaults(Config{Coordinator: "zookeeper", Bin: "x"})
@@ -312,17 +313,18 @@ func TestVerifyRecoveryRow(t *testing.T) {
 		return b.String(), rep.failed
 	}
 	const row = "| the cluster recovered after every fault (every node answering again)"
+	wait := fmt.Sprint(r.healthWait()) // 30s, or longer for a long quarantine
 	s := int64(time.Second)
 	out, failed := report(fault{kind: "zk-pause", node: -1, start: s, end: 2 * s, recovered: 3 * s},
 		fault{kind: "zk-data-loss", node: -1, start: 10 * s, end: 11 * s}) // the run ended first
 	has := func(re string) bool { return regexp.MustCompile(re).MatchString(out) }
-	if failed || !strings.Contains(out, row) || !has(`1 of 2 faults, each within 30s \(1 cut short by the run's end\) +\| ok`) ||
+	if failed || !strings.Contains(out, row) || !has(`1 of 2 faults, each within `+wait+` \(1 cut short by the run's end\) +\| ok`) ||
 		!has(`\| not before the run ended +\|`) || !has(`\(1 not before the run ended\)`) {
 		t.Errorf("a recovery cut short by the run's end:\n%s", out)
 	}
 	out, failed = report(fault{kind: "zk-pause", node: -1, start: s, end: 2 * s, recovered: 3 * s},
 		fault{kind: "zk-data-loss", node: -1, start: 10 * s, end: 11 * s, stuck: true})
-	if !failed || !has(`1 of 2 faults, each within 30s +\| \*\*FAIL\*\*`) || !has(`\| not within 30s +\|`) {
+	if !failed || !has(`1 of 2 faults, each within `+wait+` +\| \*\*FAIL\*\*`) || !has(`\| not within `+wait+` +\|`) {
 		t.Errorf("a fault the cluster did not recover from:\n%s", out)
 	}
 }

@@ -170,9 +170,14 @@ func (r *runner) check(h *history, loadStart, loadEnd int64, late []int64) *repo
 	rep.detail(c, "IDs of a worker id the process did not hold", vw, nw)
 
 	nl, windows, lostFor, refused, vl := c.leaseLost()
-	rep.checks.add("no ID while the process's lease was lost", fmt.Sprintf("%s answers in %d lease-lost windows (%s in all; %s requests refused in them)",
+	rep.checks.add("no ID while the process's lease was lost and its reservation used up", fmt.Sprintf("%s answers in %d such windows (%s in all; %s requests refused in them)",
 		humanize.Thousands(int64(nl)), windows, secs(lostFor), humanize.Thousands(int64(refused))), verdict(nl > 0))
-	rep.detail(c, "IDs issued while the lease was lost", vl, nl)
+	rep.detail(c, "IDs issued while the lease was lost and no reservation left", vl, nl)
+
+	nr, rwindows, resFor, resAnswers, vr := c.onReservation(h.sf)
+	rep.checks.add("a lost lease's IDs lie within its reservation and worker id", fmt.Sprintf("%s violations in %s answers given on the reservation in %d windows (%s in all)",
+		humanize.Thousands(int64(nr)), humanize.Thousands(int64(resAnswers)), rwindows, secs(resFor)), verdict(nr > 0))
+	rep.detail(c, "IDs past a lost lease's reservation", vr, nr)
 
 	ne, excused, ve := c.exclusive()
 	res := fmt.Sprintf("%s violations", humanize.Thousands(int64(ne)))

@@ -129,7 +129,7 @@ type Config struct {
 // every fault kind at least twice (once for the kinds of minFaults).
 func DefaultConfig() Config {
 	return Config{
-		Duration:        3*time.Minute + 20*time.Second,
+		Duration:        3*time.Minute + 30*time.Second,
 		Nodes:           3,
 		RedisNodes:      2,
 		SQLNodes:        1,
