@@ -10,10 +10,14 @@
 // marks that endpoint down for a jittered exponential backoff and the call
 // moves on to the next endpoint (endpoints marked down come last, so a call
 // still tries them when all are down); after a full round it pauses for a
-// backoff. After Config.MaxAttempts requests the call fails with an error
-// wrapping ErrUnavailable and the last failure. Any other 4xx answer is the
-// caller's fault and is returned at once as an *APIError. The caller's
-// context bounds the whole call.
+// backoff, or until the soonest endpoint is back by its server's Retry-After.
+// After Config.MaxAttempts requests the call fails with an error wrapping
+// ErrUnavailable and the last failure; so it does at once when the caller's
+// context would end before the next round (a server waiting out a new
+// worker-id lease says, in Retry-After, when it issues again), so that a
+// caller with a deadline never waits it out for nothing. Any other 4xx
+// answer is the caller's fault and is returned at once as an *APIError. The
+// caller's context bounds the whole call.
 //
 // # Buffers
 //

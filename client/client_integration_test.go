@@ -5,6 +5,7 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -25,6 +26,8 @@ import (
 	"github.com/flakeid/flakeid/segment/segmenttest"
 	"github.com/flakeid/flakeid/server"
 	"github.com/flakeid/flakeid/snowflake"
+	"github.com/flakeid/flakeid/worker"
+	"github.com/flakeid/flakeid/worker/workertest"
 )
 
 const integrationToken = "integration-token-0123456789"
@@ -347,5 +350,66 @@ func TestIntegrationUUIDsAndBounds(t *testing.T) {
 		if _, err := c.NextUUIDs(ctx, 1, tc[0], tc[1]); !errors.Is(err, ErrInvalidArgument) {
 			t.Fatalf("NextUUIDs(%q, %q): %v, want ErrInvalidArgument", tc[0], tc[1], err)
 		}
+	}
+}
+
+// TestIntegrationFailsFastDuringQuarantine: after the coordinator lost its
+// state, every node refuses until the quarantine's floor and says when, in
+// Retry-After; a caller whose deadline ends sooner gets ErrUnavailable at
+// once — one request to each server, not its deadline's error — and a caller
+// who can wait gets an ID from the first node back.
+func TestIntegrationFailsFastDuringQuarantine(t *testing.T) {
+	m := workertest.NewMemory(nil)
+	lease := worker.Config{TTL: time.Second, RenewEvery: 100 * time.Millisecond, ReserveAhead: 200 * time.Millisecond,
+		Quarantine: 3 * time.Second}
+	var urls []string
+	for range 2 {
+		n, err := node.Start(t.Context(), node.Config{Coordinator: m.Client(), Lease: lease, Logger: quietLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = n.Close() })
+		srv, err := server.New(server.Options{Config: server.DefaultConfig(), Node: n, Logger: quietLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs := httptest.NewServer(srv.Handler())
+		t.Cleanup(hs.Close)
+		urls = append(urls, hs.URL)
+	}
+	c := newClient(t, Config{BackoffMin: 10 * time.Millisecond, BackoffMax: 5 * time.Second}, urls...)
+	if _, err := c.NextID(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	m.Wipe()
+	// Within a renewal the reset shows, within the reservation after it the
+	// nodes stop: then each refusal names the floor.
+	deadline := time.Now().Add(3 * time.Second)
+	var ae *APIError
+	for {
+		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+		_, err := c.NextID(ctx)
+		cancel()
+		if err != nil {
+			if !errors.As(err, &ae) || ae.Status != 503 || errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("%v: want the servers' 503, not the deadline's error", err)
+			}
+			if ae.RetryAfter >= 2*time.Second { // the node's own estimate: the default is 1 s
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no refusal with Retry-After ≥ 2s in 3 s after the wipe (last: %v)", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if ae.RetryAfter > lease.Quarantine+time.Second {
+		t.Fatalf("Retry-After %v, more than the quarantine %v", ae.RetryAfter, lease.Quarantine)
+	}
+	// A caller who can wait: the pause runs to the soonest node's floor.
+	ctx, cancel := context.WithTimeout(t.Context(), lease.Quarantine+5*time.Second)
+	defer cancel()
+	if _, err := c.NextID(ctx); err != nil {
+		t.Fatalf("a caller with %v to wait: %v", lease.Quarantine+5*time.Second, err)
 	}
 }

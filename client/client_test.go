@@ -47,10 +47,14 @@ type fake struct {
 	maxCount int64
 	token    atomic.Pointer[string] // when set, required
 
-	status   atomic.Int64 // when set, every request is answered with it
-	delay    atomic.Int64 // nanoseconds to stall each request
-	short    atomic.Bool  // answer one ID fewer than asked (a broken server)
-	plainIDs atomic.Bool  // answer {"ids": …} instead of ranges
+	status     atomic.Int64           // when set, every request is answered with it
+	retryAfter atomic.Pointer[string] // the Retry-After of those answers, when set
+	statusN    atomic.Int64           // when set, only this many more requests are answered with status
+	times      sync.Mutex
+	at         []time.Time  // when each request arrived
+	delay      atomic.Int64 // nanoseconds to stall each request
+	short      atomic.Bool  // answer one ID fewer than asked (a broken server)
+	plainIDs   atomic.Bool  // answer {"ids": …} instead of ranges
 
 	total, snow, seg, dec atomic.Int64
 	lastAuth              atomic.Pointer[string]
@@ -69,6 +73,9 @@ func newFake(t testing.TB, be *backend, opts ...func(*fake)) *fake {
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/v1/status" { // the client's overlap check (spaces.go), which fakes do not serve
 			f.total.Add(1)
+			f.times.Lock()
+			f.at = append(f.at, time.Now())
+			f.times.Unlock()
 		}
 		auth := r.Header.Get("Authorization")
 		f.lastAuth.Store(&auth)
@@ -80,6 +87,12 @@ func newFake(t testing.TB, be *backend, opts ...func(*fake)) *fake {
 			}
 		}
 		if s := int(f.status.Load()); s != 0 {
+			if f.statusN.Load() > 0 && f.statusN.Add(-1) == 0 {
+				f.status.Store(0) // that was the last one
+			}
+			if ra := f.retryAfter.Load(); ra != nil {
+				w.Header().Set("Retry-After", *ra)
+			}
 			writeErr(w, s, codeOf(s), "told to fail")
 			return
 		}
@@ -563,11 +576,95 @@ func TestContextDeadline(t *testing.T) {
 
 	// A canceled context ends the pause between rounds too.
 	down := newClient(t, Config{MaxAttempts: 100, BackoffMin: time.Minute, BackoffMax: time.Minute}, closedURL(t))
-	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	time.AfterFunc(100*time.Millisecond, cancel)
+	start = time.Now()
+	if _, err := down.NextID(ctx); !errors.Is(err, context.Canceled) || time.Since(start) > 2*time.Second {
+		t.Fatalf("%v after %v", err, time.Since(start))
+	}
+
+	// A pause that would outlast the deadline is not taken: the call fails
+	// at once, with the last failure, instead of waiting its deadline out.
+	ctx, cancel = context.WithTimeout(t.Context(), 20*time.Second) // the pause is 30 s–1 min
 	defer cancel()
 	start = time.Now()
-	if _, err := down.NextID(ctx); !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 2*time.Second {
-		t.Fatalf("%v after %v", err, time.Since(start))
+	_, err := down.NextID(ctx)
+	if !errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "connect") ||
+		time.Since(start) > 10*time.Second {
+		t.Fatalf("%v after %v; want ErrUnavailable (connection refused) at once", err, time.Since(start))
+	}
+}
+
+// TestRetryAfter: a server's Retry-After marks its endpoint down that long,
+// stretches the pause between rounds (up to BackoffMax), and a call whose
+// deadline ends before any endpoint is back fails at once — one request to
+// each endpoint, ErrUnavailable with the last answer, not the deadline's
+// error — while a call with time enough waits and gets its ID.
+func TestRetryAfter(t *testing.T) {
+	for _, date := range []bool{false, true} {
+		ra := "3"
+		if date { // to the second: 2.5–3.5 s from now
+			ra = time.Now().Add(3500 * time.Millisecond).UTC().Format(http.TimeFormat)
+		}
+		be := newBackend()
+		a, b := newFake(t, be), newFake(t, be)
+		for _, f := range []*fake{a, b} {
+			f.status.Store(503)
+			f.retryAfter.Store(&ra)
+		}
+		c := newClient(t, Config{BackoffMin: 10 * time.Millisecond, BackoffMax: 10 * time.Second}, a.URL(), b.URL())
+		for _, deadline := range []time.Duration{100 * time.Millisecond, 2 * time.Second} {
+			ctx, cancel := context.WithTimeout(t.Context(), deadline)
+			before := a.total.Load() + b.total.Load()
+			_, err := c.NextID(ctx)
+			cancel()
+			var ae *APIError
+			if !errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &ae) ||
+				ae.Status != 503 || ae.RetryAfter < 2*time.Second || ae.RetryAfter > 3*time.Second {
+				t.Fatalf("Retry-After %q, deadline %v: %v (%+v); want ErrUnavailable with the 503 and its Retry-After, at once", ra, deadline, err, ae)
+			}
+			if n := a.total.Load() + b.total.Load() - before; n != 2 {
+				t.Fatalf("Retry-After %q, deadline %v: %d requests, want one to each endpoint", ra, deadline, n)
+			}
+		}
+		// Long enough: the call pauses until the soonest is back, and one
+		// request there succeeds.
+		n := int64(1)
+		a.statusN.Store(n)
+		a.status.Store(503)
+		b.statusN.Store(n)
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		a.times.Lock()
+		a.at = nil
+		a.times.Unlock()
+		if _, err := c.NextID(ctx); err != nil {
+			t.Fatalf("Retry-After %q, deadline 10s: %v", ra, err)
+		}
+		cancel()
+		a.times.Lock()
+		at := slices.Clone(a.at)
+		a.times.Unlock()
+		if len(at) != 2 || at[1].Sub(at[0]) < 2*time.Second {
+			t.Fatalf("Retry-After %q: requests to a at %v; want two, the second after the pause", ra, at)
+		}
+	}
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		v    string
+		want time.Duration
+	}{
+		{"", 0}, {"0", 0}, {"-3", 0}, {"7", 7 * time.Second}, {"1.5", 0}, {"soon", 0}, {"99999999999", 0},
+		{now.Add(90 * time.Second).Format(http.TimeFormat), 90 * time.Second},
+		{now.Add(-time.Second).Format(http.TimeFormat), 0},
+		{now.Add(72 * time.Hour).Format(http.TimeFormat), 24 * time.Hour},
+	} {
+		if got := parseRetryAfter(c.v, now); got != c.want {
+			t.Errorf("parseRetryAfter(%q) = %v, want %v", c.v, got, c.want)
+		}
 	}
 }
 

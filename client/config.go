@@ -59,7 +59,8 @@ type Config struct {
 	// which an endpoint that failed (network error, timeout, 408, 429 or
 	// 5xx) is passed over, and the pause of a call between two rounds over
 	// all endpoints: after the n-th consecutive failure (from 0) the delay is
-	// drawn from [d/2, d] with d = min(BackoffMax, BackoffMin·2^n). Range
+	// drawn from [d/2, d] with d = min(BackoffMax, BackoffMin·2^n). A server's
+	// Retry-After lengthens both, the pause up to BackoffMax. Range
 	// 0 or more, BackoffMin at most BackoffMax. Zero means
 	// DefaultBackoffMin (100ms, or BackoffMax when that is shorter) and
 	// DefaultBackoffMax (5s, or BackoffMin when that is longer).

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 )
 
 // Sentinel errors. Errors of the client wrap them, and an *APIError matches
@@ -53,6 +54,9 @@ type APIError struct {
 	Message string
 	// Endpoint is the base URL that answered.
 	Endpoint string
+	// RetryAfter is the answer's Retry-After (of a 503 or 429: how long
+	// until the server expects to serve again), zero when it had none.
+	RetryAfter time.Duration
 }
 
 // Error implements error.

@@ -32,10 +32,11 @@ type endpoint struct {
 	downUntil time.Time // passed over until then
 }
 
-// fail marks the endpoint down for the next backoff delay.
-func (e *endpoint) fail(bo backoff.Backoff, now time.Time) {
+// fail marks the endpoint down for the next backoff delay, or until the
+// time the server said it serves again (its Retry-After), whichever is later.
+func (e *endpoint) fail(bo backoff.Backoff, now time.Time, retryAfter time.Duration) {
 	e.mu.Lock()
-	e.downUntil = now.Add(bo.Next(e.failures))
+	e.downUntil = now.Add(max(bo.Next(e.failures), retryAfter))
 	e.failures++
 	e.mu.Unlock()
 }
@@ -123,7 +124,11 @@ func (t *transport) order(now time.Time) []*endpoint {
 // returned at once as an *APIError; other failures mark the endpoint down and
 // move on, pausing for a backoff after each full round over the endpoints.
 // The caller's ctx bounds everything; after MaxAttempts the last error is
-// returned, wrapped with ErrUnavailable.
+// returned, wrapped with ErrUnavailable. The pause honours the servers'
+// Retry-After (up to BackoffMax); when ctx's deadline would end before the
+// next round, the call fails at once with ErrUnavailable rather than wait for
+// its deadline — so that a caller who retries, or takes the next request,
+// does so while the outage lasts instead of queueing behind it.
 func (t *transport) get(ctx context.Context, path string, decode func(io.Reader) error) error {
 	_, err := t.getFrom(ctx, path, decode)
 	return err
@@ -140,7 +145,17 @@ func (t *transport) getWithHeader(ctx context.Context, path string, decode func(
 	var last error
 	for a := range t.attempts {
 		if a > 0 && a%len(order) == 0 {
-			if err := sleep(ctx, t.bo.Next(a/len(order)-1)); err != nil {
+			// The pause: a backoff, or until the soonest endpoint is back
+			// by its server's word (capped at BackoffMax).
+			d := t.bo.Next(a/len(order) - 1)
+			if back := time.Until(t.soonestBack()); back > d {
+				d = min(back, t.bo.Max)
+			}
+			if dl, ok := ctx.Deadline(); ok && time.Now().Add(d).After(dl) {
+				return nil, fmt.Errorf("%w: every endpoint failed, and the call's deadline ends before the next round (in %v): %w",
+					ErrUnavailable, d.Round(time.Millisecond), last)
+			}
+			if err := sleep(ctx, d); err != nil {
 				return nil, ctxError(err, last)
 			}
 		}
@@ -160,10 +175,26 @@ func (t *transport) getWithHeader(ctx context.Context, path string, decode func(
 		if errors.Is(err, ErrInvalidArgument) {
 			return nil, err // an answer of another kind than asked for (a series' numbers): every server gives it
 		}
-		e.fail(t.bo, time.Now())
+		var retryAfter time.Duration
+		if ae, ok := errors.AsType[*APIError](err); ok {
+			retryAfter = ae.RetryAfter
+		}
+		e.fail(t.bo, time.Now(), retryAfter)
 		last = err
 	}
 	return nil, fmt.Errorf("%w after %d attempts: %w", ErrUnavailable, t.attempts, last)
+}
+
+// soonestBack is the earliest time an endpoint is no longer marked down:
+// after a backoff of its own, or when its server said it serves again.
+func (t *transport) soonestBack() time.Time {
+	var soonest time.Time
+	for i, e := range t.eps {
+		if _, u := e.down(time.Time{}); i == 0 || u.Before(soonest) {
+			soonest = u
+		}
+	}
+	return soonest
 }
 
 // ctxError is the error of a call its context ended, with the last failure
@@ -194,7 +225,9 @@ func (t *transport) once(ctx context.Context, e *endpoint, path string, decode f
 	defer resp.Body.Close()
 	body := io.LimitReader(resp.Body, maxBody)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return readAPIError(resp.StatusCode, body, e.base)
+		ae := readAPIError(resp.StatusCode, body, e.base)
+		ae.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+		return ae
 	}
 	if err := decode(resp.Header, body); err != nil {
 		var ae *APIError
@@ -235,6 +268,24 @@ func readAPIError(status int, body io.Reader, base string) *APIError {
 		ae.Message = msg
 	}
 	return ae
+}
+
+// parseRetryAfter reads a Retry-After header: whole seconds, or an HTTP
+// date. Anything else, or a time already past, is zero.
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n <= 0 || n > 24*3600 {
+			return 0
+		}
+		return time.Duration(n) * time.Second
+	}
+	if at, err := http.ParseTime(v); err == nil && at.After(now) {
+		return min(at.Sub(now), 24*time.Hour)
+	}
+	return 0
 }
 
 // sleep waits d or until ctx ends.

@@ -30,6 +30,26 @@ import (
 // one and has not acquired another yet, or it was closed.
 var ErrNoLease = errors.New("node: no worker-id lease held")
 
+// ResumeError is the error of a call refused while the node waits out the
+// start of a new lease — its worker id's high-water mark, or the quarantine
+// after the coordinator lost its state — when it knows that start: it wraps
+// ErrNoLease and the reason, and RetryAfter says how long, by the node's
+// clock at the refusal, until the node issues again. A server passes it on as
+// Retry-After, so that a client whose deadline ends sooner fails over or
+// gives up at once instead of waiting.
+type ResumeError struct {
+	Err        error         // wraps ErrNoLease
+	RetryAfter time.Duration // more than zero
+}
+
+// Error implements error.
+func (e *ResumeError) Error() string {
+	return fmt.Sprintf("%v (issues again in %v)", e.Err, e.RetryAfter.Round(time.Millisecond))
+}
+
+// Unwrap returns the reason.
+func (e *ResumeError) Unwrap() error { return e.Err }
+
 // ErrInvalidConfig means a Config is refused: every error of
 // Config.Validate wraps it, and names the value that was wrong.
 var ErrInvalidConfig = errors.New("node: invalid config")
@@ -226,6 +246,9 @@ type Node struct {
 	skews  atomic.Int64 // leases refused or ended for clock skew
 	// lastErr is why the node holds no lease, while it holds none.
 	lastErr atomic.Pointer[error]
+	// resumes is, while the watcher waits for a new lease to start, that
+	// start (UnixNano of the node's clock); 0 otherwise.
+	resumes atomic.Int64
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -388,7 +411,10 @@ func (n *Node) watch(c *current) {
 		for attempt := 0; ; attempt++ {
 			l, err := n.acquire(n.ctx)
 			if err == nil {
-				if err = n.waitIssuable(n.ctx, l); err == nil {
+				n.resumes.Store(l.NotBefore().UnixNano())
+				err = n.waitIssuable(n.ctx, l)
+				n.resumes.Store(0)
+				if err == nil {
 					if next := n.handOver(c, l); next != nil {
 						c = next
 						break
@@ -456,7 +482,13 @@ func (n *Node) handedOver(c *current, err error) bool {
 func (n *Node) fail(c *current, err error) error {
 	if errors.Is(err, snowflake.ErrFenced) {
 		if lerr := c.lease.Err(); lerr != nil {
-			return fmt.Errorf("%w: %w", ErrNoLease, lerr)
+			err := fmt.Errorf("%w: %w", ErrNoLease, lerr)
+			if r := n.resumes.Load(); r != 0 {
+				if d := time.Unix(0, r).Sub(n.now()); d > 0 {
+					return &ResumeError{Err: err, RetryAfter: d}
+				}
+			}
+			return err
 		}
 		if u := c.lease.Until(); !u.IsZero() && !u.After(c.lease.NotBefore()) {
 			return fmt.Errorf("%w: the new lease issues after its first renewal (its probation): %w", ErrNoLease, err)

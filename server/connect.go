@@ -470,7 +470,7 @@ func connectError(err error) error {
 	code := connectCode(ae.Code)
 	ce = connect.NewError(code, ae)
 	if code == connect.CodeUnavailable {
-		ce.Meta().Set("Retry-After", "1")
+		ce.Meta().Set("Retry-After", ae.retryAfter())
 	}
 	return ce
 }

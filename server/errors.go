@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/flakeid/flakeid/node"
 	"github.com/flakeid/flakeid/segment"
@@ -37,6 +39,18 @@ type apiError struct {
 	Status  int
 	Code    string
 	Message string
+	// RetryAfter, of a 503, is when the node says it issues again
+	// (node.ResumeError); zero when it does not know.
+	RetryAfter time.Duration
+}
+
+// retryAfter is the Retry-After header of a 503: the node's own estimate
+// rounded up to whole seconds, else 1.
+func (e *apiError) retryAfter() string {
+	if e.RetryAfter <= time.Second {
+		return "1"
+	}
+	return strconv.FormatInt(int64((e.RetryAfter+time.Second-1)/time.Second), 10)
 }
 
 func (e *apiError) Error() string { return e.Message }
@@ -49,25 +63,28 @@ func apiErrorf(status int, code, format string, args ...any) *apiError {
 // answered with; its message is kept.
 func classify(err error) *apiError {
 	var ae *apiError
+	var re *node.ResumeError
 	switch {
 	case errors.As(err, &ae):
 		return ae
+	case errors.As(err, &re):
+		return &apiError{Status: http.StatusServiceUnavailable, Code: codeUnavailable, Message: err.Error(), RetryAfter: re.RetryAfter}
 	case errors.Is(err, snowflake.ErrInvalidID), errors.Is(err, snowflake.ErrInvalidCount),
 		errors.Is(err, segment.ErrInvalidCount), errors.Is(err, segment.ErrInvalidTag),
 		errors.Is(err, snowflake.ErrInvalidLayout), errors.Is(err, segment.ErrSeries), errors.Is(err, segment.ErrNotSeries):
-		return &apiError{http.StatusBadRequest, codeInvalid, err.Error()}
+		return &apiError{Status: http.StatusBadRequest, Code: codeInvalid, Message: err.Error()}
 	case errors.Is(err, segment.ErrUnknownTag):
-		return &apiError{http.StatusNotFound, codeNotFound, err.Error()}
+		return &apiError{Status: http.StatusNotFound, Code: codeNotFound, Message: err.Error()}
 	case errors.Is(err, segment.ErrTagExists):
-		return &apiError{http.StatusConflict, codeExists, err.Error()}
+		return &apiError{Status: http.StatusConflict, Code: codeExists, Message: err.Error()}
 	case errors.Is(err, node.ErrNoLease), errors.Is(err, worker.ErrLeaseLost), errors.Is(err, snowflake.ErrFenced),
 		errors.Is(err, snowflake.ErrClockBehind), errors.Is(err, segment.ErrUnavailable), errors.Is(err, segment.ErrClosed),
 		errors.Is(err, segment.ErrRegressed), errors.Is(err, context.DeadlineExceeded), errors.Is(err, segment.ErrNoKey):
-		return &apiError{http.StatusServiceUnavailable, codeUnavailable, err.Error()}
+		return &apiError{Status: http.StatusServiceUnavailable, Code: codeUnavailable, Message: err.Error()}
 	case errors.Is(err, segment.ErrExhausted), errors.Is(err, snowflake.ErrTimeExhausted), errors.Is(err, segment.ErrPeriodFull):
-		return &apiError{http.StatusInsufficientStorage, codeTooLarge, err.Error()}
+		return &apiError{Status: http.StatusInsufficientStorage, Code: codeTooLarge, Message: err.Error()}
 	case errors.Is(err, context.Canceled):
-		return &apiError{499, codeCanceled, err.Error()}
+		return &apiError{Status: 499, Code: codeCanceled, Message: err.Error()}
 	}
-	return &apiError{http.StatusInternalServerError, codeInternal, err.Error()}
+	return &apiError{Status: http.StatusInternalServerError, Code: codeInternal, Message: err.Error()}
 }

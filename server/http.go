@@ -127,7 +127,7 @@ func (s *Server) writeError(w http.ResponseWriter, err error) *apiError {
 	var body errorBody
 	body.Error.Code, body.Error.Message = ae.Code, ae.Message
 	if ae.Status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Retry-After", ae.retryAfter())
 	}
 	writeJSON(w, ae.Status, body)
 	return ae
