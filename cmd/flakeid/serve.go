@@ -186,6 +186,7 @@ func (c *serveCmd) Run(ctx context.Context, out *streams) error {
 	}
 	log := c.logger(out)
 	log.Info("flakeid: starting", c.startAttrs(cfg, l)...)
+	defer tuneGC(os.Getenv)()
 
 	// Every listener first: a port in use fails the start before anything
 	// is leased (starting.go).

@@ -23,7 +23,7 @@
 //	idload wrk -label L -round R -json FILE < wrk-output   record wrk --latency output
 //	idload redis-benchmark -label L … < output            record redis-benchmark output: --csv, or the
 //	                                                      default output (--precision 3), which has p99.9
-//	idload hello -listen ADDR                             serve a constant ID with plain net/http:
+//	idload hello -listen ADDR [-timeouts]                 serve a constant ID with plain net/http:
 //	                                                      the ceiling of any net/http handler here
 //	idload resp-hello -listen ADDR [-loop goroutines|epoll] answer every RESP command with a counter:
 //	                                                      the ceiling of a Go RESP server here
@@ -234,6 +234,7 @@ func ingestCmd(tool string, parse func([]byte) (load.Record, error), args []stri
 func helloCmd(args []string) error {
 	fs := flag.NewFlagSet("idload hello", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:18089", "address to serve on (loopback)")
+	timeouts := fs.Bool("timeouts", false, "also ReadTimeout 10s, WriteTimeout 30s and IdleTimeout 30s, as flakeid serve's defaults: what the deadlines they set on every request cost")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -244,6 +245,9 @@ func helloCmd(args []string) error {
 			w.Header()["Content-Type"] = ctype
 			w.Write(body)
 		})}
+	if *timeouts {
+		srv.ReadTimeout, srv.WriteTimeout, srv.IdleTimeout = 10*time.Second, 30*time.Second, 30*time.Second
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() { <-ctx.Done(); srv.Close() }()

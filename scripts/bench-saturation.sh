@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Single IDs at saturation (closed loop): flakeid's HTTP path (Leaf's) beside
+# a bare net/http handler with and without the per-request deadlines that
+# flakeid's timeouts set, and its RESP INCR beside Redis's; flakeid at its own
+# GC target and at Go's default (issue 30; docs/BENCHMARKS.md, "Throughput at
+# saturation"). Every server on one CPU, the load on the other, GOMAXPROCS=1
+# for both; the cases interleaved per round.
+#
+#   scripts/bench-saturation.sh                          # 6 rounds of 5 s, ~6 min
+#   ROUNDS=1 DUR=1s OUT=/tmp/bs scripts/bench-saturation.sh   # smoke test
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${OUT:-$ROOT/bench/results/saturation}
+ROUNDS=${ROUNDS:-6}
+DUR=${DUR:-5s}
+CONNS=${CONNS:-8}
+SERVER_CPU=${SERVER_CPU:-0}
+LOAD_CPU=${LOAD_CPU:-1}
+BASE_PORT=${BASE_PORT:-18501}
+
+command -v taskset >/dev/null || { echo "bench-saturation: no taskset (Debian: util-linux)" >&2; exit 1; }
+command -v redis-server >/dev/null || { echo "bench-saturation: no redis-server (scripts/services.sh installs it)" >&2; exit 1; }
+if [ "$(nproc)" -lt 2 ]; then echo "bench-saturation: needs two CPUs, one for the servers and one for the load" >&2; exit 1; fi
+
+WORK=$(mktemp -d /tmp/bench-saturation.XXXXXX)
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+(cd "$ROOT" && go build -o "$WORK/flakeid" ./cmd/flakeid)
+(cd "$ROOT/bench" && go build -o "$WORK/idload" ./cmd/idload)
+mkdir -p "$OUT"
+RES=$OUT/results.jsonl
+: >"$RES"
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
+  echo "go: $(go version)"
+  echo "redis-server: $(redis-server --version | head -1)"
+  echo "flakeid: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD -- server cmd 2>/dev/null || echo ' (server/cmd modified)')"
+  echo "servers on CPU $SERVER_CPU, load on CPU $LOAD_CPU, GOMAXPROCS=1; rounds $ROUNDS, DUR $DUR, CONNS $CONNS"
+} >"$OUT/machine.txt"
+
+P=$BASE_PORT
+srv() { # name port command…
+  local name=$1 port=$2
+  shift 2
+  taskset -c "$SERVER_CPU" env GOMAXPROCS=1 "$@" >"$WORK/$name.log" 2>&1 &
+  PIDS+=($!)
+}
+# ports: P, P+1 the two flakeid (RESP on P+4, P+5), P+2 hello, P+3 hello -timeouts, P+6 Redis
+srv flakeid $P env -u GOGC "$WORK/flakeid" serve --listen "127.0.0.1:$P" --resp-listen "127.0.0.1:$((P + 4))" \
+  --data-dir "$WORK/a" --log-level warn
+srv flakeid-gogc100 $((P + 1)) env GOGC=100 "$WORK/flakeid" serve --listen "127.0.0.1:$((P + 1))" \
+  --resp-listen "127.0.0.1:$((P + 5))" --data-dir "$WORK/b" --log-level warn
+srv hello $((P + 2)) "$WORK/idload" hello -listen "127.0.0.1:$((P + 2))"
+srv hello-timeouts $((P + 3)) "$WORK/idload" hello -timeouts -listen "127.0.0.1:$((P + 3))"
+srv redis $((P + 6)) redis-server --bind 127.0.0.1 --port $((P + 6)) --save '' --appendonly no --dir "$WORK"
+for port in $P $((P + 1)); do
+  for _ in $(seq 1 150); do
+    curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null || { cat "$WORK"/*.log >&2; exit 1; }
+done
+
+L() { # label args…
+  local label=$1
+  shift
+  taskset -c "$LOAD_CPU" env GOMAXPROCS=1 "$WORK/idload" -label "$label" -round "$ROUND" -json "$RES" -d "$DUR" -warmup 1s \
+    -c "$CONNS" "$@"
+}
+for ROUND in $(seq 1 "$ROUNDS"); do
+  L flakeid -mode http -url "http://127.0.0.1:$P/api/snowflake/get/x"
+  L hello -mode http -url "http://127.0.0.1:$((P + 2))/"
+  L hello-timeouts -mode http -url "http://127.0.0.1:$((P + 3))/"
+  L flakeid-gogc100 -mode http -url "http://127.0.0.1:$((P + 1))/api/snowflake/get/x"
+  L flakeid-resp -mode redis-incr -redis "127.0.0.1:$((P + 4))" -key snowflake
+  L redis-incr -mode redis-incr -redis "127.0.0.1:$((P + 6))" -key idload:incr
+  L flakeid-resp-gogc100 -mode redis-incr -redis "127.0.0.1:$((P + 5))" -key snowflake
+done
+"$WORK/idload" summary -ratio flakeid/hello -ratio hello-timeouts/hello -ratio flakeid/hello-timeouts \
+  -ratio flakeid-gogc100/hello -ratio flakeid/flakeid-gogc100 \
+  -ratio flakeid-resp/redis-incr -ratio flakeid-resp-gogc100/redis-incr -ratio flakeid-resp/flakeid-resp-gogc100 \
+  "$RES" >"$OUT/summary.md"
+cat "$OUT/summary.md"
