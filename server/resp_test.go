@@ -59,7 +59,10 @@ func newRESPEnv(t testing.TB, mod func(*Config), segMod func(*segment.Config)) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := node.Start(t.Context(), node.Config{Coordinator: coord, Logger: log, Lease: fixtureLease()})
+	// A 2 s reservation (streamLease): a RESP PING answers whether the
+	// node may issue, and fixtureLease's 300 ms ran out under a renewal's
+	// stalled fsync on a loaded CI machine, in two runs out of two there.
+	n, err := node.Start(t.Context(), node.Config{Coordinator: coord, Logger: log, Lease: streamLease()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -164,7 +164,7 @@ func (r *runner) startNode(ctx context.Context, n *node, offset time.Duration) (
 	}
 	r.mu.Lock()
 	inc := &incarnation{id: int32(len(r.incs)), node: n.idx, offset: offset, exited: make(chan struct{})}
-	inc.clock.Store(int64(offset))
+	inc.setClock(offset)
 	for _, c := range r.incs {
 		if c.node == n.idx {
 			inc.n = max(inc.n, c.n)

@@ -182,7 +182,10 @@ type incarnation struct {
 	pid    int
 	offset time.Duration // --test-clock-offset it started with
 	clock  atomic.Int64  // its clock's offset now, ns: offset plus the shifts applied
-	log    string        // its log file ("" for a target)
+	// farthest is the largest distance of its clock from the real time
+	// it has had, ns (setClock keeps it).
+	farthest atomic.Int64
+	log      string // its log file ("" for a target)
 
 	started, serving, ended int64 // ns since the run started; ended 0 while running
 
@@ -295,4 +298,15 @@ func sortedFaults(fs []fault) []fault {
 	fs = slices.Clone(fs)
 	slices.SortFunc(fs, func(a, b fault) int { return cmp.Compare(a.start, b.start) })
 	return fs
+}
+
+// setClock records that inc's clock is now offset from the real time.
+func (inc *incarnation) setClock(offset time.Duration) {
+	inc.clock.Store(int64(offset))
+	for d := int64(offset.Abs()); ; {
+		f := inc.farthest.Load()
+		if d <= f || inc.farthest.CompareAndSwap(f, d) {
+			return
+		}
+	}
 }

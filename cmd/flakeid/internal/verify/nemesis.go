@@ -317,7 +317,7 @@ func (r *runner) inject(ctx context.Context, kind string, rnd *rand.Rand) fault 
 		f.end = r.now()
 		f.note = fmt.Sprintf("%s clock %+v (now %s from the real time)", inc.name(), shift, off)
 		if d, perr := time.ParseDuration(off); err == nil && perr == nil {
-			inc.clock.Store(int64(d))
+			inc.setClock(d)
 		}
 		if err != nil {
 			f.note, f.failed = fmt.Sprintf("%s clock %+v failed: %v", inc.name(), shift, err), true

@@ -26,9 +26,11 @@ const (
 	seriesStep     = 50
 	seriesCount    = 10 // numbers per call
 	// seriesClockSlack is how far from a call's window the period a number
-	// carries may lie: the node's clock bound against the coordinator's
-	// (--max-clock-skew, 1 s by default) plus the largest offset the
-	// nemesis gives a node's clock (restart-behind: 5 s).
+	// carries may lie, at least: the node's clock bound against the
+	// coordinator's (--max-clock-skew, 1 s by default) plus the offset
+	// restart-behind gives a node's clock (5 s), with a second to spare.
+	// Where the nemesis took a clock farther (a restart behind, then a
+	// step back), seriesSlack widens it to that.
 	seriesClockSlack = 6*time.Second + time.Second
 	// seriesPrefetchLead is how long before a period a node fetches its
 	// first segment (segment's prefetchLead).
@@ -137,6 +139,17 @@ type seriesChecks struct {
 	maxWaste                       int64
 }
 
+// seriesSlack is how far from a call's window the period of a number may
+// lie in this run: seriesClockSlack, or the farthest any process's clock was
+// from the real time and the default clock bound (1 s), when that is more.
+func seriesSlack(incs []*incarnation) time.Duration {
+	slack := time.Duration(seriesClockSlack)
+	for _, inc := range incs {
+		slack = max(slack, time.Duration(inc.farthest.Load())+time.Second)
+	}
+	return slack
+}
+
 // checkSeries checks the series' numbers: none handed out twice, each
 // matches the template and carries a period its call's window (widened by
 // seriesClockSlack) touches, and in each period the counters start at 1
@@ -153,7 +166,7 @@ func (r *runner) checkSeries(rec *seriesRecorder, incs []*incarnation) seriesChe
 	out.numbers, out.calls, out.fails = len(rec.nums), rec.calls, rec.fails
 	seen := make(map[string]bool, len(rec.nums))
 	counters := map[int64][]int64{}
-	slack := int64(seriesClockSlack)
+	slack := int64(seriesSlack(incs))
 	for _, n := range rec.nums {
 		if seen[n.text] {
 			out.duplicates = append(out.duplicates, n.text)
@@ -185,7 +198,7 @@ func (r *runner) checkSeries(rec *seriesRecorder, incs []*incarnation) seriesChe
 			// A process serves a period from up to 10 s before it (the
 			// prefetch of its first segment) to its end, each within the
 			// clock slack.
-			if from.Before(end.Add(seriesClockSlack)) && to.After(start.Add(-seriesClockSlack-seriesPrefetchLead)) {
+			if from.Before(end.Add(time.Duration(slack))) && to.After(start.Add(-time.Duration(slack)-seriesPrefetchLead)) {
 				procs++
 			}
 		}

@@ -51,3 +51,31 @@ func TestVerifySeriesChecks(t *testing.T) {
 		}
 	}
 }
+
+// TestVerifySeriesSlackFollowsTheClocks: a number dated by a process whose
+// clock the nemesis took 8 s behind (a restart behind, then a step back) is
+// within the slack of its call, since the slack widens to the farthest any
+// process's clock was; with every clock within 5 s it is off its period.
+func TestVerifySeriesSlackFollowsTheClocks(t *testing.T) {
+	t0 := time.Date(2026, 11, 28, 10, 0, 30, 0, time.UTC)
+	r := &runner{t0: t0}
+	// Asked at 10:01:07.5, dated 10:00: its process's clock read 10:00:59.5.
+	rec := &seriesRecorder{calls: 1, nums: []seriesNumber{{text: "V20261128-1000-000001",
+		t0: int64(37500 * time.Millisecond), t1: int64(37550 * time.Millisecond)}}}
+	inc := &incarnation{id: 0, started: 0, ended: int64(5 * time.Minute)}
+	inc.setClock(-5 * time.Second)
+	if got := seriesSlack([]*incarnation{inc}); got != seriesClockSlack {
+		t.Fatalf("slack %v with a clock 5 s behind, want %v", got, time.Duration(seriesClockSlack))
+	}
+	if sc := r.checkSeries(rec, []*incarnation{inc}); len(sc.offPeriod) != 1 {
+		t.Fatalf("clocks within 5 s: %+v, want the number off its period", sc)
+	}
+	inc.setClock(-8 * time.Second)
+	inc.setClock(-6 * time.Second) // stepped forward again: the farthest stays 8 s
+	if got := seriesSlack([]*incarnation{inc}); got != 9*time.Second {
+		t.Fatalf("slack %v after a clock 8 s behind, want 9s", got)
+	}
+	if sc := r.checkSeries(rec, []*incarnation{inc}); len(sc.offPeriod) != 0 {
+		t.Fatalf("a clock 8 s behind: %+v, want the number within the slack", sc)
+	}
+}
