@@ -23,14 +23,8 @@ command -v taskset >/dev/null || { echo "bench-saturation: no taskset (Debian: u
 command -v redis-server >/dev/null || { echo "bench-saturation: no redis-server (scripts/services.sh installs it)" >&2; exit 1; }
 if [ "$(nproc)" -lt 2 ]; then echo "bench-saturation: needs two CPUs, one for the servers and one for the load" >&2; exit 1; fi
 
-WORK=$(mktemp -d /tmp/bench-saturation.XXXXXX)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+. "$ROOT/scripts/lib/bench.sh"
+bench_begin bench-saturation
 
 (cd "$ROOT" && go build -o "$WORK/flakeid" ./cmd/flakeid)
 (cd "$ROOT/bench" && go build -o "$WORK/idload" ./cmd/idload)

@@ -111,16 +111,8 @@ for p in "$PORT" "$PORT_WIDE" "$PORT_P1" "$PORT_HELLO" "$PORT_HELLO_P1" "$RESP_P
   if up "$p"; then echo "bench-service: port $p is taken; set PORT, PORT_WIDE, PORT_P1, PORT_HELLO, PORT_HELLO_P1, RESP_PORT, RESP_PORT_WIDE, RESP_PORT_P1 or RESP_HELLO_PORTS" >&2; exit 1; fi
 done
 
-WORK=$(mktemp -d /tmp/bench-service.XXXXXX)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+. "$ROOT/scripts/lib/bench.sh"
+bench_begin bench-service
 
 log "building into $WORK"
 (cd "$ROOT" && go build -o "$WORK/flakeid" ./cmd/flakeid)

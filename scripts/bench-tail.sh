@@ -56,16 +56,8 @@ for p in "$PORT" "$RESP_PORT" "$REDIS_PORT" "$HELLO_PORT"; do
   if up "$p"; then echo "bench-tail: port $p is taken; set PORT, RESP_PORT, REDIS_PORT or HELLO_PORT" >&2; exit 1; fi
 done
 
-WORK=$(mktemp -d /tmp/bench-tail.XXXXXX)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+. "$ROOT/scripts/lib/bench.sh"
+bench_begin bench-tail
 
 log "building into $WORK"
 (cd "$ROOT" && go build -o "$WORK/flakeid" ./cmd/flakeid)
