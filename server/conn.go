@@ -33,6 +33,7 @@ type connLimiter struct {
 	m     *metrics
 	log   *slog.Logger
 	reply []byte // the whole 503 answer
+	dl    *deadlines
 
 	open      atomic.Int64
 	rejecting chan struct{} // a slot per turned-away connection being answered
@@ -41,13 +42,14 @@ type connLimiter struct {
 	unlogged  atomic.Int64 // rejections since then
 }
 
-// newConnLimiter wraps ln; tls says that ln's connections will speak TLS.
-func newConnLimiter(ln net.Listener, max int, tls bool, m *metrics, log *slog.Logger) *connLimiter {
+// newConnLimiter wraps ln; tls says that ln's connections will speak TLS;
+// dl holds the deadlines of the connections it accepts.
+func newConnLimiter(ln net.Listener, max int, tls bool, dl *deadlines, m *metrics, log *slog.Logger) *connLimiter {
 	body := fmt.Sprintf(`{"error":{"code":%q,"message":"too many connections (limit %d): try again in a second"}}`+"\n",
 		codeUnavailable, max)
 	reply := fmt.Sprintf("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"+
 		"Connection: close\r\nRetry-After: 1\r\n\r\n%s", len(body), body)
-	return &connLimiter{Listener: ln, max: int64(max), tls: tls, m: m, log: log, reply: []byte(reply),
+	return &connLimiter{Listener: ln, max: int64(max), tls: tls, dl: dl, m: m, log: log, reply: []byte(reply),
 		rejecting: make(chan struct{}, maxRejecting)}
 }
 
@@ -61,7 +63,7 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 		}
 		if l.open.Add(1) <= l.max {
 			l.m.conns.Inc()
-			return &countedConn{Conn: c, l: l}, nil
+			return &countedConn{Conn: l.dl.wrap(c), l: l}, nil
 		}
 		l.open.Add(-1)
 		l.reject(c)

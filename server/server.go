@@ -379,11 +379,16 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // IdleTimeout idle, over HTTP/1.1 and HTTP/2 (h2c included) alike. A stream
 // (StreamSnowflake, gRPC health Watch) holds the write deadline only while
 // it writes a message, each time for WriteTimeout from the start of the
-// write, so it runs as long as the client reads. At most MaxConns
+// write, so it runs as long as the client reads. The timeouts take effect
+// within 100 ms after they pass: one ticker cuts off the connections past
+// their deadline, instead of a runtime timer per deadline. At most MaxConns
 // connections are open on ln at once; those beyond are answered 503 and
 // closed (under TLS, closed).
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	lim := newConnLimiter(ln, s.cfg.MaxConns, s.cfg.TLSCert != "", s.metrics, s.log)
+	dl := newDeadlines(time.Now)
+	dl.start(deadlineGrain)
+	defer dl.close()
+	lim := newConnLimiter(ln, s.cfg.MaxConns, s.cfg.TLSCert != "", dl, s.metrics, s.log)
 	defer lim.wait()
 	hs := &http.Server{
 		Handler:           s.handler,
