@@ -41,7 +41,10 @@ done
 step "generated code is fresh (scripts/gen.sh --check)" ./scripts/gen.sh --check
 step "services (scripts/services.sh)" ./scripts/services.sh # etcd, ZooKeeper, Consul, PostgreSQL, MariaDB, Redis on loopback
 
-go_test "go test -race (main module)" . -race -count=1 -timeout 15m "$@" ./...
+# -parallel 4: on two cores many integration tests mostly wait (a database
+# stopped for a minute, a lease running out, a nemesis's fault windows), and
+# at the default (GOMAXPROCS) two such tests held a package's every slot.
+go_test "go test -race (main module)" . -race -count=1 -parallel 4 -timeout 15m "$@" ./...
 go_test "go test, allocation tests without -race (main module)" . -count=1 "$@" -run 'Allocations$' ./server ./idmask
 if [ -f bench/go.mod ]; then
   go_test "go test (bench module)" bench -count=1 -timeout 5m "$@" ./...
