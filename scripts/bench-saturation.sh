@@ -4,7 +4,10 @@
 # flakeid's timeouts set, and its RESP INCR beside Redis's; flakeid at its own
 # GC target and at Go's default (issue 30; docs/BENCHMARKS.md, "Throughput at
 # saturation"). Every server on one CPU, the load on the other, GOMAXPROCS=1
-# for both; the cases interleaved per round.
+# for both; the cases interleaved per round. Beside requests per second, the
+# IDs per CPU-second of each server's process (idload -server-pid): time that
+# other work on the machine takes from the server's core does not count in
+# it, so it compares the servers' costs when the machine is noisy.
 #
 #   scripts/bench-saturation.sh                          # 6 rounds of 5 s, ~6 min
 #   ROUNDS=1 DUR=1s OUT=/tmp/bs scripts/bench-saturation.sh   # smoke test
@@ -41,11 +44,13 @@ RES=$OUT/results.jsonl
 } >"$OUT/machine.txt"
 
 P=$BASE_PORT
+declare -A PID # server name → process id (taskset and env exec the server)
 srv() { # name port command…
   local name=$1 port=$2
   shift 2
   taskset -c "$SERVER_CPU" env GOMAXPROCS=1 "$@" >"$WORK/$name.log" 2>&1 &
   PIDS+=($!)
+  PID[$name]=$!
 }
 # ports: P, P+1 the two flakeid (RESP on P+4, P+5), P+2 hello, P+3 hello -timeouts, P+6 Redis
 srv flakeid $P env -u GOGC "$WORK/flakeid" serve --listen "127.0.0.1:$P" --resp-listen "127.0.0.1:$((P + 4))" \
@@ -63,23 +68,22 @@ for port in $P $((P + 1)); do
   curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null || { cat "$WORK"/*.log >&2; exit 1; }
 done
 
-L() { # label args…
-  local label=$1
-  shift
+L() { # label server args…: also the server's CPU time in the window
+  local label=$1 server=$2
+  shift 2
   taskset -c "$LOAD_CPU" env GOMAXPROCS=1 "$WORK/idload" -label "$label" -round "$ROUND" -json "$RES" -d "$DUR" -warmup 1s \
-    -c "$CONNS" "$@"
+    -c "$CONNS" -server-pid "${PID[$server]}" "$@"
 }
 for ROUND in $(seq 1 "$ROUNDS"); do
-  L flakeid -mode http -url "http://127.0.0.1:$P/api/snowflake/get/x"
-  L hello -mode http -url "http://127.0.0.1:$((P + 2))/"
-  L hello-timeouts -mode http -url "http://127.0.0.1:$((P + 3))/"
-  L flakeid-gogc100 -mode http -url "http://127.0.0.1:$((P + 1))/api/snowflake/get/x"
-  L flakeid-resp -mode redis-incr -redis "127.0.0.1:$((P + 4))" -key snowflake
-  L redis-incr -mode redis-incr -redis "127.0.0.1:$((P + 6))" -key idload:incr
-  L flakeid-resp-gogc100 -mode redis-incr -redis "127.0.0.1:$((P + 5))" -key snowflake
+  L flakeid flakeid -mode http -url "http://127.0.0.1:$P/api/snowflake/get/x"
+  L hello hello -mode http -url "http://127.0.0.1:$((P + 2))/"
+  L hello-timeouts hello-timeouts -mode http -url "http://127.0.0.1:$((P + 3))/"
+  L flakeid-gogc100 flakeid-gogc100 -mode http -url "http://127.0.0.1:$((P + 1))/api/snowflake/get/x"
+  L flakeid-resp flakeid -mode redis-incr -redis "127.0.0.1:$((P + 4))" -key snowflake
+  L redis-incr redis -mode redis-incr -redis "127.0.0.1:$((P + 6))" -key idload:incr
+  L flakeid-resp-gogc100 flakeid-gogc100 -mode redis-incr -redis "127.0.0.1:$((P + 5))" -key snowflake
 done
-"$WORK/idload" summary -ratio flakeid/hello -ratio hello-timeouts/hello -ratio flakeid/hello-timeouts \
-  -ratio flakeid-gogc100/hello -ratio flakeid/flakeid-gogc100 \
-  -ratio flakeid-resp/redis-incr -ratio flakeid-resp-gogc100/redis-incr -ratio flakeid-resp/flakeid-resp-gogc100 \
-  "$RES" >"$OUT/summary.md"
+ratios=(flakeid/hello hello-timeouts/hello flakeid/hello-timeouts flakeid-gogc100/hello flakeid/flakeid-gogc100
+  flakeid-resp/redis-incr flakeid-resp-gogc100/redis-incr flakeid-resp/flakeid-resp-gogc100)
+"$WORK/idload" summary "${ratios[@]/#/-ratio=}" "${ratios[@]/#/-cpu-ratio=}" "$RES" >"$OUT/summary.md"
 cat "$OUT/summary.md"

@@ -41,9 +41,14 @@ type Record struct {
 	Rate     float64 `json:"rate,omitempty"`
 	LateP999 float64 `json:"late_p999_us,omitempty"`
 	LateMax  float64 `json:"late_max_us,omitempty"`
-	Load1    float64 `json:"load1_start"` // 1-minute load average at the start
-	Load1E   float64 `json:"load1_end"`   // and at the end
-	Note     string  `json:"note,omitempty"`
+	// ServerCPU is the CPU time, in seconds, the server's process used in
+	// the window (RunConfig.ServerCPU; idload -server-pid): IDs/ServerCPU
+	// is what the server does per core-second, whatever else shared its
+	// core. 0: not measured.
+	ServerCPU float64 `json:"server_cpu_s,omitempty"`
+	Load1     float64 `json:"load1_start"` // 1-minute load average at the start
+	Load1E    float64 `json:"load1_end"`   // and at the end
+	Note      string  `json:"note,omitempty"`
 }
 
 // FromHistogram fills the latency fields from h.

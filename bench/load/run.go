@@ -51,6 +51,10 @@ type RunConfig struct {
 	// that lateness would count as the server's latency. 0: sleep only.
 	// idload uses SpinBefore.
 	Spin time.Duration
+	// ServerCPU, when set, is read at the start and at the end of the
+	// window: the server's CPU time so far (ProcessCPU). Their difference
+	// is Record.ServerCPU.
+	ServerCPU func() (time.Duration, error)
 }
 
 // SpinBefore is the Spin idload uses: a millisecond, the poller's
@@ -184,6 +188,39 @@ func Run(ctx context.Context, cfg RunConfig) (Record, *Histogram, error) {
 	we = ws.Add(cfg.Duration)
 	close(startCh)
 
+	type cpuSpan struct {
+		d   time.Duration
+		err error
+	}
+	cpuc := make(chan cpuSpan, 1)
+	if cfg.ServerCPU != nil {
+		go func() {
+			at := func(t time.Time) error { // wait for t, or the run's end
+				select {
+				case <-time.After(time.Until(t)):
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			if err := at(ws); err != nil {
+				cpuc <- cpuSpan{}
+				return
+			}
+			c0, err := cfg.ServerCPU()
+			if err != nil {
+				cpuc <- cpuSpan{err: err}
+				return
+			}
+			if err := at(we); err != nil {
+				cpuc <- cpuSpan{}
+				return
+			}
+			c1, err := cfg.ServerCPU()
+			cpuc <- cpuSpan{c1 - c0, err}
+		}()
+	}
+
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	select {
@@ -211,6 +248,13 @@ func Run(ctx context.Context, cfg RunConfig) (Record, *Histogram, error) {
 		if firstErr == nil {
 			firstErr = r.firstErr
 		}
+	}
+	if cfg.ServerCPU != nil {
+		c := <-cpuc
+		if c.err != nil && aborted == nil {
+			aborted = fmt.Errorf("load: the server's CPU time: %w", c.err)
+		}
+		rec.ServerCPU = c.d.Seconds()
 	}
 	rec.OpsPerS = float64(rec.Ops) / cfg.Duration.Seconds()
 	rec.IDsPerS = float64(rec.IDs) / cfg.Duration.Seconds()

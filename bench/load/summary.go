@@ -57,8 +57,8 @@ func field(rs []Record, f func(Record) float64) []float64 {
 // range, the total errors and the median 1-minute load average at the
 // runs' starts.
 func WriteSummary(w io.Writer, recs []Record) {
-	fmt.Fprintln(w, "| label | runs | ops/s (median) | ops/s min–max | IDs/s (median) | p50 | p90 | p99 | p99.9 | errors | load1 |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| label | runs | ops/s (median) | ops/s min–max | IDs/s (median) | p50 | p90 | p99 | p99.9 | errors | load1 | IDs per server CPU-s |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, g := range Groups(recs) {
 		rs := g.Records
 		ops := field(rs, func(r Record) float64 { return r.OpsPerS })
@@ -73,13 +73,17 @@ func WriteSummary(w io.Writer, recs []Record) {
 			}
 			return "–"
 		}
-		fmt.Fprintf(w, "| %s | %d | %s | %s–%s | %s | %s | %s | %s | %s | %d | %.2f |\n",
+		perCPU := "–"
+		if v := Median(field(rs, IDsPerCPU)); v > 0 {
+			perCPU = Si(v)
+		}
+		fmt.Fprintf(w, "| %s | %d | %s | %s–%s | %s | %s | %s | %s | %s | %d | %.2f | %s |\n",
 			g.Label, len(rs), Si(Median(ops)), Si(slices.Min(ops)), Si(slices.Max(ops)),
 			Si(Median(field(rs, func(r Record) float64 { return r.IDsPerS }))),
 			Us(Median(field(rs, func(r Record) float64 { return r.P50 }))),
 			opt(func(r Record) float64 { return r.P90 }),
 			Us(Median(field(rs, func(r Record) float64 { return r.P99 }))),
-			opt(func(r Record) float64 { return r.P999 }), errs, Median(field(rs, func(r Record) float64 { return r.Load1 })))
+			opt(func(r Record) float64 { return r.P999 }), errs, Median(field(rs, func(r Record) float64 { return r.Load1 })), perCPU)
 	}
 }
 
@@ -136,6 +140,23 @@ func P999Ratios(recs []Record, pairs []string) ([]Ratio, error) {
 	return RatiosOf(recs, pairs, "p99.9", func(r Record) float64 { return r.P999 })
 }
 
+// CPURatios is Ratios of the IDs per CPU-second of the server's process
+// (Record.ServerCPU): what each server does with the core it gets, so that
+// time another process took from it does not count. A round in which
+// either has no CPU time counts not.
+func CPURatios(recs []Record, pairs []string) ([]Ratio, error) {
+	return RatiosOf(recs, pairs, "IDs per server CPU-s", IDsPerCPU)
+}
+
+// IDsPerCPU is r's IDs per second of its server's CPU time, or 0 when
+// that was not measured.
+func IDsPerCPU(r Record) float64 {
+	if r.ServerCPU <= 0 {
+		return 0
+	}
+	return float64(r.IDs) / r.ServerCPU
+}
+
 // RatiosOf computes, for each "A/B" pair, of(A) over of(B) in every round
 // both have a record in (the first record of a label in a round counts).
 func RatiosOf(recs []Record, pairs []string, name string, of func(Record) float64) ([]Ratio, error) {
@@ -165,7 +186,7 @@ func RatiosOf(recs []Record, pairs []string, name string, of func(Record) float6
 		for _, rd := range rounds {
 			ra, okA := byKey[key{a, rd}]
 			rb, okB := byKey[key{b, rd}]
-			if okA && okB && of(rb) > 0 {
+			if okA && okB && of(ra) > 0 && of(rb) > 0 {
 				rt.Rounds = append(rt.Rounds, rd)
 				rt.Values = append(rt.Values, of(ra)/of(rb))
 			}

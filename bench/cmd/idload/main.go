@@ -27,9 +27,11 @@
 //	                                                      the ceiling of any net/http handler here
 //	idload resp-hello -listen ADDR [-loop goroutines|epoll] answer every RESP command with a counter:
 //	                                                      the ceiling of a Go RESP server here
-//	idload summary [-ratio A/B]… [-p999-ratio A/B]… FILE…  medians per label (and of the fixed-rate
+//	idload summary [-ratio A/B]… [-p999-ratio A/B]… [-cpu-ratio A/B]… FILE…
+//	                                                      medians per label (and of the fixed-rate
 //	                                                      runs, with the generator's lateness),
-//	                                                      same-round ratios of IDs/s and of p99.9
+//	                                                      same-round ratios of IDs/s, of p99.9 and
+//	                                                      of IDs per server CPU-second
 //
 // Examples:
 //
@@ -60,7 +62,7 @@ import (
 
 type options struct {
 	mode, label, jsonOut, note string
-	round, workers             int
+	round, workers, serverPID  int
 	warmup, duration           time.Duration
 	rate                       float64
 
@@ -103,6 +105,7 @@ func main() {
 	flag.IntVar(&o.workers, "c", 8, "concurrent workers, each with its own connection")
 	flag.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured warm-up before the window")
 	flag.DurationVar(&o.duration, "d", 10*time.Second, "measured window")
+	flag.IntVar(&o.serverPID, "server-pid", 0, "the server's process id: record the CPU time it used in the window (Linux /proc), so that the summary can compare IDs per server CPU-second (-cpu-ratio); 0: not measured")
 	flag.Float64Var(&o.rate, "rate", 0, "offered load in ops/s over all workers (wrk2's fixed-rate mode: latency from each op's scheduled time, coordinated omission corrected); 0: closed loop")
 	flag.StringVar(&o.url, "url", "", "http: the URL to GET")
 	flag.StringVar(&o.accept, "accept", "", "http: Accept header")
@@ -164,14 +167,21 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	rec, _, err := load.Run(ctx, load.RunConfig{
+	cfg := load.RunConfig{
 		Workers:   o.workers,
 		Warmup:    o.warmup,
 		Duration:  o.duration,
 		NewWorker: newWorker,
 		Rate:      o.rate,
 		Spin:      load.SpinBefore,
-	})
+	}
+	if o.serverPID != 0 {
+		if _, err := load.ProcessCPU(o.serverPID); err != nil {
+			return fmt.Errorf("-server-pid %d: %w", o.serverPID, err)
+		}
+		cfg.ServerCPU = func() (time.Duration, error) { return load.ProcessCPU(o.serverPID) }
+	}
+	rec, _, err := load.Run(ctx, cfg)
 	rec.Label, rec.Round, rec.Mode, rec.Target = o.label, o.round, o.mode, target
 	if o.note != "" && rec.Note != "" {
 		rec.Note = o.note + "; " + rec.Note
@@ -267,6 +277,8 @@ func summaryCmd(args []string) error {
 	var ratios, tails multiFlag
 	fs.Var(&ratios, "ratio", "LABEL_A/LABEL_B: IDs/s ratio per round (repeatable)")
 	fs.Var(&tails, "p999-ratio", "LABEL_A/LABEL_B: p99.9 latency ratio per round (repeatable)")
+	var cpus multiFlag
+	fs.Var(&cpus, "cpu-ratio", "LABEL_A/LABEL_B: ratio of IDs per server CPU-second per round, of runs with -server-pid (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -294,7 +306,7 @@ func summaryCmd(args []string) error {
 	for _, p := range []struct {
 		pairs []string
 		of    func([]load.Record, []string) ([]load.Ratio, error)
-	}{{ratios, load.Ratios}, {tails, load.P999Ratios}} {
+	}{{ratios, load.Ratios}, {tails, load.P999Ratios}, {cpus, load.CPURatios}} {
 		if len(p.pairs) == 0 {
 			continue
 		}
