@@ -18,7 +18,6 @@ import (
 	"math/big"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,7 +31,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/flakeid/flakeid/backend/bolt"
 	flakeidv1 "github.com/flakeid/flakeid/gen/flakeid/v1"
 	"github.com/flakeid/flakeid/gen/flakeid/v1/flakeidv1connect"
 	"github.com/flakeid/flakeid/node"
@@ -83,10 +81,7 @@ func newConnEnvLease(t *testing.T, lease worker.Config, mod func(*Config), segMo
 	t.Helper()
 	buf := &connLog{}
 	log := slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	coord, err := bolt.OpenWorkers(t.Context(), &url.URL{Scheme: "file", Path: filepath.Join(t.TempDir(), "workers.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	coord := fixtureCoordinator()
 	n, err := node.Start(t.Context(), node.Config{Coordinator: coord, Logger: log, Lease: lease})
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,7 +25,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
-	"github.com/flakeid/flakeid/backend/bolt"
 	flakeidv1 "github.com/flakeid/flakeid/gen/flakeid/v1"
 	"github.com/flakeid/flakeid/gen/flakeid/v1/flakeidv1connect"
 	"github.com/flakeid/flakeid/node"
@@ -59,10 +57,7 @@ func newRPCEnv(t testing.TB, mod func(*Config)) *rpcEnv {
 func newRPCEnvLayout(t testing.TB, layout snowflake.Layout, mod func(*Config)) *rpcEnv {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
-	coord, err := bolt.OpenWorkers(t.Context(), &url.URL{Scheme: "file", Path: filepath.Join(t.TempDir(), "workers.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	coord := fixtureCoordinator()
 	n, err := node.Start(t.Context(), node.Config{Coordinator: coord, Logger: log, Lease: fixtureLease(), Settings: snowflake.Settings{Layout: layout}})
 	if err != nil {
 		t.Fatal(err)

@@ -9,8 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,12 +17,12 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/flakeid/flakeid/backend/bolt"
 	"github.com/flakeid/flakeid/node"
 	"github.com/flakeid/flakeid/segment"
 	"github.com/flakeid/flakeid/segment/segmenttest"
 	"github.com/flakeid/flakeid/snowflake"
 	"github.com/flakeid/flakeid/worker"
+	"github.com/flakeid/flakeid/worker/workertest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -39,11 +37,19 @@ type fixture struct {
 	http *httptest.Server
 }
 
+// fixtureCoordinator is the fixtures' coordinator: in memory, so that a
+// renewal never waits for a disk — a bbolt file's fsync, stalled on a
+// loaded CI machine, ran fixtureLease's reservation out and fenced the
+// node in the middle of tests about something else. The server's tests are
+// about serving; every coordinator is tested against its real store in its
+// own package (workertest), and cmd/flakeid runs the server on bbolt.
+func fixtureCoordinator() *workertest.Memory { return workertest.NewMemory(nil) }
+
 // fixtureLease is the fixtures' lease: the defaults but for a short
 // reservation and clock bound, so that a fixture's first lease waits out a
 // quarantine of 400 ms instead of 4 s (the handler tests are about HTTP, not
 // leases; node and worker test the lease with the defaults). A renewal that
-// stalls for 300 ms (a bbolt fsync on a loaded machine) fences the node for
+// stalls for 300 ms (the scheduler of a loaded machine) fences the node for
 // a moment: tests that issue for seconds on end take streamLease.
 func fixtureLease() worker.Config {
 	return worker.Config{RenewEvery: 100 * time.Millisecond, RetryEvery: 50 * time.Millisecond,
@@ -79,10 +85,7 @@ func newFixtureOpts(t testing.TB, mutate func(*Config), segMod func(*segment.Con
 	if tt, ok := t.(*testing.T); ok {
 		log = slog.New(slog.NewTextHandler(tt.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
-	coord, err := bolt.OpenWorkers(context.Background(), &url.URL{Scheme: "file", Path: filepath.Join(t.TempDir(), "workers.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	coord := fixtureCoordinator()
 	n, err := node.Start(context.Background(), node.Config{Coordinator: coord, Logger: log, Lease: fixtureLease()})
 	if err != nil {
 		t.Fatal(err)

@@ -11,8 +11,6 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"net/url"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -24,7 +22,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 
-	"github.com/flakeid/flakeid/backend/bolt"
 	"github.com/flakeid/flakeid/idmask"
 	"github.com/flakeid/flakeid/node"
 	"github.com/flakeid/flakeid/segment"
@@ -55,10 +52,7 @@ func newRESPEnv(t testing.TB, mod func(*Config), segMod func(*segment.Config)) *
 	t.Helper()
 	buf := &connLog{}
 	log := slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	coord, err := bolt.OpenWorkers(t.Context(), &url.URL{Scheme: "file", Path: filepath.Join(t.TempDir(), "workers.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	coord := fixtureCoordinator()
 	// A 2 s reservation (streamLease): a RESP PING answers whether the
 	// node may issue, and fixtureLease's 300 ms ran out under a renewal's
 	// stalled fsync on a loaded CI machine, in two runs out of two there.
