@@ -9,8 +9,14 @@
 # other work on the machine takes from the server's core does not count in
 # it, so it compares the servers' costs when the machine is noisy.
 #
-#   scripts/bench-saturation.sh                          # 6 rounds of 5 s, ~6 min
-#   ROUNDS=1 DUR=1s OUT=/tmp/bs scripts/bench-saturation.sh   # smoke test
+# Then RESP INCR over the issue's grid, with redis-benchmark as the load
+# (connections GRID_C × pipeline GRID_P): flakeid, Redis, and `idload
+# resp-hello`, a Go RESP server that only counts (a goroutine per connection,
+# as flakeid): the ceiling of a Go server here, so that the grid shows both
+# flakeid / Redis and flakeid / that ceiling.
+#
+#   scripts/bench-saturation.sh                          # 6 rounds, ~10 min
+#   ROUNDS=1 DUR=1s GRID_N=20000 OUT=/tmp/bs scripts/bench-saturation.sh   # smoke test
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,9 +27,14 @@ CONNS=${CONNS:-8}
 SERVER_CPU=${SERVER_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 BASE_PORT=${BASE_PORT:-18501}
+GRID_C=${GRID_C:-8 64}
+GRID_P=${GRID_P:-1 16}
+GRID_N=${GRID_N:-300000} # requests per run without pipelining; ×12 with it (~3 s each here)
 
 command -v taskset >/dev/null || { echo "bench-saturation: no taskset (Debian: util-linux)" >&2; exit 1; }
-command -v redis-server >/dev/null || { echo "bench-saturation: no redis-server (scripts/services.sh installs it)" >&2; exit 1; }
+for t in redis-server redis-benchmark; do
+  command -v $t >/dev/null || { echo "bench-saturation: no $t (scripts/services.sh installs it)" >&2; exit 1; }
+done
 if [ "$(nproc)" -lt 2 ]; then echo "bench-saturation: needs two CPUs, one for the servers and one for the load" >&2; exit 1; fi
 
 . "$ROOT/scripts/lib/bench.sh"
@@ -52,7 +63,7 @@ srv() { # name port command…
   PIDS+=($!)
   PID[$name]=$!
 }
-# ports: P, P+1 the two flakeid (RESP on P+4, P+5), P+2 hello, P+3 hello -timeouts, P+6 Redis
+# ports: P, P+1 the two flakeid (RESP on P+4, P+5), P+2 hello, P+3 hello -timeouts, P+6 Redis, P+7 resp-hello
 srv flakeid $P env -u GOGC "$WORK/flakeid" serve --listen "127.0.0.1:$P" --resp-listen "127.0.0.1:$((P + 4))" \
   --data-dir "$WORK/a" --log-level warn
 srv flakeid-gogc100 $((P + 1)) env GOGC=100 "$WORK/flakeid" serve --listen "127.0.0.1:$((P + 1))" \
@@ -60,6 +71,7 @@ srv flakeid-gogc100 $((P + 1)) env GOGC=100 "$WORK/flakeid" serve --listen "127.
 srv hello $((P + 2)) "$WORK/idload" hello -listen "127.0.0.1:$((P + 2))"
 srv hello-timeouts $((P + 3)) "$WORK/idload" hello -timeouts -listen "127.0.0.1:$((P + 3))"
 srv redis $((P + 6)) redis-server --bind 127.0.0.1 --port $((P + 6)) --save '' --appendonly no --dir "$WORK"
+srv resp-hello $((P + 7)) "$WORK/idload" resp-hello -listen "127.0.0.1:$((P + 7))"
 for port in $P $((P + 1)); do
   for _ in $(seq 1 150); do
     curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
@@ -82,8 +94,24 @@ for ROUND in $(seq 1 "$ROUNDS"); do
   L flakeid-resp flakeid -mode redis-incr -redis "127.0.0.1:$((P + 4))" -key snowflake
   L redis-incr redis -mode redis-incr -redis "127.0.0.1:$((P + 6))" -key idload:incr
   L flakeid-resp-gogc100 flakeid-gogc100 -mode redis-incr -redis "127.0.0.1:$((P + 5))" -key snowflake
+  for c in $GRID_C; do
+    for p in $GRID_P; do
+      n=$GRID_N
+      [ "$p" = 1 ] || n=$((GRID_N * 12))
+      for s in "flakeid $((P + 4)) snowflake" "redis $((P + 6)) idload:incr" "resp-hello $((P + 7)) k"; do
+        set -- $s
+        "$WORK/idload" redis-benchmark -label "grid-$1-c$c-P$p" -round "$ROUND" -json "$RES" -server-pid "${PID[$1]}" -- \
+          taskset -c "$LOAD_CPU" redis-benchmark -h 127.0.0.1 -p "$2" -c "$c" -P "$p" -n "$n" --precision 3 INCR "$3"
+      done
+    done
+  done
 done
 ratios=(flakeid/hello hello-timeouts/hello flakeid/hello-timeouts flakeid-gogc100/hello flakeid/flakeid-gogc100
   flakeid-resp/redis-incr flakeid-resp-gogc100/redis-incr flakeid-resp/flakeid-resp-gogc100)
+for c in $GRID_C; do
+  for p in $GRID_P; do
+    ratios+=("grid-flakeid-c$c-P$p/grid-redis-c$c-P$p" "grid-resp-hello-c$c-P$p/grid-redis-c$c-P$p" "grid-flakeid-c$c-P$p/grid-resp-hello-c$c-P$p")
+  done
+done
 "$WORK/idload" summary "${ratios[@]/#/-ratio=}" "${ratios[@]/#/-cpu-ratio=}" "$RES" >"$OUT/summary.md"
 cat "$OUT/summary.md"

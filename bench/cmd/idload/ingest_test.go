@@ -3,8 +3,14 @@ package main
 import (
 	"math"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/flakeid/flakeid/bench/load"
 )
 
 func TestParseRedisBenchmarkFull(t *testing.T) {
@@ -83,5 +89,48 @@ Transfer/sec:      5.50MB
 	rec, err = parseWrkP999([]byte(strings.Replace(out, "  99.9%  6.75ms\n", "", 1)))
 	if err != nil || rec.P999 != 0 {
 		t.Errorf("wrk without the script's line: %+v, %v", rec, err)
+	}
+}
+
+// With the tool's command after the flags, idload runs it, records its
+// output, and the CPU time the server (here a busy shell loop) used while
+// the command ran.
+func TestIngestRunsToolWithServerCPU(t *testing.T) {
+	busy := exec.Command("sh", "-c", "while :; do :; done")
+	if err := busy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { busy.Process.Kill(); busy.Wait() })
+	out := filepath.Join(t.TempDir(), "r.jsonl")
+	start := time.Now()
+	err := ingestCmd("redis-benchmark", parseRedisBenchmarkAny, []string{"-label", "x", "-round", "2", "-json", out,
+		"-server-pid", strconv.Itoa(busy.Process.Pid), "--", "sh", "-c", "sleep 0.5; cat testdata/redis-benchmark-incr.txt"})
+	wall := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := load.ReadRecords(f)
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("records %+v, %v", recs, err)
+	}
+	r := recs[0]
+	if r.Label != "x" || r.Round != 2 || r.Ops != 50000 || r.ServerCPU <= 0 || r.ServerCPU > wall.Seconds()+0.02 {
+		t.Errorf("record %+v: want 50000 ops and the busy loop's CPU time, more than 0 s and at most the %v it ran", r, wall)
+	}
+
+	// Without a command there is no window to measure the server in; a
+	// command that fails is an error naming it.
+	if err := ingestCmd("redis-benchmark", parseRedisBenchmarkAny, []string{"-server-pid", "1"}); err == nil ||
+		!strings.Contains(err.Error(), "needs the tool's command") {
+		t.Errorf("-server-pid without a command: %v", err)
+	}
+	if err := ingestCmd("redis-benchmark", parseRedisBenchmarkAny, []string{"--", "sh", "-c", "exit 3"}); err == nil ||
+		!strings.Contains(err.Error(), "sh -c exit 3") {
+		t.Errorf("a failing command: %v", err)
 	}
 }

@@ -23,6 +23,8 @@
 //	idload wrk -label L -round R -json FILE < wrk-output   record wrk --latency output
 //	idload redis-benchmark -label L … < output            record redis-benchmark output: --csv, or the
 //	                                                      default output (--precision 3), which has p99.9
+//	idload redis-benchmark -server-pid P … -- CMD…        run the tool's command and record its output,
+//	                                                      with the server's CPU time while it ran
 //	idload hello -listen ADDR [-timeouts]                 serve a constant ID with plain net/http:
 //	                                                      the ceiling of any net/http handler here
 //	idload resp-hello -listen ADDR [-loop goroutines|epoll] answer every RESP command with a counter:
@@ -51,6 +53,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"os/signal"
 	"slices"
 	"strings"
@@ -209,10 +212,21 @@ func ingestCmd(tool string, parse func([]byte) (load.Record, error), args []stri
 	workers := fs.Int("c", 0, "connections, when the tool's output does not say (redis-benchmark)")
 	target := fs.String("target", "", "what was measured (default: what the output says)")
 	errs := fs.Int64("errors", 0, "errors counted elsewhere (the server's metrics), added to the output's")
+	serverPID := fs.Int("server-pid", 0, "with the tool's command after the flags: the server's process id; the CPU time it used while the command ran is recorded, as -server-pid of a load run (0: not measured)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	in, err := io.ReadAll(os.Stdin)
+	var in []byte
+	var cpu time.Duration
+	var err error
+	switch {
+	case fs.NArg() > 0:
+		in, cpu, err = runTool(fs.Args(), *serverPID)
+	case *serverPID != 0:
+		err = fmt.Errorf("idload %s: -server-pid needs the tool's command after the flags (its output on stdin gives no window to measure)", tool)
+	default:
+		in, err = io.ReadAll(os.Stdin)
+	}
 	if err != nil {
 		return err
 	}
@@ -220,6 +234,7 @@ func ingestCmd(tool string, parse func([]byte) (load.Record, error), args []stri
 	if err != nil {
 		return err
 	}
+	rec.ServerCPU = cpu.Seconds()
 	rec.Label, rec.Round, rec.Note = *label, *round, *note
 	if *target != "" {
 		rec.Target = *target
@@ -235,6 +250,31 @@ func ingestCmd(tool string, parse func([]byte) (load.Record, error), args []stri
 		return load.Append(*jsonOut, &rec)
 	}
 	return nil
+}
+
+// runTool runs a load tool's command and returns its standard output (its
+// standard error goes to idload's), and, with a server pid, the CPU time
+// the server used while the command ran (load.ProcessCPU).
+func runTool(argv []string, serverPID int) (out []byte, cpu time.Duration, err error) {
+	var c0 time.Duration
+	if serverPID != 0 {
+		if c0, err = load.ProcessCPU(serverPID); err != nil {
+			return nil, 0, fmt.Errorf("server CPU time: %w", err)
+		}
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stderr = os.Stderr
+	if out, err = cmd.Output(); err != nil {
+		return nil, 0, fmt.Errorf("%s: %w", strings.Join(argv, " "), err)
+	}
+	if serverPID != 0 {
+		c1, err := load.ProcessCPU(serverPID)
+		if err != nil {
+			return nil, 0, fmt.Errorf("server CPU time: %w", err)
+		}
+		cpu = c1 - c0
+	}
+	return out, cpu, nil
 }
 
 // helloCmd serves GET / with a constant 19-digit ID as text/plain through a
