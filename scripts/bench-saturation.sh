@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Single IDs at saturation (closed loop): flakeid's HTTP path (Leaf's) beside
 # a bare net/http handler with and without the per-request deadlines that
-# flakeid's timeouts set, and its RESP INCR beside Redis's; flakeid at its own
-# GC target and at Go's default (issue 30; docs/BENCHMARKS.md, "Throughput at
-# saturation"). Every server on one CPU, the load on the other, GOMAXPROCS=1
+# flakeid's timeouts set, and its RESP INCR beside Redis's (issue 30;
+# docs/BENCHMARKS.md, "Throughput at saturation"). flakeid runs as the
+# deployment files run it (GODEBUG=$FLAKEID_GODEBUG, scripts/lib/bench.sh),
+# and once more with Go's default monitor thread (flakeid-default-sysmon);
+# the other Go servers run with the same GODEBUG as flakeid. Every server on one CPU, the load on the other, GOMAXPROCS=1
 # for both; the cases interleaved per round. Beside requests per second, the
 # IDs per CPU-second of each server's process (idload -server-pid): time that
 # other work on the machine takes from the server's core does not count in
@@ -15,7 +17,7 @@
 # as flakeid): the ceiling of a Go server here, so that the grid shows both
 # flakeid / Redis and flakeid / that ceiling.
 #
-#   scripts/bench-saturation.sh                          # 6 rounds, ~10 min
+#   scripts/bench-saturation.sh                          # 6 rounds, ~11 min
 #   ROUNDS=1 DUR=1s GRID_N=20000 OUT=/tmp/bs scripts/bench-saturation.sh   # smoke test
 set -euo pipefail
 
@@ -51,7 +53,7 @@ RES=$OUT/results.jsonl
   echo "go: $(go version)"
   echo "redis-server: $(redis-server --version | head -1)"
   echo "flakeid: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD -- server cmd 2>/dev/null || echo ' (server/cmd modified)')"
-  echo "servers on CPU $SERVER_CPU, load on CPU $LOAD_CPU, GOMAXPROCS=1; rounds $ROUNDS, DUR $DUR, CONNS $CONNS"
+  echo "servers on CPU $SERVER_CPU, load on CPU $LOAD_CPU, GOMAXPROCS=1, GODEBUG=$FLAKEID_GODEBUG (but flakeid-default-sysmon); rounds $ROUNDS, DUR $DUR, CONNS $CONNS, grid c $GRID_C × P $GRID_P, n $GRID_N"
 } >"$OUT/machine.txt"
 
 P=$BASE_PORT
@@ -64,14 +66,15 @@ srv() { # name port command…
   PID[$name]=$!
 }
 # ports: P, P+1 the two flakeid (RESP on P+4, P+5), P+2 hello, P+3 hello -timeouts, P+6 Redis, P+7 resp-hello
-srv flakeid $P env -u GOGC "$WORK/flakeid" serve --listen "127.0.0.1:$P" --resp-listen "127.0.0.1:$((P + 4))" \
+G="env -u GOGC GODEBUG=$FLAKEID_GODEBUG"
+srv flakeid $P $G "$WORK/flakeid" serve --listen "127.0.0.1:$P" --resp-listen "127.0.0.1:$((P + 4))" \
   --data-dir "$WORK/a" --log-level warn
-srv flakeid-gogc100 $((P + 1)) env GOGC=100 "$WORK/flakeid" serve --listen "127.0.0.1:$((P + 1))" \
+srv flakeid-default-sysmon $((P + 1)) env -u GOGC -u GODEBUG "$WORK/flakeid" serve --listen "127.0.0.1:$((P + 1))" \
   --resp-listen "127.0.0.1:$((P + 5))" --data-dir "$WORK/b" --log-level warn
-srv hello $((P + 2)) "$WORK/idload" hello -listen "127.0.0.1:$((P + 2))"
-srv hello-timeouts $((P + 3)) "$WORK/idload" hello -timeouts -listen "127.0.0.1:$((P + 3))"
+srv hello $((P + 2)) $G "$WORK/idload" hello -listen "127.0.0.1:$((P + 2))"
+srv hello-timeouts $((P + 3)) $G "$WORK/idload" hello -timeouts -listen "127.0.0.1:$((P + 3))"
 srv redis $((P + 6)) redis-server --bind 127.0.0.1 --port $((P + 6)) --save '' --appendonly no --dir "$WORK"
-srv resp-hello $((P + 7)) "$WORK/idload" resp-hello -listen "127.0.0.1:$((P + 7))"
+srv resp-hello $((P + 7)) $G "$WORK/idload" resp-hello -listen "127.0.0.1:$((P + 7))"
 for port in $P $((P + 1)); do
   for _ in $(seq 1 150); do
     curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
@@ -90,15 +93,16 @@ for ROUND in $(seq 1 "$ROUNDS"); do
   L flakeid flakeid -mode http -url "http://127.0.0.1:$P/api/snowflake/get/x"
   L hello hello -mode http -url "http://127.0.0.1:$((P + 2))/"
   L hello-timeouts hello-timeouts -mode http -url "http://127.0.0.1:$((P + 3))/"
-  L flakeid-gogc100 flakeid-gogc100 -mode http -url "http://127.0.0.1:$((P + 1))/api/snowflake/get/x"
+  L flakeid-default-sysmon flakeid-default-sysmon -mode http -url "http://127.0.0.1:$((P + 1))/api/snowflake/get/x"
   L flakeid-resp flakeid -mode redis-incr -redis "127.0.0.1:$((P + 4))" -key snowflake
   L redis-incr redis -mode redis-incr -redis "127.0.0.1:$((P + 6))" -key idload:incr
-  L flakeid-resp-gogc100 flakeid-gogc100 -mode redis-incr -redis "127.0.0.1:$((P + 5))" -key snowflake
+  L flakeid-resp-default-sysmon flakeid-default-sysmon -mode redis-incr -redis "127.0.0.1:$((P + 5))" -key snowflake
   for c in $GRID_C; do
     for p in $GRID_P; do
       n=$GRID_N
       [ "$p" = 1 ] || n=$((GRID_N * 12))
-      for s in "flakeid $((P + 4)) snowflake" "redis $((P + 6)) idload:incr" "resp-hello $((P + 7)) k"; do
+      for s in "flakeid $((P + 4)) snowflake" "redis $((P + 6)) idload:incr" "resp-hello $((P + 7)) k" \
+        "flakeid-default-sysmon $((P + 5)) snowflake"; do
         set -- $s
         "$WORK/idload" redis-benchmark -label "grid-$1-c$c-P$p" -round "$ROUND" -json "$RES" -server-pid "${PID[$1]}" -- \
           taskset -c "$LOAD_CPU" redis-benchmark -h 127.0.0.1 -p "$2" -c "$c" -P "$p" -n "$n" --precision 3 INCR "$3"
@@ -106,11 +110,12 @@ for ROUND in $(seq 1 "$ROUNDS"); do
     done
   done
 done
-ratios=(flakeid/hello hello-timeouts/hello flakeid/hello-timeouts flakeid-gogc100/hello flakeid/flakeid-gogc100
-  flakeid-resp/redis-incr flakeid-resp-gogc100/redis-incr flakeid-resp/flakeid-resp-gogc100)
+ratios=(flakeid/hello hello-timeouts/hello flakeid/hello-timeouts flakeid-default-sysmon/hello flakeid/flakeid-default-sysmon
+  flakeid-resp/redis-incr flakeid-resp-default-sysmon/redis-incr flakeid-resp/flakeid-resp-default-sysmon)
 for c in $GRID_C; do
   for p in $GRID_P; do
-    ratios+=("grid-flakeid-c$c-P$p/grid-redis-c$c-P$p" "grid-resp-hello-c$c-P$p/grid-redis-c$c-P$p" "grid-flakeid-c$c-P$p/grid-resp-hello-c$c-P$p")
+    ratios+=("grid-flakeid-c$c-P$p/grid-redis-c$c-P$p" "grid-resp-hello-c$c-P$p/grid-redis-c$c-P$p"
+      "grid-flakeid-c$c-P$p/grid-resp-hello-c$c-P$p" "grid-flakeid-c$c-P$p/grid-flakeid-default-sysmon-c$c-P$p")
   done
 done
 "$WORK/idload" summary "${ratios[@]/#/-ratio=}" "${ratios[@]/#/-cpu-ratio=}" "$RES" >"$OUT/summary.md"

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -211,5 +212,51 @@ func TestDockerfileBuild(t *testing.T) {
 	}
 	if o, err := exec.CommandContext(t.Context(), bin, "--version").CombinedOutput(); err != nil || !strings.HasPrefix(string(o), "flakeid ") {
 		t.Errorf("the built binary's --version: %v %s", err, o)
+	}
+}
+
+// TestDeployGODEBUG: the Dockerfile, the systemd unit and the benchmark
+// scripts run the server with one GODEBUG, and its schedtrace period is one
+// the runtime takes (it reads it as an int32 and silently ignores what does
+// not parse, which would quietly bring back the monitor thread's cost).
+func TestDeployGODEBUG(t *testing.T) {
+	t.Parallel()
+	re := regexp.MustCompile(`(?m)^\s*(?:ENV |Environment=|FLAKEID_GODEBUG=)(?:GODEBUG=)?(\S+)\s*$`)
+	var values []string
+	for _, f := range []string{"../../deploy/Dockerfile", "../../deploy/flakeid.service", "../../scripts/lib/bench.sh"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var found []string
+		for _, m := range re.FindAllSubmatch(b, -1) {
+			if v := string(m[1]); strings.Contains(v, "schedtrace=") {
+				found = append(found, v)
+			}
+		}
+		if len(found) != 1 {
+			t.Errorf("%s: %d GODEBUG settings with schedtrace (%q), want 1", f, len(found), found)
+			continue
+		}
+		values = append(values, found[0])
+	}
+	if len(values) != 3 {
+		t.FailNow()
+	}
+	for _, v := range values[1:] {
+		if v != values[0] {
+			t.Fatalf("GODEBUG differs between the deployment files and the benchmarks: %q", values)
+		}
+	}
+	for _, kv := range strings.Split(values[0], ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			t.Errorf("GODEBUG %q: %q is not key=value", values[0], kv)
+		}
+		if k == "schedtrace" {
+			if n, err := strconv.ParseInt(v, 10, 32); err != nil || n <= 0 {
+				t.Errorf("GODEBUG schedtrace=%s: want a period in ms of 1–2147483647 (an int32), or the runtime ignores it", v)
+			}
+		}
 	}
 }

@@ -3,6 +3,11 @@
 # start (each appends its PID to PIDS), killed and reaped — and the directory
 # removed — when the script exits, also on Ctrl-C or TERM.
 
+# FLAKEID_GODEBUG is the GODEBUG the deployment files (deploy/Dockerfile,
+# deploy/flakeid.service) run the server with; the benchmarks run it, and
+# the Go servers they compare it with, the same way.
+FLAKEID_GODEBUG=schedtrace=2147483647
+
 # bench_begin NAME sets WORK to a new directory /tmp/NAME.XXXXXX and PIDS to
 # an empty list, and arranges the cleanup.
 bench_begin() {
