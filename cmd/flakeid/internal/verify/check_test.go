@@ -1,12 +1,14 @@
 package verify
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/flakeid/flakeid/snowflake"
+	"pgregory.net/rapid"
 )
 
 // testLayout: 2 worker bits, no datacenter bits.
@@ -300,6 +302,71 @@ func TestVerifyTakeFitting(t *testing.T) {
 	if strings.Join(got, ",") != "kill,clock-back,kill" || strings.Join(queue, ",") != "etcd-pause" {
 		t.Fatalf("took %v, left %v", got, queue)
 	}
+}
+
+// TestVerifyTakeRequired: the faults a run must inject go in queue order
+// while there is time for all of them at their estimates, and longest first
+// once there is not, so a long one is not crowded out at the end (a CI run
+// lost truncated-state so: queued last, 17 s needed at 35 − 18 s).
+func TestVerifyTakeRequired(t *testing.T) {
+	ests := map[string]time.Duration{"config-typo": 3 * time.Second, "other-layout": 4 * time.Second, "truncated-state": 12 * time.Second}
+	est := func(k string) time.Duration { return ests[k] }
+	queue := []string{"config-typo", "other-layout", "truncated-state"}
+	for _, tc := range []struct {
+		left time.Duration
+		want string
+	}{
+		{40 * time.Second, "config-typo"},     // 5 + 6 + 7 + 15 = 33 s needed: queue order
+		{26 * time.Second, "truncated-state"}, // short of 33 s: the longest that fits
+		{10 * time.Second, "other-layout"},    // truncated-state needs 17 s
+		{7 * time.Second, ""},                 // none fits
+	} {
+		k, rest, ok := takeRequired(slices.Clone(queue), tc.left, est)
+		if k != tc.want || ok != (tc.want != "") || ok && len(rest) != 2 || !ok && len(rest) != 3 {
+			t.Errorf("left %v: took %q (%v), left %v; want %q", tc.left, k, ok, rest, tc.want)
+		}
+	}
+	// Whatever the faults really take (at most their estimates) and the
+	// pauses (1–3 s), the schedule injects every fault whenever taking them
+	// longest first would have: the best order for deadlines on the start.
+	rapid.Check(t, func(rt *rapid.T) {
+		n := rapid.IntRange(1, 6).Draw(rt, "n")
+		queue := make([]string, n)
+		ests, took := map[string]time.Duration{}, map[string]time.Duration{}
+		for i := range queue {
+			queue[i] = fmt.Sprintf("f%d", i)
+			ests[queue[i]] = time.Duration(rapid.IntRange(1, 15).Draw(rt, "est")) * time.Second
+			took[queue[i]] = time.Duration(rapid.Int64Range(0, int64(ests[queue[i]])).Draw(rt, "took"))
+		}
+		pauses := make([]time.Duration, n)
+		for i := range pauses {
+			pauses[i] = time.Duration(rapid.Int64Range(int64(time.Second), int64(maxFaultPause)).Draw(rt, "pause"))
+		}
+		run := time.Duration(rapid.IntRange(5, 120).Draw(rt, "run")) * time.Second
+		est := func(k string) time.Duration { return ests[k] }
+		schedule := func(next func(q []string, left time.Duration) (string, []string, bool)) int {
+			q, at, done := slices.Clone(queue), time.Duration(0), 0
+			for len(q) > 0 {
+				k, rest, ok := next(q, run-at)
+				if !ok {
+					break
+				}
+				q, at, done = rest, at+took[k]+pauses[done], done+1
+			}
+			return done
+		}
+		longestFirst := func(q []string, left time.Duration) (string, []string, bool) {
+			slices.SortStableFunc(q, func(a, b string) int { return int(ests[b] - ests[a]) })
+			if ests[q[0]]+quiet > left {
+				return "", q, false
+			}
+			return q[0], q[1:], true
+		}
+		got := schedule(func(q []string, left time.Duration) (string, []string, bool) { return takeRequired(q, left, est) })
+		if best := schedule(longestFirst); best == n && got < n {
+			rt.Fatalf("took %d of %d faults; longest first takes all", got, n)
+		}
+	})
 }
 
 func TestVerifyLossNoticed(t *testing.T) {

@@ -21,6 +21,7 @@ const (
 	pgDown        = 3 * time.Second  // PostgreSQL is "restarting" this long
 	rollbackAfter = 3 * time.Second  // sql-rollback restores a copy this old
 	quiet         = 5 * time.Second  // no fault starts this close to the end
+	nemesisLead   = 3 * time.Second  // nor this close to the start (at most a tenth of the run)
 	healthyFor    = 500 * time.Millisecond
 )
 
@@ -132,10 +133,10 @@ func minFaults(kind string, minAll int) int {
 // the kinds whose minFaults is at least k), each round in a random order,
 // then kinds at random. After each fault it waits for the
 // cluster to recover (every node answers Snowflake requests steadily), then
-// pauses 1–3 s.
+// pauses 1 s to maxFaultPause.
 func (r *runner) nemesis(ctx context.Context, rec *recorder, until int64) {
 	rnd := rand.New(rand.NewPCG(r.cfg.Seed, 0))
-	sleepCtx(ctx, min(3*time.Second, r.cfg.Duration/10))
+	sleepCtx(ctx, min(nemesisLead, r.cfg.Duration/10))
 	var queue []string
 	for k := range r.cfg.MinFaults {
 		var round []string
@@ -147,12 +148,13 @@ func (r *runner) nemesis(ctx context.Context, rec *recorder, until int64) {
 		rnd.Shuffle(len(round), func(i, j int) { round[i], round[j] = round[j], round[i] })
 		queue = append(queue, round...)
 	}
-	fits := func(kind string) bool { return r.now()+int64(kindInfo[kind].est(r.cfg.LeaseTTL)+quiet) <= until }
+	est := func(kind string) time.Duration { return kindInfo[kind].est(r.cfg.LeaseTTL) }
+	fits := func(kind string) bool { return r.now()+int64(est(kind)+quiet) <= until }
 	for ctx.Err() == nil {
 		var kind string
 		if len(queue) > 0 {
 			var ok bool
-			if kind, queue, ok = takeFitting(queue, fits); !ok {
+			if kind, queue, ok = takeRequired(queue, time.Duration(until-r.now()), est); !ok {
 				r.logf("no time left for the scheduled faults %v", queue)
 				return
 			}
@@ -178,7 +180,7 @@ func (r *runner) nemesis(ctx context.Context, rec *recorder, until int64) {
 		if f.stuck {
 			r.logStuckNodes()
 		}
-		sleepCtx(ctx, time.Second+time.Duration(rnd.Int64N(int64(2*time.Second))))
+		sleepCtx(ctx, time.Second+time.Duration(rnd.Int64N(int64(maxFaultPause-time.Second))))
 	}
 }
 
@@ -200,6 +202,38 @@ func (r *runner) logStuckNodes() {
 		lines = lines[max(0, len(lines)-12):]
 		r.logf("%s's last log lines:\n  %s", inc.name(), strings.Join(lines, "\n  "))
 	}
+}
+
+// maxFaultPause is the longest pause the nemesis makes after a fault.
+const maxFaultPause = 3 * time.Second
+
+// takeRequired removes from queue, the faults still to inject, the one to
+// inject next and returns it; ok is false when none fits in left, the time
+// until the end of the run. While left holds every queued fault at its
+// estimate, with a pause after each and the quiet end, that is the first in
+// queue order (any order then fits); once it does not, the longest that
+// fits, so that a long fault is not left for last, when it no longer fits,
+// while shorter ones use up the time.
+func takeRequired(queue []string, left time.Duration, est func(string) time.Duration) (kind string, rest []string, ok bool) {
+	fits := func(k string) bool { return est(k)+quiet <= left }
+	need := quiet
+	for _, k := range queue {
+		need += est(k) + maxFaultPause
+	}
+	if need <= left {
+		return takeFitting(queue, fits)
+	}
+	best := -1
+	for i, k := range queue {
+		if fits(k) && (best < 0 || est(k) > est(queue[best])) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return "", queue, false
+	}
+	kind = queue[best]
+	return kind, slices.Delete(queue, best, best+1), true
 }
 
 // takeFitting removes from queue the first kind that fits and returns it;

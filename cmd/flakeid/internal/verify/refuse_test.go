@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/flakeid/flakeid/snowflake"
+	"pgregory.net/rapid"
 )
 
 func TestVerifyRefusalWrong(t *testing.T) {
@@ -161,7 +162,7 @@ func TestVerifyMinFaults(t *testing.T) {
 	// generous: a measured 3-minute run went through the schedule they put
 	// at 158 s, pauses included, in 110 s.
 	d := DefaultConfig()
-	if need := minSchedule(withDefaults(d)); need+3*time.Second+quiet > d.Duration {
+	if need := withDefaults(d).minRun(); need > d.Duration {
 		t.Fatalf("the CI profile's minimum schedule takes up to %v, more than its %v", need, d.Duration)
 	}
 	// So must the same profile on ZooKeeper and on Consul, whose kinds
@@ -169,7 +170,7 @@ func TestVerifyMinFaults(t *testing.T) {
 	for _, coord := range []string{groupZK, groupConsul} {
 		c := d
 		c.Coordinator = coord
-		if need := minSchedule(withDefaults(c)); need+3*time.Second+quiet > c.Duration {
+		if need := withDefaults(c).minRun(); need > c.Duration {
 			t.Errorf("the CI profile on %s: the minimum schedule takes up to %v, more than its %v", coord, need, c.Duration)
 		}
 	}
@@ -180,19 +181,10 @@ func TestVerifyMinFaults(t *testing.T) {
 		if err := c.validate(); err != nil {
 			t.Fatalf("the short profile on %s: %v", coord, err)
 		}
-		if need := minSchedule(c); need+3*time.Second+quiet > c.Duration {
+		if need := c.minRun(); need > c.Duration {
 			t.Errorf("the short profile on %s (%v): the minimum schedule takes up to %v, more than its %v", coord, c.Faults, need, c.Duration)
 		}
 	}
-}
-
-// minSchedule is the sum of the estimates of c's minimum schedule.
-func minSchedule(c Config) time.Duration {
-	var need time.Duration
-	for _, k := range c.Faults {
-		need += time.Duration(minFaults(k, c.MinFaults)) * kindInfo[k].est(c.LeaseTTL)
-	}
-	return need
 }
 
 // shortProfile is the 75-second profile of a coordinator that CI may run
@@ -327,4 +319,39 @@ func TestVerifyRecoveryRow(t *testing.T) {
 	if !failed || !has(`1 of 2 faults, each within `+wait+` +\| \*\*FAIL\*\*`) || !has(`\| not within `+wait+` +\|`) {
 		t.Errorf("a fault the cluster did not recover from:\n%s", out)
 	}
+}
+
+// TestVerifyDurationFitsTheFaults: a run too short for the faults it must
+// inject (at their estimates) is refused up front, naming the duration it
+// needs, instead of failing at its end with "no time left"; at that
+// duration, or with --min-faults 0, it is accepted. Over random fault sets,
+// minimums and TTLs, refused and accepted meet exactly at minRun.
+func TestVerifyDurationFitsTheFaults(t *testing.T) {
+	c := withDefaults(Config{Coordinator: groupEtcd, Nodes: 1, RedisNodes: 2, FileNodes: 1, Bin: "flakeid", MinFaults: 1,
+		Faults: []string{"redis-restart-nosave", "truncated-state", "other-layout", "config-typo"}, Duration: 35 * time.Second})
+	need := c.minRun()
+	if need <= 35*time.Second {
+		t.Fatalf("the schedule of TestVerifyNemesisLostState's first version needs %v, want more than its 35s", need)
+	}
+	err := c.validate()
+	if err == nil || !strings.Contains(err.Error(), "duration 35s is too short") || !strings.Contains(err.Error(), need.Round(time.Second).String()) {
+		t.Fatalf("validate: %v; want the run refused, naming %v", err, need.Round(time.Second))
+	}
+	rapid.Check(t, func(rt *rapid.T) {
+		kinds := rapid.SliceOfNDistinct(rapid.SampledFrom([]string{"kill", "clock-back", "clock-forward", "restart-behind", "etcd-pause",
+			"etcd-partition", "pg-restart", "redis-restart-nosave", "redis-keys-deleted", "sql-rollback", "truncated-state",
+			"other-layout", "clock-ahead", "config-typo"}), 1, 8, rapid.ID[string]).Draw(rt, "kinds")
+		c := withDefaults(Config{Coordinator: groupEtcd, Nodes: 2, RedisNodes: 1, SQLNodes: 1, FileNodes: 1, Bin: "flakeid",
+			Faults: kinds, MinFaults: rapid.IntRange(0, 3).Draw(rt, "min"), LeaseTTL: time.Duration(rapid.IntRange(1, 10).Draw(rt, "ttl")) * time.Second})
+		need := c.minRun()
+		c.Duration = need - time.Duration(rapid.Int64Range(-int64(time.Minute), int64(time.Minute)).Draw(rt, "short by"))
+		if c.Duration < time.Second {
+			c.Duration = time.Second
+		}
+		need = c.minRun() // the lead-in depends on the duration
+		err := c.validate()
+		if tooShort := c.MinFaults > 0 && c.Duration < need; tooShort != (err != nil) {
+			rt.Fatalf("duration %v, need %v, min faults %d: validate = %v", c.Duration, need, c.MinFaults, err)
+		}
+	})
 }

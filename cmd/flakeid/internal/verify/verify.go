@@ -108,7 +108,8 @@ type Config struct {
 	// MinFaults: the run fails unless every fault kind was injected at
 	// least this often — at most once for the kinds that cost a quarantine
 	// or a start each (minFaults) — and the schedule tries that many rounds
-	// first. 0: no such check.
+	// first. 0: no such check. A Duration too short for those rounds at the
+	// kinds' estimates is refused (validate names the duration they need).
 	MinFaults int
 	// Layout is the layout of the IDs; LayoutArgs the flags that give the
 	// nodes the same layout.
@@ -317,7 +318,23 @@ func (c Config) validate() error {
 	if len(c.Targets) == 0 && c.Bin == "" {
 		return errors.New("no flakeid binary for the nodes")
 	}
+	if need := c.minRun(); c.MinFaults > 0 && need > c.Duration {
+		return fmt.Errorf("duration %v is too short for the faults every run must inject (%v, at least %d of each, once of those marked once): "+
+			"at their estimates, with the lead-in and the quiet end, they need %v; give a duration of at least that, fewer kinds, or --min-faults 0",
+			c.Duration, c.Faults, c.MinFaults, need.Round(time.Second))
+	}
 	return nil
+}
+
+// minRun is how long a run must be for c's minimum schedule (MinFaults of
+// every kind) to fit at the kinds' estimates: the nemesis's lead-in, the
+// estimates, and the quiet end in which no fault starts.
+func (c Config) minRun() time.Duration {
+	need := min(nemesisLead, c.Duration/10) + quiet
+	for _, k := range c.Faults {
+		need += time.Duration(minFaults(k, c.MinFaults)) * kindInfo[k].est(c.LeaseTTL)
+	}
+	return need
 }
 
 // Run runs the verification and writes its report; it returns
