@@ -15,7 +15,10 @@
 // ErrUnavailable and the last failure; so it does at once when the caller's
 // context would end before the next round (a server waiting out a new
 // worker-id lease says, in Retry-After, when it issues again), so that a
-// caller with a deadline never waits it out for nothing. Any other 4xx
+// caller with a deadline never waits it out for nothing. While every
+// endpoint is marked down until after the caller's deadline, a call asks
+// just one of them, each call the next in turn: an outage costs a caller a
+// request per call, and a node back early is still found. Any other 4xx
 // answer is the caller's fault and is returned at once as an *APIError. The
 // caller's context bounds the whole call.
 //

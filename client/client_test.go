@@ -599,8 +599,9 @@ func TestContextDeadline(t *testing.T) {
 // TestRetryAfter: a server's Retry-After marks its endpoint down that long,
 // stretches the pause between rounds (up to BackoffMax), and a call whose
 // deadline ends before any endpoint is back fails at once — one request to
-// each endpoint, ErrUnavailable with the last answer, not the deadline's
-// error — while a call with time enough waits and gets its ID.
+// each endpoint while they are not yet marked down, then one in all,
+// ErrUnavailable with the last answer, not the deadline's error — while a
+// call with time enough waits and gets its ID.
 func TestRetryAfter(t *testing.T) {
 	for _, date := range []bool{false, true} {
 		ra := "3"
@@ -614,7 +615,7 @@ func TestRetryAfter(t *testing.T) {
 			f.retryAfter.Store(&ra)
 		}
 		c := newClient(t, Config{BackoffMin: 10 * time.Millisecond, BackoffMax: 10 * time.Second}, a.URL(), b.URL())
-		for _, deadline := range []time.Duration{100 * time.Millisecond, 2 * time.Second} {
+		for i, deadline := range []time.Duration{100 * time.Millisecond, 2 * time.Second} {
 			ctx, cancel := context.WithTimeout(t.Context(), deadline)
 			before := a.total.Load() + b.total.Load()
 			_, err := c.NextID(ctx)
@@ -624,8 +625,8 @@ func TestRetryAfter(t *testing.T) {
 				ae.Status != 503 || ae.RetryAfter < 2*time.Second || ae.RetryAfter > 3500*time.Millisecond {
 				t.Fatalf("Retry-After %q, deadline %v: %v (%+v); want ErrUnavailable with the 503 and its Retry-After, at once", ra, deadline, err, ae)
 			}
-			if n := a.total.Load() + b.total.Load() - before; n != 2 {
-				t.Fatalf("Retry-After %q, deadline %v: %d requests, want one to each endpoint", ra, deadline, n)
+			if n, want := a.total.Load()+b.total.Load()-before, int64(2-i); n != want {
+				t.Fatalf("Retry-After %q, deadline %v: %d requests, want %d (one to each endpoint, then one while both are marked down)", ra, deadline, n, want)
 			}
 		}
 		// Long enough: the call pauses until the soonest is back, and one
@@ -654,6 +655,76 @@ func TestRetryAfter(t *testing.T) {
 		if len(at) != 3 || at[2].Sub(at[1]) < 2*time.Second {
 			t.Fatalf("Retry-After %q: requests at %v; want one to each endpoint, then one after the pause", ra, at)
 		}
+	}
+}
+
+// TestProbeWhileEveryEndpointIsDown: while every endpoint is marked down
+// until after a call's deadline, each call asks one endpoint, the next in
+// turn, and fails at once; a node back before its Retry-After is found
+// within as many calls as there are endpoints, and then served from.
+func TestProbeWhileEveryEndpointIsDown(t *testing.T) {
+	be := newBackend()
+	ra := "30"
+	fakes := []*fake{newFake(t, be), newFake(t, be), newFake(t, be)}
+	var urls []string
+	for _, f := range fakes {
+		f.status.Store(503)
+		f.retryAfter.Store(&ra)
+		urls = append(urls, f.URL())
+	}
+	c := newClient(t, Config{BackoffMin: 10 * time.Millisecond, BackoffMax: time.Minute}, urls...)
+	call := func() error {
+		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+		defer cancel()
+		_, err := c.NextID(ctx)
+		return err
+	}
+	counts := func() (n []int64) {
+		for _, f := range fakes {
+			n = append(n, f.total.Load())
+		}
+		return n
+	}
+	if err := call(); !errors.Is(err, ErrUnavailable) || !slices.Equal(counts(), []int64{1, 1, 1}) {
+		t.Fatalf("first call: %v, requests %v; want one to each", err, counts())
+	}
+	for k := range 6 { // two turns over the three, one request a call
+		start := time.Now()
+		err := call()
+		if !errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 150*time.Millisecond {
+			t.Fatalf("call %d: %v after %v; want ErrUnavailable at once", k, err, time.Since(start))
+		}
+		var sum int64
+		for _, n := range counts() {
+			sum += n
+		}
+		if sum != int64(4+k) {
+			t.Fatalf("call %d: requests %v; want one more in all", k, counts())
+		}
+	}
+	if got := counts(); !slices.Equal(got, []int64{3, 3, 3}) {
+		t.Fatalf("requests %v after two turns; want each endpoint asked in turn", got)
+	}
+	// The second node is back 30 s early: found within three calls.
+	fakes[1].status.Store(0)
+	ok := -1
+	for k := range 3 {
+		if call() == nil {
+			ok = k
+			break
+		}
+	}
+	if ok < 0 {
+		t.Fatalf("a node back was not found in three calls: requests %v", counts())
+	}
+	before := fakes[1].total.Load()
+	for range 5 {
+		if err := call(); err != nil {
+			t.Fatalf("after the node was found: %v", err)
+		}
+	}
+	if n := fakes[1].total.Load() - before; n != 5 {
+		t.Fatalf("%d of 5 calls went to the node that is back", n)
 	}
 }
 

@@ -57,7 +57,8 @@ func (e *endpoint) down(now time.Time) (bool, time.Time) {
 // transport sends GET requests with failover over the endpoints.
 type transport struct {
 	eps       []*endpoint
-	preferred atomic.Int64 // index of the endpoint that answered last
+	preferred atomic.Int64  // index of the endpoint that answered last
+	probes    atomic.Uint64 // calls that asked one endpoint only (see getWithHeader)
 	hc        *http.Client
 	own       *http.Transport // the dedicated transport, nil for a caller's client
 	auth      string          // the Authorization header, or ""
@@ -128,7 +129,9 @@ func (t *transport) order(now time.Time) []*endpoint {
 // Retry-After (up to BackoffMax); when ctx's deadline would end before the
 // next round, the call fails at once with ErrUnavailable rather than wait for
 // its deadline — so that a caller who retries, or takes the next request,
-// does so while the outage lasts instead of queueing behind it.
+// does so while the outage lasts instead of queueing behind it. A call whose
+// deadline ends before any endpoint is back asks just one of them, the next
+// in turn.
 func (t *transport) get(ctx context.Context, path string, decode func(io.Reader) error) error {
 	_, err := t.getFrom(ctx, path, decode)
 	return err
@@ -141,7 +144,19 @@ func (t *transport) getFrom(ctx context.Context, path string, decode func(io.Rea
 
 // getWithHeader is getFrom with the answer's header given to decode too.
 func (t *transport) getWithHeader(ctx context.Context, path string, decode func(http.Header, io.Reader) error) (*endpoint, error) {
-	order := t.order(time.Now())
+	now := time.Now()
+	order := t.order(now)
+	if dl, ok := ctx.Deadline(); ok {
+		// Every endpoint is marked down until after the call's deadline
+		// (order puts the soonest back first): the call asks one, each such
+		// call the next in turn, so that one back early is found within as
+		// many calls as there are endpoints — a circuit breaker's half-open
+		// probe — instead of a round trip to each, which would put a caller
+		// on a fixed schedule behind it for as long as the outage lasts.
+		if down, until := order[0].down(now); down && !until.Before(dl) {
+			order = []*endpoint{t.eps[(t.probes.Add(1)-1)%uint64(len(t.eps))]}
+		}
+	}
 	var last error
 	for a := range t.attempts {
 		if a > 0 && a%len(order) == 0 {
