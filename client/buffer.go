@@ -43,12 +43,13 @@ type buffer struct {
 
 	cur atomic.Pointer[chunk]
 
-	mu      sync.Mutex
-	queue   []span
-	queued  int64     // IDs in queue
-	refill  *round    // the refill in flight, or nil
-	fails   int       // consecutive failed refills
-	retryAt time.Time // no low-water refill before this after a failure
+	mu       sync.Mutex
+	queue    []span
+	queued   int64     // IDs in queue
+	refill   *round    // the refill in flight, or nil
+	fails    int       // consecutive failed refills
+	retryAt  time.Time // no low-water refill before this after a failure
+	retrying bool      // a goroutine waits for retryAt to refill again
 }
 
 // newBuffer returns an ID buffer, or a text buffer (texts true), of tag's
@@ -242,6 +243,26 @@ func (b *buffer) startLocked(lowWater bool) *round {
 	return r
 }
 
+// retryLocked refills again after d while the buffer still holds IDs: a
+// low-water refill that failed is retried in the background, so that the
+// buffer rides out an outage shorter than what it holds (a caller who finds
+// it empty starts a refill of its own). At most one retry waits; Close ends
+// it.
+func (b *buffer) retryLocked(d time.Duration) {
+	if b.retrying || b.bufferedLocked() == 0 {
+		return
+	}
+	b.retrying = b.cl.spawn(func() {
+		err := sleep(b.cl.bg, d)
+		b.mu.Lock()
+		b.retrying = false
+		if err == nil {
+			b.startLocked(true)
+		}
+		b.mu.Unlock()
+	})
+}
+
 // run is the refill goroutine: it fetches one batch and queues it.
 func (b *buffer) run(r *round) {
 	var spans []span
@@ -260,8 +281,15 @@ func (b *buffer) run(r *round) {
 		if b.cl.closed.Load() {
 			err = ErrClosed
 		}
-		b.retryAt = time.Now().Add(b.cl.t.bo.Next(b.fails))
+		// The next low-water refill waits for the backoff, or until the
+		// soonest endpoint is back by its server's word.
+		now := time.Now()
+		b.retryAt = now.Add(b.cl.t.bo.Next(b.fails))
+		if back := b.cl.t.soonestBack(); back.After(b.retryAt) {
+			b.retryAt = back
+		}
 		b.fails++
+		b.retryLocked(b.retryAt.Sub(now))
 		// A tag the server refuses (unknown, forbidden) is forgotten, so
 		// that bad tags do not pile up buffers.
 		if ae, ok := errors.AsType[*APIError](err); ok && b.tag != "" && !retryable(ae.Status) && b.bufferedLocked() == 0 {

@@ -832,6 +832,98 @@ func TestBufferRefillsInBackground(t *testing.T) {
 	}
 }
 
+// A low-water refill that fails is tried again in the background, after
+// the backoff or the server's Retry-After, while the buffer still holds IDs
+// — not only once a caller finds it empty.
+func TestFailedRefillIsRetried(t *testing.T) {
+	f := newFake(t, newBackend())
+	c := newClient(t, Config{MaxAttempts: 1, BackoffMin: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond,
+		Buffer: BufferConfig{Snowflake: 100, LowWater: 0.5}}, f.URL())
+	ctx := t.Context()
+	if _, err := c.NextID(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The next three requests fail; the 50th ID below starts a refill.
+	f.status.Store(http.StatusServiceUnavailable)
+	f.statusN.Store(3)
+	for range 50 {
+		if _, err := c.NextID(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, func() bool { return f.snow.Load() == 2 })
+	waitFor(t, func() bool { return c.flake.refillIdle() })
+	time.Sleep(50 * time.Millisecond)
+	if n := f.total.Load(); n != 5 {
+		t.Fatalf("%d requests, want 5: the first, three failed refills, one that succeeded", n)
+	}
+	// The buffer holds what the refill brought: 149 IDs without a request.
+	for range 149 {
+		if _, err := c.NextID(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := f.total.Load(); n < 5 || n > 6 {
+		t.Fatalf("%d requests after the buffer's 149 IDs, want 5 or 6 (the next low-water refill)", n)
+	}
+
+	// A server's Retry-After holds the retry back.
+	g := newFake(t, newBackend())
+	d := newClient(t, Config{MaxAttempts: 1, BackoffMin: time.Millisecond, BackoffMax: 5 * time.Millisecond,
+		Buffer: BufferConfig{Snowflake: 100, LowWater: 0.5}}, g.URL())
+	if _, err := d.NextID(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ra := "1"
+	g.retryAfter.Store(&ra)
+	g.status.Store(http.StatusServiceUnavailable)
+	g.statusN.Store(1)
+	for range 50 {
+		if _, err := d.NextID(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, func() bool { return g.snow.Load() == 2 })
+	g.times.Lock()
+	at := slices.Clone(g.at)
+	g.times.Unlock()
+	if len(at) != 3 {
+		t.Fatalf("%d requests, want 3", len(at))
+	}
+	if gap := at[2].Sub(at[1]); gap < 900*time.Millisecond {
+		t.Fatalf("refill retried %v after a 503 with Retry-After: 1", gap)
+	}
+
+	// Close ends a retry that waits.
+	others := goleak.IgnoreCurrent()
+	h := newFake(t, newBackend())
+	e, err := New(Config{Endpoints: []string{h.URL()}, MaxAttempts: 1, Buffer: BufferConfig{Snowflake: 100, LowWater: 0.5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.NextID(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hour := "3600"
+	h.retryAfter.Store(&hour)
+	h.status.Store(http.StatusServiceUnavailable)
+	for range 50 {
+		if _, err := e.NextID(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, func() bool { return h.total.Load() == 2 && e.flake.refillIdle() })
+	start := time.Now()
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el > 2*time.Second {
+		t.Fatalf("Close took %v", el)
+	}
+	h.srv.Close()
+	goleak.VerifyNone(t, others)
+}
+
 // refillIdle reports whether no refill is in flight (for tests).
 func (b *buffer) refillIdle() bool {
 	b.mu.Lock()

@@ -93,7 +93,12 @@ type BufferConfig struct {
 	Segment int
 	// LowWater is the fraction of a prefetch batch below which a buffer is
 	// refilled in the background. Range 0–1; 0 means DefaultLowWater (0.5).
-	// A buffer holds at most about (1+LowWater)×batch IDs.
+	// A buffer holds at most about (1+LowWater)×batch IDs. A refill that
+	// fails is tried again in the background after the backoff, or when
+	// the servers said they serve again (Retry-After), for as long as the
+	// buffer holds IDs: a buffer rides out an outage of every server that
+	// is shorter than the LowWater×batch IDs it holds when it asks, at the
+	// caller's rate, less a few seconds.
 	LowWater float64
 }
 
