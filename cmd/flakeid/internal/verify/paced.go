@@ -145,14 +145,14 @@ var errNoProcess = errors.New("the node has no process")
 func (r *runner) paced(ctx context.Context, a api, rec *recorder, late *lateness, phase int, call func(ctx context.Context, q request)) {
 	every := int64(time.Second) / int64(r.cfg.Rate)
 	next := r.now() + every*int64(phase%16)/16
-	var lates []int64
+	var lates []wake
 	for ctx.Err() == nil {
 		if now := r.now(); now < next {
 			sleepCtx(ctx, time.Duration(next-now))
 			if ctx.Err() != nil {
 				break
 			}
-			lates = append(lates, r.now()-next)
+			lates = append(lates, wake{at: next, late: r.now() - next})
 		}
 		call(ctx, request{start: next, inc: -1, node: -1, api: a})
 		next += every
@@ -164,17 +164,23 @@ func (r *runner) paced(ctx context.Context, a api, rec *recorder, late *lateness
 	late.add(lates)
 }
 
-// lateness collects the fixed-rate clients' wake-up delays: how late each
-// sleep until a scheduled send returned.
+// lateness collects the fixed-rate clients' wake-ups: how late each sleep
+// until a scheduled send returned. A late wake-up is the machine's stall
+// (the load generator's), not the service's: the report shows them beside
+// the calls of each window.
 type lateness struct {
-	mu sync.Mutex
-	ns []int64
+	mu    sync.Mutex
+	wakes []wake
 }
 
-func (l *lateness) add(ns []int64) {
+// wake is one wake-up: the send it was scheduled for (ns since the run's
+// start) and how late the sleep returned (ns).
+type wake struct{ at, late int64 }
+
+func (l *lateness) add(w []wake) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.ns = append(l.ns, ns...)
+	l.wakes = append(l.wakes, w...)
 }
 
 // goClientCall is one NextID of a Go client, by a caller that gives up at

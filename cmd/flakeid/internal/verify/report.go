@@ -91,8 +91,8 @@ func (rep *report) write(w io.Writer) {
 		t     *table
 	}{
 		{fmt.Sprintf("What clients saw (answered within %v; the fixed-rate clients' latency counts from the moment their schedule meant to send, a failed call as never answered; every ID they got is in the checks above):", rep.deadline), &rep.seen},
-		{fmt.Sprintf("What the fixed-rate clients saw per fault kind (share answered within %v · p99.9), in the same windows as below:", rep.deadline), &rep.seenBy},
-		{"Faults (availability counts the requests sent from the fault's start until every node answered again, at least 2 s):", &rep.faults},
+		{fmt.Sprintf("What the fixed-rate clients saw per fault kind (share answered within %v · p99.9), in the same windows as below, and how late their own schedule woke (p99.9 · max: the load generator's stalls, which no server caused):", rep.deadline), &rep.seenBy},
+		{"Faults (availability counts the requests sent from the fault's start until every node answered again, at least 2 s; a node answered nothing while the calls of its plain HTTP client failed in a row, from the first failed call's schedule to the next answered one's, for a run that began in the window):", &rep.faults},
 		{"Fault timeline:", &rep.events},
 		{"Most frequent errors (digits replaced by #):", &rep.errors},
 	} {
@@ -117,7 +117,7 @@ func (rep *report) write(w io.Writer) {
 }
 
 // check runs every check on the history and builds the report.
-func (r *runner) check(h *history, loadStart, loadEnd int64, late []int64) *report {
+func (r *runner) check(h *history, loadStart, loadEnd int64, late []wake) *report {
 	rep := &report{}
 	c := newChecker(h, r.layout, r.cfg.LeaseTTL)
 	if len(r.cfg.Targets) > 0 {
@@ -330,9 +330,10 @@ func (r *runner) faultTables(rep *report, h *history, loadStart int64) {
 		}
 		return all, ok
 	}
+	dark := newDarkness(h)
 	type agg struct {
 		n, all, ok, nodeAll, nodeOK int64
-		longest                     time.Duration
+		longest, dark               time.Duration
 		unrecovered, cut            int // not recovered within healthWait; when the run ended
 	}
 	per := map[string]*agg{}
@@ -356,6 +357,7 @@ func (r *runner) faultTables(rep *report, h *history, loadStart int64) {
 		}
 		all, ok := inWindow(f.start, end, -1)
 		a.all, a.ok = a.all+all, a.ok+ok
+		a.dark = max(a.dark, dark.longest(f.start, end))
 		if f.node >= 0 {
 			na, nok := inWindow(f.start, end, f.node)
 			a.nodeAll, a.nodeOK = a.nodeAll+na, a.nodeOK+nok
@@ -376,13 +378,13 @@ func (r *runner) faultTables(rep *report, h *history, loadStart int64) {
 		}
 		rep.events.add(at(f.start-loadStart), f.kind, f.note, rec)
 	}
-	rep.faults.head = []string{"fault", "injected", "requests during", "answered", "answered by the node hit", "longest recovery"}
+	rep.faults.head = []string{"fault", "injected", "requests during", "answered", "answered by the node hit", "longest a node answered nothing", "longest recovery"}
 	missing := false
 	for _, k := range Kinds() {
 		a := per[k]
 		if a == nil {
 			if slices.Contains(r.cfg.Faults, k) {
-				rep.faults.add(k, "0", "", "", "", "")
+				rep.faults.add(k, "0", "", "", "", "", "")
 				missing = missing || minFaults(k, r.cfg.MinFaults) > 0
 			}
 			continue
@@ -398,7 +400,11 @@ func (r *runner) faultTables(rep *report, h *history, loadStart int64) {
 		if a.cut > 0 {
 			longest += fmt.Sprintf(" (%d not before the run ended)", a.cut)
 		}
-		rep.faults.add(k, strconv.FormatInt(a.n, 10), humanize.Thousands(a.all), pct(a.ok, a.all), nodeCol, longest)
+		darkCol := "—"
+		if dark.any {
+			darkCol = secs(a.dark)
+		}
+		rep.faults.add(k, strconv.FormatInt(a.n, 10), humanize.Thousands(a.all), pct(a.ok, a.all), nodeCol, darkCol, longest)
 		if a.n < int64(minFaults(k, r.cfg.MinFaults)) && slices.Contains(r.cfg.Faults, k) {
 			missing = true
 		}
@@ -420,7 +426,7 @@ func (r *runner) faultTables(rep *report, h *history, loadStart int64) {
 			ok++
 		}
 	}
-	rep.faults.add("(no fault in progress)", "", humanize.Thousands(all), pct(ok, all), "", "")
+	rep.faults.add("(no fault in progress)", "", humanize.Thousands(all), pct(ok, all), "", "", "")
 	if len(r.cfg.Faults) > 0 {
 		v := "ok"
 		if failed > 0 {
@@ -462,6 +468,73 @@ func (r *runner) faultTables(rep *report, h *history, loadStart int64) {
 		}
 		rep.checks.add(row, fmt.Sprintf("%d faults: %s", len(faults), strings.Join(counts, ", ")), v)
 	}
+}
+
+// darkness finds how long a node answered nothing: the runs of failed calls
+// of each node's plain HTTP client (fixed-rate, so a run's length is
+// measured to the client's period).
+type darkness struct {
+	h     *history
+	nodes [][]int32 // per node, its plain HTTP client's requests by start
+	any   bool      // some node has such a client
+}
+
+func newDarkness(h *history) *darkness {
+	d := &darkness{h: h}
+	for i := range h.reqs {
+		q := &h.reqs[i]
+		if q.api != apiHTTPNode || q.node < 0 {
+			continue
+		}
+		for int(q.node) >= len(d.nodes) {
+			d.nodes = append(d.nodes, nil)
+		}
+		d.nodes[q.node] = append(d.nodes[q.node], int32(i))
+		d.any = true
+	}
+	for _, list := range d.nodes {
+		slices.SortFunc(list, func(a, b int32) int { return cmp.Compare(h.reqs[a].start, h.reqs[b].start) })
+	}
+	return d
+}
+
+// longest is the longest run of one node's failed calls that began in
+// [lo, hi]: from the first failed call's scheduled start to the next
+// answered call's (or the last call's, when none was answered after it).
+func (d *darkness) longest(lo, hi int64) time.Duration {
+	var out int64
+	for _, list := range d.nodes {
+		k := sort.Search(len(list), func(k int) bool { return d.h.reqs[list[k]].start >= lo })
+		// A run in progress at lo began before the window: not this
+		// fault's.
+		for k > 0 && k < len(list) && !d.h.reqs[list[k-1]].ok() && !d.h.reqs[list[k]].ok() {
+			k++
+		}
+		from := int64(-1)
+		for ; k < len(list); k++ {
+			q := &d.h.reqs[list[k]]
+			if q.ok() {
+				if from >= 0 {
+					out = max(out, q.start-from)
+					from = -1
+				}
+				if q.start > hi {
+					break
+				}
+				continue
+			}
+			if from < 0 {
+				if q.start > hi {
+					break
+				}
+				from = q.start
+			}
+		}
+		if from >= 0 {
+			out = max(out, d.h.reqs[list[len(list)-1]].start-from)
+		}
+	}
+	return time.Duration(out)
 }
 
 // window is when the fault's effects are counted: from its start until the

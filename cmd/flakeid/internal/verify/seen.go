@@ -83,7 +83,7 @@ func latencyText(ns int64) string {
 // within the deadline and the latency quantiles; per fault kind, the same
 // for the fixed-rate clients; and, among the checks, the Go client's
 // availability as nines and the fixed-rate schedule's own lateness.
-func (r *runner) seenTables(rep *report, h *history, late []int64) {
+func (r *runner) seenTables(rep *report, h *history, late []wake) {
 	dl := r.cfg.Deadline
 	rep.deadline = dl
 	var per [numAPI]callStats
@@ -121,20 +121,25 @@ func (r *runner) seenTables(rep *report, h *history, late []int64) {
 		rep.checks.add(fmt.Sprintf("availability as clients saw it: the Go client's NextID with failover over the main group, answered within %v", dl), res, "")
 	}
 	if len(late) > 0 {
-		slices.Sort(late)
-		ls := callStats{lat: late}
+		var ls callStats
+		for _, w := range late {
+			ls.lat = append(ls.lat, w.late)
+		}
+		ls.done()
 		rep.checks.add("the fixed-rate clients' own lateness (a sleep until a scheduled send returning late)",
 			fmt.Sprintf("p99.9 %s, max %s over %s wake-ups", ls.quantile(0.999), ls.quantile(1), humanize.Thousands(int64(len(late)))), "")
 	}
 	if len(r.cfg.Targets) == 0 {
-		r.seenByFault(rep, h)
+		r.seenByFault(rep, h, late)
 	}
 }
 
 // seenByFault is the fixed-rate clients' share within the deadline and
 // p99.9 per fault kind (the calls scheduled in a fault's window), with no
-// fault in progress, and over the whole run.
-func (r *runner) seenByFault(rep *report, h *history) {
+// fault in progress, and over the whole run; and, in the same windows, how
+// late the clients' schedule woke — a late answer where the schedule was
+// late too is the load generator's stall, not the service's.
+func (r *runner) seenByFault(rep *report, h *history, late []wake) {
 	var kinds []api
 	for a := range numAPI {
 		if a.paced() {
@@ -158,27 +163,42 @@ func (r *runner) seenByFault(rep *report, h *history) {
 		return rows[k]
 	}
 	const quiet, whole = "(no fault in progress)", "(whole run)"
+	// windowsOf calls add with each row the moment at (ns) falls in: the
+	// whole run, each fault kind whose window holds it (once), or none.
+	windowsOf := func(at int64, add func(row string)) {
+		add(whole)
+		in := map[string]bool{}
+		for _, w := range wins {
+			if w.lo <= at && at <= w.hi && !in[w.kind] {
+				in[w.kind] = true
+				add(w.kind)
+			}
+		}
+		if len(in) == 0 {
+			add(quiet)
+		}
+	}
 	for i := range h.reqs {
 		q := &h.reqs[i]
 		if !q.api.paced() {
 			continue
 		}
-		row(whole)[q.api].add(q, r.cfg.Deadline)
-		in := map[string]bool{}
-		for _, w := range wins {
-			if w.lo <= q.start && q.start <= w.hi && !in[w.kind] {
-				in[w.kind] = true
-				row(w.kind)[q.api].add(q, r.cfg.Deadline)
+		windowsOf(q.start, func(k string) { row(k)[q.api].add(q, r.cfg.Deadline) })
+	}
+	wakes := map[string]*callStats{}
+	for _, w := range late {
+		windowsOf(w.at, func(k string) {
+			if wakes[k] == nil {
+				wakes[k] = &callStats{}
 			}
-		}
-		if len(in) == 0 {
-			row(quiet)[q.api].add(q, r.cfg.Deadline)
-		}
+			wakes[k].lat = append(wakes[k].lat, w.late)
+		})
 	}
 	rep.seenBy.head = []string{"fault"}
 	for _, a := range kinds {
 		rep.seenBy.head = append(rep.seenBy.head, a.String())
 	}
+	rep.seenBy.head = append(rep.seenBy.head, "schedule woke late")
 	var order []string
 	for _, k := range Kinds() {
 		if rows[k] != nil {
@@ -197,6 +217,12 @@ func (r *runner) seenByFault(rep *report, h *history) {
 			share, _ := s.share()
 			cells = append(cells, strings.Join([]string{share, s.quantile(0.999)}, " · "))
 		}
+		ws := wakes[k]
+		if ws == nil {
+			ws = &callStats{}
+		}
+		ws.done()
+		cells = append(cells, strings.Join([]string{ws.quantile(0.999), ws.quantile(1)}, " · "))
 		rep.seenBy.add(cells...)
 	}
 }

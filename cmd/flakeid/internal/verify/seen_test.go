@@ -3,6 +3,7 @@ package verify
 import (
 	"context"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -59,12 +60,12 @@ func TestVerifyPacedCorrectsOmission(t *testing.T) {
 		if len(over) != 20 {
 			t.Errorf("%d calls over the 100 ms deadline, want 20 (the stalled one and 19 owed): %v", len(over), over)
 		}
-		if len(late.ns) == 0 {
+		if len(late.wakes) == 0 {
 			t.Error("no wake-up recorded")
 		}
-		for _, l := range late.ns {
-			if l != 0 {
-				t.Fatalf("a wake-up %v late under a fake clock", time.Duration(l))
+		for _, w := range late.wakes {
+			if w.late != 0 {
+				t.Fatalf("a wake-up %v late under a fake clock", time.Duration(w.late))
 			}
 		}
 	})
@@ -172,5 +173,103 @@ func TestVerifyBufferedOrder(t *testing.T) {
 		if n > 0 && !strings.Contains(vs[0].what, "worker 0/1") {
 			t.Errorf("%s: %q", tc.a, vs[0].what)
 		}
+	}
+}
+
+// TestVerifySeenByFaultShowsScheduleLateness: each window's row shows how
+// late the fixed-rate schedule woke in it, so that a late answer outside
+// every fault, where the schedule was late too, reads as the load
+// generator's stall.
+func TestVerifySeenByFaultShowsScheduleLateness(t *testing.T) {
+	r := &runner{cfg: Config{Rate: 100, Deadline: 100 * time.Millisecond, LeaseTTL: 2 * time.Second}}
+	h := &history{faults: []fault{{kind: "kill", node: 0, start: 10_000 * ms, end: 11_000 * ms, recovered: 12_000 * ms}}}
+	var late []wake
+	for at := int64(0); at < 20_000*ms; at += 10 * ms {
+		q := request{start: at, end: at + ms, inc: -1, node: -1, api: apiGoClient}
+		w := wake{at: at, late: 100_000} // 0.1 ms
+		switch at {
+		case 5_000 * ms: // a stall with no fault in progress: the schedule 66 ms late, the call too
+			w.late, q.end = 66*ms, at+70*ms+ms
+		case 10_500 * ms: // in the kill's window
+			w.late = 3 * ms
+		}
+		h.reqs = append(h.reqs, q)
+		late = append(late, w)
+	}
+	rep := &report{}
+	r.seenByFault(rep, h, late)
+	if got := rep.seenBy.head[len(rep.seenBy.head)-1]; got != "schedule woke late" {
+		t.Fatalf("last column %q", got)
+	}
+	want := map[string]string{
+		"kill":                   "3.00 ms · 3.00 ms", // 201 wake-ups: p99.9 is the max
+		"(no fault in progress)": "0.10 ms · 66 ms",
+		"(whole run)":            "0.10 ms · 66 ms",
+	}
+	for _, row := range rep.seenBy.rows {
+		w, ok := want[row[0]]
+		if !ok {
+			t.Fatalf("unexpected row %q", row)
+		}
+		if got := row[len(row)-1]; got != w {
+			t.Errorf("%s: schedule woke late %q, want %q", row[0], got, w)
+		}
+		delete(want, row[0])
+	}
+	if len(want) > 0 {
+		t.Errorf("rows missing: %v", want)
+	}
+}
+
+// TestVerifyDarkness: the faults table says how long a node answered
+// nothing — the longest run of its plain HTTP client's failed calls that
+// began in a fault's window, from the first failed call's schedule to the
+// next answered one's — whichever node it was, and not a run that began
+// before the window.
+func TestVerifyDarkness(t *testing.T) {
+	h := &history{}
+	fails := map[int8][][2]int64{ // per node, failing [from, to) in ms
+		0: {{1_000, 3_000}, {5_000, 8_500}}, // 2 s before the fault's window; 3.5 s in it
+		1: {{6_000, 7_000}},
+		2: {{9_500, 20_000}}, // to the end of the run, past the window
+	}
+	for at := int64(0); at < 20_000; at += 10 {
+		for node := range int8(3) {
+			q := request{start: at * ms, end: at*ms + ms, inc: 0, node: node, api: apiHTTPNode}
+			for _, f := range fails[node] {
+				if f[0] <= at && at < f[1] {
+					q.err = errUnavailable
+				}
+			}
+			h.reqs = append(h.reqs, q)
+		}
+		h.reqs = append(h.reqs, request{start: at * ms, end: at * ms, inc: -1, node: -1, api: apiGoClient, err: errTimeout})
+	}
+	d := newDarkness(h)
+	for _, c := range []struct {
+		lo, hi int64
+		want   time.Duration
+	}{
+		{4_900, 9_000, 3500 * time.Millisecond},
+		{0, 4_000, 2 * time.Second},
+		{2_000, 4_000, 0},                         // the run began before
+		{9_000, 10_000, 10490 * time.Millisecond}, // to the last call, at 19.99 s
+		{3_000, 4_900, 0},
+	} {
+		if got := d.longest(c.lo*ms, c.hi*ms); got != c.want {
+			t.Errorf("longest(%d ms, %d ms) = %v, want %v", c.lo, c.hi, got, c.want)
+		}
+	}
+
+	r := &runner{cfg: Config{Faults: []string{"etcd-pause"}, LeaseTTL: 2 * time.Second}}
+	h.faults = []fault{{kind: "etcd-pause", node: -1, start: 4_900 * ms, end: 8_000 * ms, recovered: 9_000 * ms}}
+	rep := &report{}
+	r.faultTables(rep, h, 0)
+	col := slices.Index(rep.faults.head, "longest a node answered nothing")
+	if col < 0 {
+		t.Fatalf("no column: %v", rep.faults.head)
+	}
+	if got := rep.faults.rows[0][col]; rep.faults.rows[0][0] != "etcd-pause" || got != "3.5 s" {
+		t.Fatalf("row %v: want etcd-pause, 3.5 s", rep.faults.rows[0])
 	}
 }

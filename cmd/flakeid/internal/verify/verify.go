@@ -451,7 +451,7 @@ func Run(ctx context.Context, cfg Config) error {
 	h := &history{incs: r.incs, faults: r.faults, refusals: r.refusals, wall0: r.t0, length: loadEnd}
 	h.reqs, h.sf, h.seg = merge(recs)
 	r.logf("checking %d requests", len(h.reqs))
-	rep := r.check(h, loadStart, loadEnd, late.ns)
+	rep := r.check(h, loadStart, loadEnd, late.wakes)
 	if r.segments {
 		rep.addSeries(r.seriesTag(), r.checkSeries(srec, h.incs))
 	}
