@@ -147,10 +147,10 @@ cat "$OUT/machine.txt" >&2
 PIDS+=($!)
 
 # --- servers -----------------------------------------------------------------
-start_server() { # port resp-port name flags…   (GOMAXPROCS from the environment)
+start_server() { # port resp-port name flags…   (GOMAXPROCS from the environment; GODEBUG as deployed)
   local port=$1 rport=$2 name=$3
   shift 3
-  "$WORK/flakeid" serve --listen "127.0.0.1:$port" --resp-listen "127.0.0.1:$rport" --auto-create-tags \
+  GODEBUG="$FLAKEID_GODEBUG" "$WORK/flakeid" serve --listen "127.0.0.1:$port" --resp-listen "127.0.0.1:$rport" --auto-create-tags \
     --data-dir "$WORK/$name" --log-level warn "$@" >"$WORK/$name.log" 2>&1 &
   PIDS+=($!)
   for _ in $(seq 1 100); do

@@ -12,7 +12,9 @@
 # Redis's.
 #
 # Every server runs on CPU SERVER_CPU (taskset) with GOMAXPROCS=1 — Redis is
-# single-threaded — and every load generator on CPU LOAD_CPU with
+# single-threaded — flakeid as the deployment files run it and the bare
+# handler the same way (GODEBUG=$FLAKEID_GODEBUG, scripts/lib/bench.sh: Go's
+# monitor thread kept from its deep sleep), and every load generator on CPU LOAD_CPU with
 # GOMAXPROCS=1, so that the figures are not the two fighting for a core. The
 # load generator's own lateness (how late its sleeps woke) is recorded beside
 # every fixed-rate figure, which includes it.
@@ -75,7 +77,7 @@ RES=$OUT/results.jsonl
   echo "go: $(go version)"
   echo "flakeid: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet HEAD -- server snowflake node cmd 2>/dev/null || echo ' (server/snowflake/node/cmd modified)')"
   echo "redis-server: $(redis-server --version | head -1)"
-  echo "servers on CPU $SERVER_CPU, load on CPU $LOAD_CPU, GOMAXPROCS=1 for both"
+  echo "servers on CPU $SERVER_CPU, load on CPU $LOAD_CPU, GOMAXPROCS=1 for both; Go servers with GODEBUG=$FLAKEID_GODEBUG"
   echo "rounds: $ROUNDS, DUR $DUR, WARMUP $WARMUP, RATES $RATES, CONNS $CONNS"
 } >"$OUT/machine.txt"
 cat "$OUT/machine.txt" >&2
@@ -83,13 +85,13 @@ cat "$OUT/machine.txt" >&2
 PIDS+=($!)
 
 # --- servers, all on SERVER_CPU ---------------------------------------------------
-taskset -c "$SERVER_CPU" env GOMAXPROCS=1 "$WORK/flakeid" serve --listen "127.0.0.1:$PORT" \
+taskset -c "$SERVER_CPU" env GOMAXPROCS=1 GODEBUG="$FLAKEID_GODEBUG" "$WORK/flakeid" serve --listen "127.0.0.1:$PORT" \
   --resp-listen "127.0.0.1:$RESP_PORT" --data-dir "$WORK/data" --log-level warn >"$WORK/flakeid.log" 2>&1 &
 PIDS+=($!)
 taskset -c "$SERVER_CPU" redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save '' --appendonly no \
   --dir "$WORK" --logfile "$WORK/redis.log" &
 PIDS+=($!)
-taskset -c "$SERVER_CPU" env GOMAXPROCS=1 "$IDLOAD" hello -listen "127.0.0.1:$HELLO_PORT" &
+taskset -c "$SERVER_CPU" env GOMAXPROCS=1 GODEBUG="$FLAKEID_GODEBUG" "$IDLOAD" hello -listen "127.0.0.1:$HELLO_PORT" &
 PIDS+=($!)
 for _ in $(seq 1 100); do
   if curl -fsS "http://127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && up "$RESP_PORT" && up "$REDIS_PORT" && up "$HELLO_PORT"; then break; fi

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -242,6 +243,28 @@ func TestDeployGODEBUG(t *testing.T) {
 	}
 	if len(values) != 3 {
 		t.FailNow()
+	}
+	// Every benchmark script runs flakeid as deployed, but for a case that
+	// measures Go's default on purpose (-u GODEBUG).
+	scripts, err := filepath.Glob("../../scripts/bench-*.sh")
+	if err != nil || len(scripts) == 0 {
+		t.Fatalf("no benchmark scripts: %v", err)
+	}
+	for _, f := range scripts {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if !strings.Contains(line, `/flakeid" serve`) {
+				continue
+			}
+			// $G: a script's own prefix, when it is defined with the setting.
+			viaG := strings.Contains(line, " $G ") && strings.Contains(string(b), `G="env -u GOGC GODEBUG=$FLAKEID_GODEBUG"`)
+			if !strings.Contains(line, `$FLAKEID_GODEBUG`) && !strings.Contains(line, "-u GODEBUG") && !viaG {
+				t.Errorf("%s:%d starts flakeid without GODEBUG=$FLAKEID_GODEBUG: %s", f, i+1, strings.TrimSpace(line))
+			}
+		}
 	}
 	for _, v := range values[1:] {
 		if v != values[0] {
