@@ -98,7 +98,9 @@ type BufferConfig struct {
 	// the servers said they serve again (Retry-After), for as long as the
 	// buffer holds IDs: a buffer rides out an outage of every server that
 	// is shorter than the LowWater×batch IDs it holds when it asks, at the
-	// caller's rate, less a few seconds.
+	// caller's rate, less the time a refill takes to see the outage end —
+	// up to 2×BackoffMax, or about a second when the servers send
+	// Retry-After (as flakeid's do while they wait out a quarantine).
 	LowWater float64
 }
 
