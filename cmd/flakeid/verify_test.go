@@ -238,10 +238,17 @@ func TestVerifyNemesisShort(t *testing.T) {
 			t.Errorf("%s: %d calls in 35 s", api, n)
 		}
 	}
+	// (Four fixed-rate kinds, then how late the schedule woke.)
 	for _, k := range []string{"kill", "clock-back", "etcd-partition", "(no fault in progress)", "(whole run)"} {
-		if row := tableRow(t, r.stdout, "What the fixed-rate clients saw per fault kind", k); len(row) != 5 || !strings.Contains(row[1], "%") {
+		if row := tableRow(t, r.stdout, "What the fixed-rate clients saw per fault kind", k); len(row) != 6 || !strings.Contains(row[1], "%") ||
+			!regexp.MustCompile(`^[0-9.]+ (ms|s) · [0-9.]+ (ms|s)$`).MatchString(row[5]) {
 			t.Errorf("%s: %v", k, row)
 		}
+	}
+	// The faults table says how long a node answered nothing: a killed
+	// node did, for its restart.
+	if row := tableRow(t, r.stdout, "Faults (", "kill"); len(row) != 7 || !regexp.MustCompile(`^[0-9]+\.[0-9] s$`).MatchString(row[5]) {
+		t.Errorf("faults table, kill: %v", row)
 	}
 	t.Logf("\n%s", r.stdout)
 }
