@@ -177,6 +177,13 @@
 // so Czxids, may come back after such a loss: the claim's checks rest on its
 // session, which cannot survive it, and on the record's random incarnation.
 //
+// A ZooKeeper that is starting may accept a connection and never answer its
+// connect request; go-zookeeper would wait for that answer ten times two
+// thirds of the session timeout, holding the connection's requests. Every
+// connection here (shared or a claim's) waits one second (handshakeTimeout)
+// for it and is then dropped, and go-zookeeper connects again; OpenWorkers
+// tries again until its context ends while its connection finds no server.
+//
 // # Clock
 //
 // ZooKeeper stamps every write with its leader's clock (Stat.Mtime, when it

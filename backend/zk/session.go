@@ -2,7 +2,6 @@ package zk
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -60,7 +59,8 @@ func await[T any](ctx context.Context, f func() (T, error)) (T, error) {
 // session, so the dialer refuses to connect once the session ended (or once
 // the claim gave it up), and the connect response of every connection is
 // read to learn the session id and the timeout the server negotiated (v1.0.4
-// keeps that timeout in an unexported field).
+// keeps that timeout in an unexported field); it waits handshakeTimeout for
+// that response.
 type session struct {
 	conn *gozk.Conn
 
@@ -74,31 +74,11 @@ type session struct {
 	watchdog *time.Timer
 }
 
-// handshakeConn reads the connect response (the first frame the server
-// sends on a connection: length, protocol version, timeout in ms, session
-// id, password) as it goes by.
-type handshakeConn struct {
-	net.Conn
-	s    *session
-	head []byte
-	done bool
-}
-
-func (h *handshakeConn) Read(p []byte) (int, error) {
-	n, err := h.Conn.Read(p)
-	if !h.done && n > 0 {
-		need := 20 - len(h.head)
-		h.head = append(h.head, p[:min(n, need)]...)
-		if len(h.head) == 20 {
-			h.done = true
-			to := time.Duration(int32(binary.BigEndian.Uint32(h.head[8:12]))) * time.Millisecond
-			id := int64(binary.BigEndian.Uint64(h.head[12:20]))
-			h.s.mu.Lock()
-			h.s.lastID, h.s.lastTO = id, to
-			h.s.mu.Unlock()
-		}
-	}
-	return n, err
+// answered records a connect response of the session's connection.
+func (s *session) answered(id int64, timeout time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastID, s.lastTO = id, timeout
 }
 
 // dial is the session's gozk.Dialer.
@@ -109,11 +89,7 @@ func (s *session) dial(network, address string, timeout time.Duration) (net.Conn
 	if ended != nil {
 		return nil, fmt.Errorf("not reconnecting a claim session that ended: %w", ended)
 	}
-	c, err := net.DialTimeout(network, address, timeout)
-	if err != nil {
-		return nil, err
-	}
-	return &handshakeConn{Conn: c, s: s}, nil
+	return dialer(s.answered)(network, address, timeout)
 }
 
 // event is the session's event callback (it must not block).

@@ -121,11 +121,20 @@ func connectWorkers(ctx context.Context, servers []string, prefix string, opts .
 	}
 	w.sh = sh
 	conn := sh.conn
-	if _, err := await(ctx, func() (bool, error) { ok, _, err := conn.Exists(w.prefix); return ok, err }); err != nil {
-		go conn.Close()
-		return nil, w.unavailable(ctx, err, "reading %s from ZooKeeper at %s", w.prefix, strings.Join(w.servers, ","))
+	for {
+		_, err := await(ctx, func() (bool, error) { ok, _, err := conn.Exists(w.prefix); return ok, err })
+		if err == nil {
+			return w, nil
+		}
+		// A connection refused, or dropped before it had a session (a
+		// server that is starting), is tried again until ctx ends:
+		// go-zookeeper reconnects by itself, a round of the servers a
+		// second.
+		if !errors.Is(err, gozk.ErrNoServer) || ctx.Err() != nil {
+			go conn.Close()
+			return nil, w.unavailable(ctx, err, "reading %s from ZooKeeper at %s", w.prefix, strings.Join(w.servers, ","))
+		}
 	}
-	return w, nil
 }
 
 // validPath checks a ZooKeeper path: absolute, no empty, "." or ".."
@@ -210,7 +219,7 @@ func (w *Workers) connect() (*sharedConn, error) {
 	now := time.Now()
 	sh := &sharedConn{opened: now, lostAt: now}
 	conn, _, err := gozk.Connect(w.servers, sharedSessionTimeout, gozk.WithLogger(zkLogger{w.log}), gozk.WithLogInfo(false),
-		gozk.WithEventCallback(sh.event))
+		gozk.WithDialer(dialer(nil)), gozk.WithEventCallback(sh.event))
 	if err != nil {
 		return nil, err
 	}
