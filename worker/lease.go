@@ -39,7 +39,9 @@ type Config struct {
 	// how long a generator keeps issuing after its last successful renewal,
 	// whatever happens to the lease meanwhile (see Lease.Bind): a
 	// coordinator outage shorter than it, less the time a new lease takes
-	// once the coordinator answers again, costs a node.Node nothing. It is
+	// once the coordinator answers again (up to a renewal period until the
+	// next attempt with WaitForFree, the attempt's round trips, and the
+	// probation: RenewEvery + RetryEvery), costs a node.Node nothing. It is
 	// also the longest wait for a restart that lands on the same worker id,
 	// and it is part of the Quarantine, which every holder waits after the
 	// coordinator lost its state. It may exceed the TTL. Range
@@ -71,9 +73,9 @@ type Config struct {
 	// refuses a node whose contract differs. node.Start fills it from the
 	// layout. Default "" (an unnamed contract: it matches only "").
 	Contract string
-	// WaitForFree makes Acquire retry, with jittered backoff, while every
-	// worker id is held or the coordinator is unreachable, until its
-	// context ends. Default false: fail at once.
+	// WaitForFree makes Acquire retry, with jittered backoff from 50ms up
+	// to RenewEvery, while every worker id is held or the coordinator is
+	// unreachable, until its context ends. Default false: fail at once.
 	WaitForFree bool
 	// Owner names the holder in the coordinator; a random suffix is added
 	// to every lease so two leases never share a token. Default
@@ -205,7 +207,12 @@ func (lr *leaser) Acquire(ctx context.Context) (Lease, error) {
 	var token [6]byte
 	_, _ = rand.Read(token[:])
 	owner := lr.cfg.Owner + "/" + hex.EncodeToString(token[:])
-	bo := backoff.Backoff{Min: 50 * time.Millisecond, Max: 2 * time.Second}
+	// Retries come at least once a renewal period (no more often than a
+	// held lease renews, on average), so that a node whose lease was lost
+	// in an outage sees the coordinator back within one and is issuing
+	// under a new lease a probation later, while its old reservation may
+	// still cover it (see ReserveAhead).
+	bo := backoff.Backoff{Min: 50 * time.Millisecond, Max: lr.cfg.RenewEvery}
 	var reason error // the last failure not caused by ctx ending
 	for attempt := 0; ; attempt++ {
 		// An attempt that hangs (a coordinator that accepts connections

@@ -265,6 +265,18 @@ func TestLeaseRenewsPastTTL(t *testing.T) {
 	})
 }
 
+// linkFault is a way a link to the coordinator fails.
+type linkFault struct {
+	name string
+	cut  func(*workertest.Memory)
+}
+
+// linkFaults are the link's failures: refusing at once (Cut), and never
+// answering (Hang).
+func linkFaults() []linkFault {
+	return []linkFault{{"Cut", (*workertest.Memory).Cut}, {"Hang", (*workertest.Memory).Hang}}
+}
+
 // TestLeaseLostWhenCutOff: the expire path. A holder cut off from its
 // coordinator (failing at once, or hanging) keeps its lease until TTL −
 // SafetyMargin after the start of its last successful renewal, and loses it
@@ -273,13 +285,7 @@ func TestLeaseRenewsPastTTL(t *testing.T) {
 // past it, which is where the next holder of the id starts. Close then
 // revokes it.
 func TestLeaseLostWhenCutOff(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		cut  func(*workertest.Memory)
-	}{
-		{"Cut", (*workertest.Memory).Cut},
-		{"Hang", (*workertest.Memory).Hang},
-	} {
+	for _, tc := range linkFaults() {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				m := workertest.NewMemory(nil)
@@ -712,4 +718,54 @@ func TestAcquireAbandonsHungCoordinator(t *testing.T) {
 			t.Fatalf("List = %+v, %v; want nothing taken", infos, err)
 		}
 	})
+}
+
+// TestAcquireSeesCoordinatorBack: with WaitForFree, an Acquire that began
+// while the coordinator was unreachable — for a moment or for many backoff
+// rounds, failing at once or hanging — leases within a renewal period of
+// the coordinator answering again (under synctest the round trips take no
+// time), so that a node that lost its lease in an outage issues under a new
+// one a renewal period and a probation after the outage, while its old
+// reservation may still cover it. With a backoff that grew to 2 s, as it
+// did, the wait after a long outage was up to 2 s.
+func TestAcquireSeesCoordinatorBack(t *testing.T) {
+	for _, tc := range linkFaults() {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, outage := range []time.Duration{30 * time.Millisecond, 700 * time.Millisecond, 3 * time.Second,
+				7300 * time.Millisecond, 9999 * time.Millisecond, 20 * time.Second, 61 * time.Second} {
+				for range 8 { // the backoff's jitter: several draws of each
+					synctest.Test(t, func(t *testing.T) {
+						m := workertest.NewMemory(nil)
+						link := m.Client()
+						tc.cut(link)
+						cfg := memConfig(t, "a")
+						cfg.WaitForFree = true
+						cfg.Logger = slog.New(slog.DiscardHandler)
+						type result struct {
+							l   worker.Lease
+							err error
+							at  time.Time
+						}
+						got := make(chan result, 1)
+						go func() {
+							l, err := newLeaser(t, link, cfg).Acquire(t.Context())
+							got <- result{l, err, time.Now()}
+						}()
+						time.Sleep(outage)
+						back := time.Now()
+						link.Heal()
+						r := <-got
+						if r.err != nil {
+							t.Fatalf("after a %v outage: %v", outage, r.err)
+						}
+						defer r.l.Close()
+						if wait := r.at.Sub(back); wait > renewEvery {
+							t.Fatalf("after a %v outage, leased %v after the coordinator answered again, want at most the renewal period %v",
+								outage, wait, renewEvery)
+						}
+					})
+				}
+			}
+		})
+	}
 }
