@@ -27,7 +27,7 @@ const (
 	apiGoBuffered                // the Go client's NextID, failover, with a Snowflake buffer (fixed rate)
 	apiHTTPNode                  // GET /v1/snowflake/next?count=1 to one node (fixed rate)
 	apiRESPNode                  // INCR snowflake to one node's RESP port (fixed rate)
-	apiProbe                     // the nemesis's health probe, GET /v1/snowflake/next?count=1
+	apiProbe                     // the verifier's own calls: the nemesis's health probe (GET /v1/snowflake/next?count=1), a Go client's warm-up
 	numAPI
 )
 
@@ -42,7 +42,7 @@ var apiNames = [numAPI]string{
 	apiGoBuffered:     "Go client NextID, failover, buffered",
 	apiHTTPNode:       "HTTP count=1, one node",
 	apiRESPNode:       "RESP INCR snowflake, one node",
-	apiProbe:          "nemesis probe (HTTP count=1)",
+	apiProbe:          "verifier's own (health probes, warm-ups)",
 }
 
 func (a api) String() string { return apiNames[a] }

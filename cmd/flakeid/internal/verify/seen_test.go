@@ -10,105 +10,160 @@ import (
 	"time"
 )
 
+// pacedRun runs a fixed-rate client at 100 calls/s with the given number of
+// lanes for d under synctest's clock, calling call, and returns its
+// requests by scheduled start and its wake-ups.
+func pacedRun(t *testing.T, lanes int, d time.Duration, call func(r *runner, ctx context.Context, q request, rec *recorder)) ([]request, []wake) {
+	r := &runner{cfg: Config{Rate: 100, Deadline: 100 * time.Millisecond}, t0: time.Now()}
+	recs := make([]*recorder, lanes)
+	for i := range recs {
+		recs[i] = &recorder{}
+	}
+	late := &lateness{}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.paced(ctx, apiGoClient, recs, late, 0, func(ctx context.Context, q request, rec *recorder) { call(r, ctx, q, rec) })
+	}()
+	time.Sleep(d)
+	cancel()
+	<-done
+	var reqs []request
+	for _, rec := range recs {
+		reqs = append(reqs, rec.reqs...)
+	}
+	slices.SortFunc(reqs, func(a, b request) int { return int(a.start - b.start) })
+	return reqs, late.wakes
+}
+
 // TestVerifyPacedCorrectsOmission: a fixed-rate client whose service stalls
 // for 300 ms still makes one call per period, and the calls the schedule
 // owed during the stall carry the stall in their latency (wrk2's
-// correction), instead of not being made; the calls owed when the run ends
-// behind schedule are recorded as timed out.
+// correction), instead of not being made — with one lane, and with four
+// when the stall holds every call, so that the lanes are all busy.
 func TestVerifyPacedCorrectsOmission(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		r := &runner{cfg: Config{Rate: 100, Deadline: 100 * time.Millisecond}, t0: time.Now()}
-		rec := &recorder{}
-		late := &lateness{}
-		ctx, cancel := context.WithCancel(t.Context())
-		calls := 0
-		call := func(ctx context.Context, q request) {
-			calls++
-			if calls == 50 { // at 0.49 s: a 300 ms stall
-				time.Sleep(300 * time.Millisecond)
+	for _, lanes := range []int{1, pacedLanes} {
+		synctest.Test(t, func(t *testing.T) {
+			stall := [2]int64{int64(490 * time.Millisecond), int64(790 * time.Millisecond)}
+			reqs, wakes := pacedRun(t, lanes, 2*time.Second, func(r *runner, ctx context.Context, q request, rec *recorder) {
+				if stall[0] <= q.start && q.start < stall[1] {
+					time.Sleep(time.Duration(stall[1] - r.now())) // a call sent in the stall is answered at its end
+				}
+				q.end = r.now()
+				rec.ack(q, -1, []rng{{q.start, 1, 1}}, 1)
+			})
+			if n := len(reqs); n < 199 || n > 201 {
+				t.Fatalf("%d lanes: %d calls recorded in 2 s at 100/s, want 200", lanes, n)
 			}
-			q.end = r.now()
-			rec.ack(q, -1, []rng{{int64(calls), 1, 1}}, 1)
-		}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			r.paced(ctx, apiGoClient, rec, late, 0, call)
-		}()
-		time.Sleep(2 * time.Second)
-		cancel()
-		<-done
-		if n := len(rec.reqs); n < 199 || n > 201 {
-			t.Fatalf("%d calls recorded in 2 s at 100/s, want 200", n)
-		}
-		var slow, over []time.Duration
-		for _, q := range rec.reqs {
-			d := time.Duration(q.end - q.start)
-			if d > 0 {
-				slow = append(slow, d)
+			var slow, over []time.Duration
+			for _, q := range reqs {
+				d := time.Duration(q.end - q.start)
+				if d > 0 {
+					slow = append(slow, d)
+				}
+				if d > 100*time.Millisecond {
+					over = append(over, d)
+				}
 			}
-			if d > r.cfg.Deadline {
-				over = append(over, d)
+			// The calls due in the stall were answered at its end, 300 ms …
+			// 10 ms after their time, whether the one lane waited for the
+			// first or the others waited for a lane.
+			if len(slow) != 30 || slow[0] != 300*time.Millisecond || slow[1] != 290*time.Millisecond || slow[29] != 10*time.Millisecond {
+				t.Fatalf("%d lanes: latencies after the stall: %v", lanes, slow)
 			}
-		}
-		// The stalled call took 300 ms; the 29 owed behind it were sent at
-		// once when it returned, 290 ms … 10 ms after their time (the 30th
-		// was due as it returned).
-		if len(slow) != 30 || slow[0] != 300*time.Millisecond || slow[1] != 290*time.Millisecond || slow[29] != 10*time.Millisecond {
-			t.Fatalf("latencies after the stall: %v", slow)
-		}
-		if len(over) != 20 {
-			t.Errorf("%d calls over the 100 ms deadline, want 20 (the stalled one and 19 owed): %v", len(over), over)
-		}
-		if len(late.wakes) == 0 {
-			t.Error("no wake-up recorded")
-		}
-		for _, w := range late.wakes {
-			if w.late != 0 {
-				t.Fatalf("a wake-up %v late under a fake clock", time.Duration(w.late))
+			if len(over) != 20 {
+				t.Errorf("%d lanes: %d calls over the 100 ms deadline, want 20: %v", lanes, len(over), over)
 			}
-		}
-	})
+			if len(wakes) == 0 {
+				t.Errorf("%d lanes: no wake-up recorded", lanes)
+			}
+			for _, w := range wakes {
+				if w.late != 0 {
+					t.Fatalf("%d lanes: a wake-up %v late under a fake clock", lanes, time.Duration(w.late))
+				}
+			}
+		})
+	}
 }
 
-// TestVerifyPacedEndsBehind: a call still stalled when the run ends leaves
-// the calls the schedule owed recorded as timed out, not forgotten.
-func TestVerifyPacedEndsBehind(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		r := &runner{cfg: Config{Rate: 100, Deadline: 100 * time.Millisecond}, t0: time.Now()}
-		rec := &recorder{}
-		ctx, cancel := context.WithCancel(t.Context())
-		call := func(ctx context.Context, q request) {
-			if q.start >= int64(500*time.Millisecond) {
-				<-ctx.Done() // stalls until the run ends, and is cut short
+// TestVerifyPacedLanes: a service that answers every call in 25 ms — more
+// than the 10 ms period, less than the deadline — is measured as answering
+// in 25 ms by a client with four lanes; with one, every call waits for the
+// one before it and the schedule falls further behind with each, until no
+// call is answered within the deadline (what the verifier's clients
+// reported on a loaded CI runner).
+func TestVerifyPacedLanes(t *testing.T) {
+	for _, tc := range []struct {
+		lanes    int
+		wantOver bool
+	}{{pacedLanes, false}, {1, true}} {
+		synctest.Test(t, func(t *testing.T) {
+			reqs, _ := pacedRun(t, tc.lanes, 2*time.Second, func(r *runner, ctx context.Context, q request, rec *recorder) {
+				time.Sleep(25 * time.Millisecond)
+				q.end = r.now()
+				rec.ack(q, -1, []rng{{q.start, 1, 1}}, 1)
+			})
+			var over int
+			worst := time.Duration(0)
+			for _, q := range reqs {
+				d := time.Duration(q.end - q.start)
+				worst = max(worst, d)
+				if d > 100*time.Millisecond {
+					over++
+				}
+			}
+			if !tc.wantOver {
+				if n := len(reqs); n < 199 || n > 201 {
+					t.Fatalf("%d lanes: %d calls in 2 s at 100/s, want 200", tc.lanes, n)
+				}
+				if worst != 25*time.Millisecond {
+					t.Errorf("%d lanes: worst latency %v, want 25 ms", tc.lanes, worst)
+				}
 				return
 			}
-			q.end = r.now()
-			rec.ack(q, -1, []rng{{q.start, 1, 1}}, 1)
-		}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			r.paced(ctx, apiGoClient, rec, &lateness{}, 0, call)
-		}()
-		time.Sleep(time.Second)
-		cancel()
-		<-done
-		var ok, timedOut int
-		for _, q := range rec.reqs {
-			switch q.err {
-			case errNone:
-				ok++
-			case errTimeout:
-				timedOut++
+			if over < len(reqs)/2 {
+				t.Errorf("%d lane: %d of %d calls over the deadline (worst %v); want the schedule to fall behind", tc.lanes, over, len(reqs), worst)
 			}
-		}
-		// 50 answered before the stall; of the 50 owed since (0.51 … 1.0 s),
-		// those whose deadline passed by 1 s are timed out: 0.51 … 0.90.
-		if ok != 50 || timedOut != 40 {
-			t.Fatalf("answered %d, timed out %d; want 50 and 40", ok, timedOut)
-		}
-	})
+		})
+	}
+}
+
+// TestVerifyPacedEndsBehind: calls still stalled when the run ends, and the
+// calls the schedule owed behind them, are recorded as timed out when their
+// deadline has passed, not forgotten — as many with four lanes (four cut
+// short, the rest owed) as with one.
+func TestVerifyPacedEndsBehind(t *testing.T) {
+	for _, lanes := range []int{1, pacedLanes} {
+		synctest.Test(t, func(t *testing.T) {
+			reqs, _ := pacedRun(t, lanes, time.Second, func(r *runner, ctx context.Context, q request, rec *recorder) {
+				if q.start >= int64(500*time.Millisecond) {
+					<-ctx.Done() // stalls until the run ends, and is cut short
+					return
+				}
+				q.end = r.now()
+				rec.ack(q, -1, []rng{{q.start, 1, 1}}, 1)
+			})
+			var ok, timedOut int
+			for _, q := range reqs {
+				switch q.err {
+				case errNone:
+					ok++
+				case errTimeout:
+					timedOut++
+					if q.end != int64(time.Second) {
+						t.Errorf("%d lanes: a timed-out call ended at %v, want the run's end", lanes, time.Duration(q.end))
+					}
+				}
+			}
+			// 50 answered before the stall; of the 50 due since (0.50 …
+			// 0.99 s), those whose deadline passed by 1 s are timed out:
+			// 0.50 … 0.90.
+			if ok != 50 || timedOut != 41 {
+				t.Fatalf("%d lanes: answered %d, timed out %d; want 50 and 41", lanes, ok, timedOut)
+			}
+		})
+	}
 }
 
 // TestVerifyCallStats: quantiles count a failed call as never answered,
