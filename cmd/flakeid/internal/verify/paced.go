@@ -78,9 +78,11 @@ func (r *runner) pacedClients(ctx context.Context, wg *sync.WaitGroup) (recs []*
 		recs = append(recs, lanes...)
 		wg.Go(func() { r.paced(ctx, a, lanes, late, phase, call) })
 	}
-	phase := 0
+	// The Go clients, each warmed up before any schedule starts, so that
+	// every schedule runs for the run's duration.
 	warm := &recorder{}
 	recs = append(recs, warm)
+	var gos []*client.Client
 	for _, buffered := range []bool{false, true} {
 		cl, tr, err := r.goClient(main, buffered)
 		if err != nil {
@@ -88,11 +90,12 @@ func (r *runner) pacedClients(ctx context.Context, wg *sync.WaitGroup) (recs []*
 			return nil, nil, nil, err
 		}
 		closers = append(closers, func() { cl.Close(); tr.CloseIdleConnections() })
-		a := apiGoClient
-		if buffered {
-			a = apiGoBuffered
-		}
-		r.warmUp(ctx, cl, a, warm)
+		r.warmUp(ctx, cl, warm)
+		gos = append(gos, cl)
+	}
+	phase := 0
+	for i, a := range []api{apiGoClient, apiGoBuffered} {
+		cl := gos[i]
 		start(a, phase, func(ctx context.Context, q request, rec *recorder) { r.goClientCall(ctx, cl, q, rec) })
 		phase++
 	}
@@ -116,14 +119,16 @@ func (r *runner) pacedClients(ctx context.Context, wg *sync.WaitGroup) (recs []*
 // of the schedule (they were the only misses outside every fault in runs
 // whose load started on a busy machine). The ID is recorded in rec as a
 // call of the verifier's own (apiProbe: checked with the rest, in no
-// client's figures); a failed warm-up, which gets no ID, is logged.
-func (r *runner) warmUp(ctx context.Context, cl *client.Client, a api, rec *recorder) {
+// client's figures); a failed warm-up (on a machine too busy to answer
+// within the client's per-attempt timeout for callTimeout), which gets no
+// ID, is logged.
+func (r *runner) warmUp(ctx context.Context, cl *client.Client, rec *recorder) {
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	start := r.now()
 	id, err := cl.NextID(cctx)
 	if err != nil {
-		r.logf("%s: warming up: %v", a, err)
+		r.logf("warming up a Go client: %v", err)
 		return
 	}
 	rec.ack(request{start: start, end: r.now(), inc: -1, node: -1, api: apiProbe}, -1, []rng{{id, 1, 1}}, 1)
