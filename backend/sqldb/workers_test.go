@@ -758,12 +758,19 @@ func TestPartitionedAcquirer(t *testing.T) {
 		healthy := conn.Connect(t).(*Workers)
 		fc, fault := conn.ConnectFaulty(t)
 		faulty := fc.(*Workers)
-		faulty.lockHold = time.Second
+		// The lock row stays held for lockHold: a renewal that waited for
+		// it would outlast the renewals' timeout (a third of it), which
+		// leaves a loaded machine room to answer one that does not.
+		faulty.lockHold = 3 * time.Second
 		faulty.testHookLocked = fault.Cut
 		defer fault.Heal()
 
 		ctx := ctx10(t)
-		held, err := healthy.Acquire(ctx, req("holder", 4))
+		// The holder's lease outlives the lock row: the next Acquire,
+		// once the row is free, must find its worker id held.
+		hr := req("holder", 4)
+		hr.TTL = 10 * time.Second
+		held, err := healthy.Acquire(ctx, hr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -774,8 +781,8 @@ func TestPartitionedAcquirer(t *testing.T) {
 		}
 		// The lock row is held by the partitioned session; renewals go on.
 		for range 3 {
-			rctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
-			err := held.Renew(rctx, 2*time.Second, time.Now())
+			rctx, cancel := context.WithTimeout(t.Context(), faulty.lockHold/3)
+			err := held.Renew(rctx, hr.TTL, time.Now())
 			cancel()
 			if err != nil {
 				t.Fatalf("Renew while another client holds the lock row: %v", err)
