@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"pgregory.net/rapid"
+
 	"github.com/flakeid/flakeid/internal/testenv"
 	"github.com/flakeid/flakeid/worker"
 )
@@ -25,8 +27,9 @@ type restarting struct {
 	ln     net.Listener
 	target string
 	mu     sync.Mutex
-	silent int        // how many of the next connections get no answer
-	conns  []net.Conn // every connection, to close
+	silent int           // how many of the next connections get no answer
+	delay  time.Duration // how long the server's first bytes are held back on each connection
+	conns  []net.Conn    // every connection, to close
 	wg     sync.WaitGroup
 }
 
@@ -50,6 +53,14 @@ func newRestarting(t *testing.T, target string, silent int) *restarting {
 
 func (r *restarting) addr() string { return r.ln.Addr().String() }
 
+// setDelay holds the server's first bytes on each new connection (its
+// answer to the connect request) back for d.
+func (r *restarting) setDelay(d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.delay = d
+}
+
 // restart closes every connection; the next silent ones get no answer.
 func (r *restarting) restart(silent int) {
 	r.mu.Lock()
@@ -68,7 +79,7 @@ func (r *restarting) accept() {
 		}
 		r.mu.Lock()
 		r.conns = append(r.conns, c)
-		silent := r.silent > 0
+		silent, delay := r.silent > 0, r.delay
 		if silent {
 			r.silent--
 		}
@@ -86,7 +97,11 @@ func (r *restarting) accept() {
 		r.conns = append(r.conns, up)
 		r.mu.Unlock()
 		r.wg.Go(func() { _, _ = io.Copy(up, c); up.Close() })
-		r.wg.Go(func() { _, _ = io.Copy(c, up); c.Close() })
+		r.wg.Go(func() {
+			time.Sleep(delay) // what the server sends waits in the socket
+			_, _ = io.Copy(c, up)
+			c.Close()
+		})
 	}
 }
 
@@ -118,7 +133,7 @@ func TestHandshakeDeadline(t *testing.T) {
 		func(c net.Conn) error { return c.SetDeadline(time.Time{}) },
 		func(net.Conn) error { return nil },
 	} {
-		c, err := dialer(nil)("tcp", ln.Addr().String(), time.Second)
+		c, err := new(handshake).dialer(nil)("tcp", ln.Addr().String(), time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -160,7 +175,7 @@ func TestHandshakeDeadline(t *testing.T) {
 		id int64
 		to time.Duration
 	}
-	c, err := dialer(func(id int64, to time.Duration) { got.id, got.to = id, to })("tcp", ln2.Addr().String(), time.Second)
+	c, err := new(handshake).dialer(func(id int64, to time.Duration) { got.id, got.to = id, to })("tcp", ln2.Addr().String(), time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,4 +259,76 @@ func TestSilentServerDuringHandshake(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestHandshakeWait: the wait for connect answers doubles after one went
+// unanswered for it, up to maxHandshake; an answer within a quarter of the
+// wait halves it, down to handshakeTimeout; a slower answer, or a
+// connection that waited less than the wait now in force (it dialled before
+// another doubled it), leaves it.
+func TestHandshakeWait(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var h handshake
+		want := handshakeTimeout
+		for range rapid.IntRange(1, 40).Draw(t, "events") {
+			cur := h.current()
+			if cur != want {
+				t.Fatalf("wait %v, want %v", cur, want)
+			}
+			switch rapid.IntRange(0, 3).Draw(t, "event") {
+			case 0: // unanswered for the current wait
+				h.unanswered(cur)
+				want = min(2*cur, maxHandshake)
+			case 1: // unanswered for a shorter, older wait
+				h.unanswered(cur / 2)
+			case 2: // answered quickly
+				h.answeredIn(time.Duration(rapid.Int64Range(0, int64(cur/4)).Draw(t, "took")))
+				want = max(cur/2, handshakeTimeout)
+			case 3: // answered slowly
+				h.answeredIn(cur/4 + time.Duration(rapid.Int64Range(1, int64(cur)).Draw(t, "took")))
+			}
+			if got := h.current(); got < handshakeTimeout || got > maxHandshake {
+				t.Fatalf("wait %v outside [%v, %v]", got, handshakeTimeout, maxHandshake)
+			}
+		}
+	})
+}
+
+// TestSlowHandshake: a ZooKeeper that answers connect requests only after
+// longer than handshakeTimeout (creating a session is a write, which the
+// server makes durable first: a transaction log slow to sync delays every
+// answer) is still reached — the wait grows after an unanswered connect
+// request and the next connection gets its session — and once answers come
+// quickly again, the wait comes back down. With a fixed wait, no session
+// could ever be established there.
+func TestSlowHandshake(t *testing.T) {
+	addr := testenv.ZooKeeper().Require(t)
+	srv := newRestarting(t, addr, 0)
+	srv.setDelay(handshakeTimeout * 3 / 2)
+	w := &Workers{servers: []string{srv.addr()}}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	s, err := w.openSession(ctx, 10*time.Second)
+	if err != nil {
+		t.Fatalf("a claim session on a server that answers connect requests after %v: %v", handshakeTimeout*3/2, err)
+	}
+	if got := w.hs.current(); got < 2*handshakeTimeout {
+		t.Errorf("the wait for connect answers is %v after one went unanswered, want at least %v", got, 2*handshakeTimeout)
+	}
+	if err := s.close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	srv.setDelay(0)
+	for i := 0; w.hs.current() > handshakeTimeout; i++ {
+		if i == 4 {
+			t.Fatalf("the wait for connect answers is still %v after %d quick answers", w.hs.current(), i)
+		}
+		s, err := w.openSession(ctx, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

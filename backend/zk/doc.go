@@ -183,6 +183,10 @@
 // connection here (shared or a claim's) waits one second (handshakeTimeout)
 // for it and is then dropped, and go-zookeeper connects again; OpenWorkers
 // tries again until its context ends while its connection finds no server.
+// Creating a session is a write that ZooKeeper makes durable before it
+// answers, so a server whose transaction log is slow to sync answers in
+// seconds: the wait doubles after each connect request it left unanswered
+// (up to eight seconds) and halves after each answer within a quarter of it.
 //
 // # Clock
 //

@@ -52,6 +52,7 @@ type Workers struct {
 	leaf     *LeafConfig
 	log      *slog.Logger
 	optErr   error
+	hs       handshake // the wait for connect answers, over every connection
 }
 
 var (
@@ -219,7 +220,7 @@ func (w *Workers) connect() (*sharedConn, error) {
 	now := time.Now()
 	sh := &sharedConn{opened: now, lostAt: now}
 	conn, _, err := gozk.Connect(w.servers, sharedSessionTimeout, gozk.WithLogger(zkLogger{w.log}), gozk.WithLogInfo(false),
-		gozk.WithDialer(dialer(nil)), gozk.WithEventCallback(sh.event))
+		gozk.WithDialer(w.hs.dialer(nil)), gozk.WithEventCallback(sh.event))
 	if err != nil {
 		return nil, err
 	}

@@ -28,6 +28,24 @@ func checkRow(t *testing.T, report, check string) (result, verdict string) {
 	return "", ""
 }
 
+// verifyFailed describes a verifier run that did not pass: the checks that
+// failed and the seed first, one line each (CI's summary keeps a failed
+// test's first lines only), then the whole report and the log.
+func verifyFailed(r result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "exit %d", r.code)
+	if m := regexp.MustCompile(`seed [0-9]+`).FindString(r.stdout); m != "" {
+		fmt.Fprintf(&b, ", %s", m)
+	}
+	for line := range strings.Lines(r.stdout) {
+		if cells := strings.Split(line, "|"); len(cells) >= 4 && strings.TrimSpace(cells[3]) == "**FAIL**" {
+			fmt.Fprintf(&b, "\nfailed: %s: %s", strings.TrimSpace(cells[1]), strings.TrimSpace(cells[2]))
+		}
+	}
+	fmt.Fprintf(&b, "\nstdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+	return b.String()
+}
+
 // tableRow returns the cells of the first row of the report's table that
 // follows the line starting with title and whose first cell is first.
 func tableRow(t *testing.T, report, title, first string) []string {
@@ -169,7 +187,7 @@ func TestVerifyHealthyTarget(t *testing.T) {
 	_, url := startServe(t, proofBin.get(t))
 	r := runCLI(t, "verify", "--target", url, "--duration", "3s", "--clients", "8")
 	if r.code != exitOK || !strings.Contains(r.stdout, "RESULT: PASS") {
-		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+		t.Fatal(verifyFailed(r))
 	}
 	if res, _ := checkRow(t, r.stdout, "Snowflake IDs acknowledged"); strings.HasPrefix(res, "0 ") {
 		t.Fatalf("no IDs acknowledged:\n%s", r.stdout)
@@ -229,7 +247,7 @@ func TestVerifyNemesisShort(t *testing.T) {
 		"--redis-nodes", "0", "--sql-nodes", "0", "--file-nodes", "0",
 		"--faults", "kill,clock-back,etcd-partition", "--min-faults", "1", "--dir", t.TempDir())
 	if r.code != exitOK || !strings.Contains(r.stdout, "RESULT: PASS") {
-		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+		t.Fatal(verifyFailed(r))
 	}
 	if res, v := checkRow(t, r.stdout, "every fault kind injected, at least 1 each"); v != "ok" {
 		t.Fatalf("faults: %s", res)
@@ -284,7 +302,7 @@ func TestVerifyNemesisLostState(t *testing.T) {
 		"--nodes", "1", "--redis-nodes", "2", "--sql-nodes", "0", "--file-nodes", "1",
 		"--faults", "redis-restart-nosave,truncated-state,other-layout,config-typo", "--min-faults", "1", "--dir", t.TempDir())
 	if r.code != exitOK || !strings.Contains(r.stdout, "RESULT: PASS") {
-		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+		t.Fatal(verifyFailed(r))
 	}
 	for _, check := range []string{
 		"every fault kind injected, at least 1 each",
@@ -374,7 +392,7 @@ func TestVerifyNemesisCoordinators(t *testing.T) {
 				"--faults", tc.faults, "--min-faults", "1", "--dir", t.TempDir()}, tc.bin(t)...)
 			r := runCLI(t, args...)
 			if r.code != exitOK || !strings.Contains(r.stdout, "RESULT: PASS") {
-				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+				t.Fatal(verifyFailed(r))
 			}
 			for _, check := range []string{
 				"every fault kind injected, at least 1 each",

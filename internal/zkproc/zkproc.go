@@ -116,7 +116,11 @@ func freePort() (int, error) {
 // Config is the zoo.cfg of a server on port with its data in dataDir:
 // loopback only, a 500 ms tick (so sessions of a second or two are
 // allowed), no admin server, only the four-letter words ruok, srvr and
-// stat.
+// stat, and no fsync of the transaction log (forceSync=no). A private
+// server is killed and restarted but never loses power: ZooKeeper writes
+// each transaction to the kernel before it answers, which a kill -9 keeps,
+// and a sync to the disk would only make every write (a session's
+// creation, a lease's renewal) wait on the other tests' disk traffic.
 func Config(dataDir string, port int) string {
 	return fmt.Sprintf(`tickTime=500
 initLimit=10
@@ -127,6 +131,7 @@ clientPortAddress=127.0.0.1
 admin.enableServer=false
 4lw.commands.whitelist=ruok,srvr,stat
 maxSessionTimeout=60000
+forceSync=no
 `, dataDir, port)
 }
 

@@ -202,6 +202,19 @@ func (r *runner) logStuckNodes() {
 		lines = lines[max(0, len(lines)-12):]
 		r.logf("%s's last log lines:\n  %s", inc.name(), strings.Join(lines, "\n  "))
 	}
+	// ZooKeeper says when it was slow (an fsync of its transaction log
+	// over a second, a session expired, a client's connection closed).
+	if z, ok := r.coord.(*zkServer); ok {
+		var lines []string
+		for line := range strings.Lines(z.Tail(1 << 16)) {
+			if strings.Contains(line, "WARN") || strings.Contains(line, "ERROR") {
+				lines = append(lines, strings.TrimRight(line, "\n"))
+			}
+		}
+		if lines = lines[max(0, len(lines)-12):]; len(lines) > 0 {
+			r.logf("ZooKeeper's last warnings:\n  %s", strings.Join(lines, "\n  "))
+		}
+	}
 }
 
 // maxFaultPause is the longest pause the nemesis makes after a fault.
