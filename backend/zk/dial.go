@@ -28,12 +28,15 @@ const maxHandshake = 8 * time.Second
 
 // handshake is the wait for connect answers shared by a Workers'
 // connections: handshakeTimeout at first, doubled (up to maxHandshake) each
-// time a connect request went unanswered for the whole wait, halved (down to
-// handshakeTimeout) each time one was answered. Creating a session is a
+// time a connection's connect request went unanswered for the whole wait
+// after its previous one had too, halved (down to handshakeTimeout) each
+// time one was answered within a quarter of it. Creating a session is a
 // write, which ZooKeeper makes durable before it answers: a server whose
-// transaction log takes seconds to sync answers a connect request in
-// seconds, and a fixed wait shorter than that would never reach it. The wait
-// comes down again as answers come quickly (within a quarter of it).
+// transaction log takes seconds to sync answers every connect request in
+// seconds, and a fixed wait shorter than that would never reach it. A
+// server that is starting leaves the one or two connect requests it
+// accepted meanwhile unanswered for good; a single miss does not raise the
+// wait, so that its restart costs what it did.
 type handshake struct {
 	wait atomic.Int64 // nanoseconds; 0 means handshakeTimeout
 }
@@ -78,17 +81,18 @@ func (h *handshake) answeredIn(took time.Duration) {
 	}
 }
 
-// dialer returns a gozk.Dialer whose connections give the handshake the
-// current wait (see handshakeConn) and report how it went; answered, when
-// not nil, is told of every connect response.
+// dialer returns a gozk.Dialer, for one gozk.Conn, whose connections give
+// the handshake the current wait (see handshakeConn) and report how it
+// went; answered, when not nil, is told of every connect response.
 func (h *handshake) dialer(answered func(session int64, timeout time.Duration)) func(network, address string, timeout time.Duration) (net.Conn, error) {
+	misses := new(atomic.Int32) // this dialer's connect requests unanswered in a row
 	return func(network, address string, timeout time.Duration) (net.Conn, error) {
 		c, err := net.DialTimeout(network, address, timeout)
 		if err != nil {
 			return nil, err
 		}
 		wait := h.current()
-		return &handshakeConn{Conn: c, hs: h, wait: wait, by: time.Now().Add(wait), answered: answered}, nil
+		return &handshakeConn{Conn: c, hs: h, misses: misses, wait: wait, by: time.Now().Add(wait), answered: answered}, nil
 	}
 }
 
@@ -101,6 +105,7 @@ func (h *handshake) dialer(answered func(session int64, timeout time.Duration)) 
 type handshakeConn struct {
 	net.Conn
 	hs       *handshake
+	misses   *atomic.Int32 // its dialer's connect requests unanswered in a row
 	wait     time.Duration // the wait by was set with
 	by       time.Time
 	answered func(session int64, timeout time.Duration)
@@ -137,7 +142,7 @@ func (h *handshakeConn) Read(p []byte) (int, error) {
 		}
 	}
 	n, err := h.Conn.Read(p)
-	if !h.done.Load() && errors.Is(err, os.ErrDeadlineExceeded) && !time.Now().Before(h.by) {
+	if !h.done.Load() && errors.Is(err, os.ErrDeadlineExceeded) && !time.Now().Before(h.by) && h.misses.Add(1) >= 2 {
 		h.hs.unanswered(h.wait)
 	}
 	if !h.done.Load() && n > 0 {
@@ -145,6 +150,7 @@ func (h *handshakeConn) Read(p []byte) (int, error) {
 		h.head = append(h.head, p[:min(n, need)]...)
 		if len(h.head) == 20 {
 			h.done.Store(true)
+			h.misses.Store(0)
 			h.hs.answeredIn(h.wait - time.Until(h.by))
 			if h.answered != nil {
 				to := time.Duration(int32(binary.BigEndian.Uint32(h.head[8:12]))) * time.Millisecond

@@ -105,26 +105,42 @@ func (r *restarting) accept() {
 	}
 }
 
+// silentListener accepts connections and never answers them; it and they
+// are closed when the test ends.
+func silentListener(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { ln.Close(); <-done })
+	go func() {
+		defer close(done)
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	return ln
+}
+
 // TestHandshakeDeadline: until the server's answer to the connect request
 // has been read, no read deadline of a connection reaches past
 // handshakeTimeout — a later one, or none, is cut to it — and the answer's
 // session id and timeout are reported; after it, the connection's deadlines
 // are the caller's.
 func TestHandshakeDeadline(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() { // accepts, and never answers
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close()
-		}
-	}()
+	ln := silentListener(t)
 	answer := make(chan []byte, 4)
 
 	// No answer: a deadline a minute away, or none, ends at handshakeTimeout.
@@ -297,10 +313,10 @@ func TestHandshakeWait(t *testing.T) {
 // TestSlowHandshake: a ZooKeeper that answers connect requests only after
 // longer than handshakeTimeout (creating a session is a write, which the
 // server makes durable first: a transaction log slow to sync delays every
-// answer) is still reached — the wait grows after an unanswered connect
-// request and the next connection gets its session — and once answers come
-// quickly again, the wait comes back down. With a fixed wait, no session
-// could ever be established there.
+// answer) is still reached — the wait grows after two unanswered connect
+// requests in a row and the next connection gets its session — and once
+// answers come quickly again, the wait comes back down. With a fixed wait,
+// no session could ever be established there.
 func TestSlowHandshake(t *testing.T) {
 	addr := testenv.ZooKeeper().Require(t)
 	srv := newRestarting(t, addr, 0)
@@ -330,5 +346,39 @@ func TestSlowHandshake(t *testing.T) {
 		if err := s.close(ctx); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestHandshakeMisses: one connect request left unanswered (a server that
+// is starting) leaves the wait as it is; a second in a row on the same
+// dialer doubles it, and so does each further one; a miss of another
+// dialer's does not count towards this one's.
+func TestHandshakeMisses(t *testing.T) {
+	ln := silentListener(t)
+	var h handshake
+	miss := func(dial func(network, address string, timeout time.Duration) (net.Conn, error)) {
+		t.Helper()
+		c, err := dial("tcp", ln.Addr().String(), time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.Read(make([]byte, 4)); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("a read with no answer: %v, want a timeout", err)
+		}
+	}
+	a, b := h.dialer(nil), h.dialer(nil)
+	miss(a)
+	miss(b)
+	if got := h.current(); got != handshakeTimeout {
+		t.Fatalf("after one miss on each of two dialers the wait is %v, want %v", got, handshakeTimeout)
+	}
+	miss(a)
+	if got := h.current(); got != 2*handshakeTimeout {
+		t.Fatalf("after two misses in a row the wait is %v, want %v", got, 2*handshakeTimeout)
+	}
+	miss(a)
+	if got := h.current(); got != 4*handshakeTimeout {
+		t.Fatalf("after three misses in a row the wait is %v, want %v", got, 4*handshakeTimeout)
 	}
 }

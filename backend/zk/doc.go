@@ -185,8 +185,10 @@
 // tries again until its context ends while its connection finds no server.
 // Creating a session is a write that ZooKeeper makes durable before it
 // answers, so a server whose transaction log is slow to sync answers in
-// seconds: the wait doubles after each connect request it left unanswered
-// (up to eight seconds) and halves after each answer within a quarter of it.
+// seconds: the wait doubles (up to eight seconds) each time a connection's
+// connect request went unanswered after its previous one had too — a
+// starting server leaves one or two unanswered, which costs what it did —
+// and halves after each answer within a quarter of it.
 //
 // # Clock
 //

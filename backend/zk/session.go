@@ -62,8 +62,8 @@ func await[T any](ctx context.Context, f func() (T, error)) (T, error) {
 // keeps that timeout in an unexported field); it waits handshakeTimeout for
 // that response.
 type session struct {
-	conn *gozk.Conn
-	hs   *handshake // the Workers' wait for connect answers
+	conn   *gozk.Conn
+	dialHS func(network, address string, timeout time.Duration) (net.Conn, error) // the Workers' handshake dialer
 
 	mu       sync.Mutex
 	id       int64         // the session id; 0 until established
@@ -90,7 +90,7 @@ func (s *session) dial(network, address string, timeout time.Duration) (net.Conn
 	if ended != nil {
 		return nil, fmt.Errorf("not reconnecting a claim session that ended: %w", ended)
 	}
-	return s.hs.dialer(s.answered)(network, address, timeout)
+	return s.dialHS(network, address, timeout)
 }
 
 // event is the session's event callback (it must not block).
@@ -198,7 +198,8 @@ func (s *session) arm(from time.Time, ttl time.Duration) bool {
 // must be at least ttl: a shorter session could expire, and let another node
 // take the worker id, while its holder still counts on its lease.
 func (w *Workers) openSession(ctx context.Context, ttl time.Duration) (*session, error) {
-	s := &session{ready: make(chan struct{}), hs: &w.hs}
+	s := &session{ready: make(chan struct{})}
+	s.dialHS = w.hs.dialer(s.answered)
 	conn, _, err := gozk.Connect(w.servers, ttl, gozk.WithLogger(zkLogger{w.log}), gozk.WithLogInfo(false),
 		gozk.WithDialer(s.dial), gozk.WithEventCallback(s.event))
 	if err != nil {
