@@ -12,9 +12,11 @@ import (
 
 // pacedRun runs a fixed-rate client at 100 calls/s with the given number of
 // lanes for d under synctest's clock, calling call, and returns its
-// requests by scheduled start and its wake-ups.
-func pacedRun(t *testing.T, lanes int, d time.Duration, call func(r *runner, ctx context.Context, q request, rec *recorder)) ([]request, []wake) {
-	r := &runner{cfg: Config{Rate: 100, Deadline: 100 * time.Millisecond}, t0: time.Now()}
+// requests by scheduled start and its wake-ups. sleep, when not nil, is how
+// its schedule sleeps.
+func pacedRun(t *testing.T, lanes int, d time.Duration, sleep func(ctx context.Context, d time.Duration),
+	call func(r *runner, ctx context.Context, q request, rec *recorder)) ([]request, []wake) {
+	r := &runner{cfg: Config{Rate: 100, Deadline: 100 * time.Millisecond}, t0: time.Now(), sleep: sleep}
 	recs := make([]*recorder, lanes)
 	for i := range recs {
 		recs[i] = &recorder{}
@@ -46,7 +48,7 @@ func TestVerifyPacedCorrectsOmission(t *testing.T) {
 	for _, lanes := range []int{1, pacedLanes} {
 		synctest.Test(t, func(t *testing.T) {
 			stall := [2]int64{int64(490 * time.Millisecond), int64(790 * time.Millisecond)}
-			reqs, wakes := pacedRun(t, lanes, 2*time.Second, func(r *runner, ctx context.Context, q request, rec *recorder) {
+			reqs, wakes := pacedRun(t, lanes, 2*time.Second, nil, func(r *runner, ctx context.Context, q request, rec *recorder) {
 				if stall[0] <= q.start && q.start < stall[1] {
 					time.Sleep(time.Duration(stall[1] - r.now())) // a call sent in the stall is answered at its end
 				}
@@ -75,6 +77,11 @@ func TestVerifyPacedCorrectsOmission(t *testing.T) {
 			if len(over) != 20 {
 				t.Errorf("%d lanes: %d calls over the 100 ms deadline, want 20: %v", lanes, len(over), over)
 			}
+			for _, q := range reqs {
+				if q.held != 0 || q.genLatency() != q.end-q.start {
+					t.Fatalf("%d lanes: a call held up by an on-time schedule: held %d µs", lanes, q.held)
+				}
+			}
 			if len(wakes) == 0 {
 				t.Errorf("%d lanes: no wake-up recorded", lanes)
 			}
@@ -82,6 +89,83 @@ func TestVerifyPacedCorrectsOmission(t *testing.T) {
 				if w.late != 0 {
 					t.Fatalf("%d lanes: a wake-up %v late under a fake clock", lanes, time.Duration(w.late))
 				}
+			}
+		})
+	}
+}
+
+// TestVerifyPacedGeneratorStall: when the schedule's own sleep overruns
+// (the load generator not running, as when the machine stalls), the calls
+// due while it slept carry the stall in their latency as the service's
+// calls do, and are marked as held up by the generator until it woke, so
+// that the count from the wake-up leaves exactly that out; a wait for a
+// free lane after the wake-up is the service's, and stays in.
+func TestVerifyPacedGeneratorStall(t *testing.T) {
+	const over = 250 * time.Millisecond
+	for _, tc := range []struct {
+		name    string
+		lanes   int
+		service time.Duration // the service answers no call due from 500 ms on before 750 ms + service
+	}{{"fast service", pacedLanes, 0}, {"service stalled after the wake-up", 1, 300 * time.Millisecond}} {
+		synctest.Test(t, func(t *testing.T) {
+			t0 := time.Now()
+			overslept := false
+			sleep := func(ctx context.Context, d time.Duration) {
+				// The sleep until the call due at 500 ms returns 250 ms late.
+				if due := time.Since(t0) + d; !overslept && due >= 500*time.Millisecond {
+					overslept = true
+					d += over
+				}
+				sleepCtx(ctx, d)
+			}
+			woke := 750 * time.Millisecond
+			reqs, wakes := pacedRun(t, tc.lanes, 2*time.Second, sleep, func(r *runner, ctx context.Context, q request, rec *recorder) {
+				if end := woke + tc.service; tc.service > 0 && q.start >= int64(500*time.Millisecond) && r.now() < int64(end) {
+					time.Sleep(end - time.Duration(r.now()))
+				}
+				q.end = r.now()
+				rec.ack(q, -1, []rng{{q.start, 1, 1}}, 1)
+			})
+			if n := len(reqs); n < 199 || n > 201 {
+				t.Fatalf("%d calls in 2 s at 100/s, want 200", n)
+			}
+			var lateWake time.Duration
+			for _, w := range wakes {
+				lateWake = max(lateWake, time.Duration(w.late))
+			}
+			if lateWake != over {
+				t.Fatalf("the schedule's latest wake-up %v late, want %v", lateWake, over)
+			}
+			var rawOver, genOver int
+			for _, q := range reqs {
+				start := time.Duration(q.start)
+				wantHeld := time.Duration(0)
+				if start >= 500*time.Millisecond && start < woke {
+					wantHeld = woke - start
+				}
+				if held := time.Duration(q.held) * time.Microsecond; held != wantHeld {
+					t.Fatalf("the call due at %v: held %v by the generator, want %v", start, held, wantHeld)
+				}
+				if q.end-q.start > int64(100*time.Millisecond) {
+					rawOver++
+				}
+				if q.genLatency() > int64(100*time.Millisecond) {
+					genOver++
+				}
+			}
+			// Raw: the calls due 500 … 640 ms, answered at 750 ms, are over
+			// 100 ms late (15); from the wake-up, none is. With the service
+			// stalling them until 1050 ms (the one lane busy with the call due
+			// at 500 ms, the rest waiting for it), every call due 500 … 940 ms
+			// is over either way (45): the wait past the wake-up is the
+			// service's.
+			wantRaw, wantGen := 15, 0
+			if tc.service > 0 {
+				wantRaw, wantGen = 45, 45
+			}
+			if rawOver != wantRaw || genOver != wantGen {
+				t.Errorf("%s: %d calls over the deadline from their schedule (want %d), %d from the wake-up (want %d)",
+					tc.name, rawOver, wantRaw, genOver, wantGen)
 			}
 		})
 	}
@@ -99,7 +183,7 @@ func TestVerifyPacedLanes(t *testing.T) {
 		wantOver bool
 	}{{pacedLanes, false}, {1, true}} {
 		synctest.Test(t, func(t *testing.T) {
-			reqs, _ := pacedRun(t, tc.lanes, 2*time.Second, func(r *runner, ctx context.Context, q request, rec *recorder) {
+			reqs, _ := pacedRun(t, tc.lanes, 2*time.Second, nil, func(r *runner, ctx context.Context, q request, rec *recorder) {
 				time.Sleep(25 * time.Millisecond)
 				q.end = r.now()
 				rec.ack(q, -1, []rng{{q.start, 1, 1}}, 1)
@@ -136,7 +220,7 @@ func TestVerifyPacedLanes(t *testing.T) {
 func TestVerifyPacedEndsBehind(t *testing.T) {
 	for _, lanes := range []int{1, pacedLanes} {
 		synctest.Test(t, func(t *testing.T) {
-			reqs, _ := pacedRun(t, lanes, time.Second, func(r *runner, ctx context.Context, q request, rec *recorder) {
+			reqs, _ := pacedRun(t, lanes, time.Second, nil, func(r *runner, ctx context.Context, q request, rec *recorder) {
 				if q.start >= int64(500*time.Millisecond) {
 					<-ctx.Done() // stalls until the run ends, and is cut short
 					return
@@ -181,9 +265,15 @@ func TestVerifyCallStats(t *testing.T) {
 	}
 	slow := request{start: 0, end: int64(150 * time.Millisecond)}
 	s.add(&slow, dl)
+	// Late from its schedule, on time from the schedule's wake-up.
+	held := request{start: 0, end: int64(150 * time.Millisecond), held: 60_000}
+	s.add(&held, dl)
+	// Held up by the generator and still late from its wake-up.
+	heldLate := request{start: 0, end: int64(250 * time.Millisecond), held: 60_000}
+	s.add(&heldLate, dl)
 	s.done()
-	if s.within != 999 {
-		t.Fatalf("within %d, want 999", s.within)
+	if s.within != 999 || s.genWithin != 1000 {
+		t.Fatalf("within %d, want 999; from the wake-up %d, want 1000", s.within, s.genWithin)
 	}
 	if got := s.quantile(1); got != "failed" {
 		t.Errorf("max %q, want failed", got)
@@ -191,12 +281,15 @@ func TestVerifyCallStats(t *testing.T) {
 	if got := s.quantile(0.5); got != "50 ms" {
 		t.Errorf("p50 %q", got)
 	}
-	if got := s.quantile(0.999); got != "150 ms" {
-		t.Errorf("p99.9 %q, want the late answer", got)
+	if got := s.quantile(0.998); got != "150 ms" {
+		t.Errorf("p99.8 %q, want a late answer", got)
 	}
 	share, n9 := s.share()
-	if share != "99.800%" || n9 != "2.7" {
+	if share != "99.601%" || n9 != "2.4" {
 		t.Errorf("share %q, nines %q", share, n9)
+	}
+	if share, n9 := s.genShare(); share != "99.701%" || n9 != "2.5" {
+		t.Errorf("share from the wake-up %q, nines %q", share, n9)
 	}
 	if got := nines(0.99999); math.Abs(got-5) > 1e-6 {
 		t.Errorf("nines(0.99999) = %v", got)

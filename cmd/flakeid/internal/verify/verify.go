@@ -188,6 +188,10 @@ type runner struct {
 	hc     *http.Client // HTTP/1.1 for the JSON API
 	h2c    *http.Client // HTTP/2 without TLS for Connect
 	pollHC *http.Client
+
+	// sleep is how the fixed-rate clients' schedules sleep until a send
+	// (sleepCtx when nil; a test's oversleeps).
+	sleep func(ctx context.Context, d time.Duration)
 }
 
 func (r *runner) now() int64 { return int64(time.Since(r.t0)) }
