@@ -151,6 +151,13 @@ func (p *proc) snapshot() ([]issued, string) {
 // worker is the worker id of the process's newest ID, or -1.
 func (p *proc) worker() int64 {
 	ids, _ := p.snapshot()
+	return lastWorker(ids)
+}
+
+// lastWorker is the worker id of the newest of ids, or -1 when there is
+// none. A caller that also looks at the IDs takes both from one snapshot:
+// the process may issue its first ID between two.
+func lastWorker(ids []issued) int64 {
 	if len(ids) == 0 {
 		return -1
 	}
@@ -371,7 +378,7 @@ func TestProofContention(t *testing.T) {
 			waitFor(t, "another process to take the dead holder's worker id", 60*time.Second, func() bool {
 				for _, p := range procs {
 					ids, _ := p.snapshot()
-					if p != victim && p.worker() == dead && ids[len(ids)-1].read.After(killedAt) {
+					if p != victim && lastWorker(ids) == dead && ids[len(ids)-1].read.After(killedAt) {
 						newcomer = p
 						return true
 					}
