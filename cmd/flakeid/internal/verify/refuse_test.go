@@ -74,6 +74,60 @@ func TestVerifyTryStart(t *testing.T) {
 	}
 }
 
+// TestVerifyGapRow: the row of the largest gaps between an ID's time and its
+// request's names the process that answered, and a Go client's call, which
+// has none (any node of the main group may have answered it), by its API —
+// whichever kind of call has the largest gap ahead or behind (CI, seed
+// 764441: an unbuffered Go client's call had the largest gap behind, and
+// the report indexed the incarnations with -1).
+func TestVerifyGapRow(t *testing.T) {
+	wall0 := time.Now().Truncate(time.Second) // whole milliseconds since the epoch: the gaps come out exact
+	tickNow := wall0.Sub(testLayout.Epoch).Milliseconds()
+	for _, tc := range []struct {
+		name              string
+		goAhead, goBehind bool
+		want              string
+	}{
+		{"a node's calls", false, false, "ahead 1.999s (n1.1), behind 2.999s (n1.1)"},
+		{"a Go client's call behind", false, true, "behind 4.999s (Go client NextID, failover: any node of the main group may have answered)"},
+		{"a Go client's call ahead", true, false, "ahead 3.999s (Go client NextID, failover: any node of the main group may have answered)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := withDefaults(Config{Faults: []string{"kill"}, MinFaults: 1, Bin: "flakeid"})
+			r := &runner{cfg: cfg, layout: testLayout, samples: map[string]int{}}
+			h := &history{wall0: wall0, incs: []*incarnation{{id: 0, node: 0, n: 1}}}
+			rec := &recorder{}
+			at := int64(time.Second) // the requests' wall time, since wall0
+			call := func(inc int32, a api, shift time.Duration) {
+				tick := tickNow + (time.Duration(at) + shift).Milliseconds()
+				q := request{start: at, end: at + ms, inc: inc, node: int8(inc), api: a}
+				rec.ack(q, -1, []rng{{id(t, tick, 1, 0), 1, 1}}, 1)
+				at += int64(10 * time.Millisecond)
+			}
+			call(0, apiHTTPBatch, 2*time.Second)  // ahead 2 s
+			call(0, apiHTTPBatch, -3*time.Second) // behind 3 s
+			if tc.goAhead {
+				call(-1, apiGoClient, 4*time.Second)
+			}
+			if tc.goBehind {
+				call(-1, apiGoClient, -5*time.Second)
+			}
+			h.reqs, h.sf, h.seg = merge([]*recorder{rec})
+			var b strings.Builder
+			r.check(h, 0, int64(time.Minute), nil).write(&b)
+			for line := range strings.Lines(b.String()) {
+				if strings.HasPrefix(line, "| largest gap between an ID's time and its request's wall time") {
+					if !strings.Contains(line, tc.want) {
+						t.Errorf("gap row %q, want it to contain %q", line, tc.want)
+					}
+					return
+				}
+			}
+			t.Fatalf("no gap row in\n%s", b.String())
+		})
+	}
+}
+
 // TestVerifyRefusalRows: the report has a row per refusal kind run, which
 // fails with the offending start's command and output when a start was
 // not refused.

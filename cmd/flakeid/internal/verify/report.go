@@ -246,6 +246,9 @@ func (r *runner) check(h *history, loadStart, loadEnd int64, late []wake) *repor
 		if i < 0 || d <= 0 {
 			return ""
 		}
+		if q := &h.reqs[i]; q.inc < 0 {
+			return " (" + q.api.String() + ": any node of the main group may have answered)"
+		}
 		return " (" + h.incs[h.reqs[i].inc].name() + ")"
 	}
 	rep.checks.add("largest gap between an ID's time and its request's wall time", fmt.Sprintf("ahead %s%s, behind %s%s",
