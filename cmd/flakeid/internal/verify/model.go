@@ -95,20 +95,9 @@ type request struct {
 	node       int8
 	api        api
 	err        errClass
-	// held is how long the load generator itself held a fixed-rate
-	// client's call up, µs: how far past the call's start its schedule
-	// woke from a sleep that overran (the verifier's process, or the whole
-	// machine, not running it), 0 when the schedule was on time. The
-	// service had no part in it: genLatency leaves it out.
-	held int32
 }
 
 func (r *request) ok() bool { return r.err == errNone }
-
-// genLatency is the call's latency without the time the load generator
-// held it up (held): from the later of its start and the moment its
-// schedule woke to send it, to its answer.
-func (r *request) genLatency() int64 { return max(r.end-r.start-int64(r.held)*1e3, 0) }
 
 // span is a run of consecutive IDs one request acknowledged.
 type span struct {

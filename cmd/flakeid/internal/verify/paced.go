@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -24,13 +23,13 @@ import (
 // service stalls every caller, the calls the schedule owed are sent as soon
 // as a caller is free and carry the stall in their latency, instead of not
 // being sent at all. Every ID they get is recorded and checked with the rest.
-// The schedule's own stalls are told apart: when its sleep until a send
-// returns late (the verifier's process, or the whole machine, not running
-// it), each call due before it woke is marked as held up by the load
-// generator for that long (request.held), and the report gives the share
-// within the deadline both ways — from the schedule, as wrk2 counts, and
-// from the wake-up, which leaves out only the generator's oversleep (a wait
-// for a free lane after it is the service's and stays in).
+// The load generator's own stalls are told apart: a sleep until a send
+// that returns late shows the verifier's process (or the whole machine) not
+// running for that long, and the report gives the share within the
+// deadline both ways — from the schedule, as wrk2 counts, and less the
+// time any schedule was overdue while the call was due or in flight
+// (stalls, in seen.go). A wait for a free lane is the service's: the
+// schedule does not sleep while it waits, and that wait stays in.
 //
 // The kinds: the Go client over the main group's nodes (failover, per
 // attempt timeout Deadline/2), once without and once with a Snowflake buffer
@@ -212,26 +211,16 @@ func (r *runner) paced(ctx context.Context, a api, lanes []*recorder, late *late
 	}
 	next := r.now() + every*int64(phase%16)/16
 	var lates []wake
-	// woke is when the schedule last returned from a sleep: a call due
-	// before it was held up by the load generator, which overslept, until
-	// then (request.held). A call that waits for a free lane after that
-	// waits for the service, and that wait is the service's.
-	var woke int64
 	for ctx.Err() == nil {
 		if now := r.now(); now < next {
 			sleep(ctx, time.Duration(next-now))
 			if ctx.Err() != nil {
 				break
 			}
-			woke = r.now()
-			lates = append(lates, wake{at: next, late: woke - next})
-		}
-		q := request{start: next, inc: -1, node: -1, api: a}
-		if woke > next {
-			q.held = int32(min((woke-next)/1e3, math.MaxInt32))
+			lates = append(lates, wake{at: next, late: r.now() - next})
 		}
 		select {
-		case sends <- q:
+		case sends <- request{start: next, inc: -1, node: -1, api: a}:
 			next += every
 		case <-ctx.Done():
 		}

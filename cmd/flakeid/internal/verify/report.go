@@ -90,8 +90,8 @@ func (rep *report) write(w io.Writer) {
 		title string
 		t     *table
 	}{
-		{fmt.Sprintf("What clients saw (answered within %v; the fixed-rate clients' latency counts from the moment their schedule meant to send, a failed call as never answered; \"of the schedule's wake-up\" counts a call due while the schedule overslept from when it woke, leaving out the load generator's own stall; every ID they got is in the checks above):", rep.deadline), &rep.seen},
-		{fmt.Sprintf("What the fixed-rate clients saw per fault kind (share answered within %v · the same from the schedule's wake-up · p99.9), in the same windows as below, and how late their own schedule woke (p99.9 · max: the load generator's stalls, which no server caused):", rep.deadline), &rep.seenBy},
+		{fmt.Sprintf("What clients saw (answered within %v; the fixed-rate clients' latency counts from the moment their schedule meant to send, a failed call as never answered; \"less the generator's stalls\" leaves out of a call's time what fell in the load generator's own stalls, when a fixed-rate schedule was overdue in waking; every ID they got is in the checks above):", rep.deadline), &rep.seen},
+		{fmt.Sprintf("What the fixed-rate clients saw per fault kind (share answered within %v · the same less the load generator's stalls · p99.9), in the same windows as below, and how late their own schedule woke (p99.9 · max: the load generator's stalls, which no server caused):", rep.deadline), &rep.seenBy},
 		{"Faults (availability counts the requests sent from the fault's start until every node answered again, at least 2 s; a node answered nothing while the calls of its plain HTTP client failed in a row, from the first failed call's schedule to the next answered one's, for a run that began in the window):", &rep.faults},
 		{"Fault timeline:", &rep.events},
 		{"Most frequent errors (digits replaced by #):", &rep.errors},

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"pgregory.net/rapid"
 )
 
 // pacedRun runs a fixed-rate client at 100 calls/s with the given number of
@@ -77,10 +79,8 @@ func TestVerifyPacedCorrectsOmission(t *testing.T) {
 			if len(over) != 20 {
 				t.Errorf("%d lanes: %d calls over the 100 ms deadline, want 20: %v", lanes, len(over), over)
 			}
-			for _, q := range reqs {
-				if q.held != 0 || q.genLatency() != q.end-q.start {
-					t.Fatalf("%d lanes: a call held up by an on-time schedule: held %d µs", lanes, q.held)
-				}
+			if st := stallsOf(wakes); len(st) != 0 {
+				t.Fatalf("%d lanes: the load generator's stalls %v under a fake clock: the service's stall would be left out", lanes, st)
 			}
 			if len(wakes) == 0 {
 				t.Errorf("%d lanes: no wake-up recorded", lanes)
@@ -97,9 +97,9 @@ func TestVerifyPacedCorrectsOmission(t *testing.T) {
 // TestVerifyPacedGeneratorStall: when the schedule's own sleep overruns
 // (the load generator not running, as when the machine stalls), the calls
 // due while it slept carry the stall in their latency as the service's
-// calls do, and are marked as held up by the generator until it woke, so
-// that the count from the wake-up leaves exactly that out; a wait for a
-// free lane after the wake-up is the service's, and stays in.
+// calls do, and the count less the generator's stalls leaves exactly that
+// out; a wait for a free lane after the wake-up is the service's, and stays
+// in.
 func TestVerifyPacedGeneratorStall(t *testing.T) {
 	const over = 250 * time.Millisecond
 	for _, tc := range []struct {
@@ -129,32 +129,17 @@ func TestVerifyPacedGeneratorStall(t *testing.T) {
 			if n := len(reqs); n < 199 || n > 201 {
 				t.Fatalf("%d calls in 2 s at 100/s, want 200", n)
 			}
-			var lateWake time.Duration
-			for _, w := range wakes {
-				lateWake = max(lateWake, time.Duration(w.late))
+			st := stallsOf(wakes)
+			if want := (stalls{{int64(500 * time.Millisecond), int64(woke)}}); !slices.Equal(st, want) {
+				t.Fatalf("the load generator's stalls %v, want %v", st, want)
 			}
-			if lateWake != over {
-				t.Fatalf("the schedule's latest wake-up %v late, want %v", lateWake, over)
-			}
-			var rawOver, genOver int
+			var all, gen callStats
 			for _, q := range reqs {
-				start := time.Duration(q.start)
-				wantHeld := time.Duration(0)
-				if start >= 500*time.Millisecond && start < woke {
-					wantHeld = woke - start
-				}
-				if held := time.Duration(q.held) * time.Microsecond; held != wantHeld {
-					t.Fatalf("the call due at %v: held %v by the generator, want %v", start, held, wantHeld)
-				}
-				if q.end-q.start > int64(100*time.Millisecond) {
-					rawOver++
-				}
-				if q.genLatency() > int64(100*time.Millisecond) {
-					genOver++
-				}
+				all.add(&q, 100*time.Millisecond, nil)
+				gen.add(&q, 100*time.Millisecond, st)
 			}
 			// Raw: the calls due 500 … 640 ms, answered at 750 ms, are over
-			// 100 ms late (15); from the wake-up, none is. With the service
+			// 100 ms late (15); less the stall, none is. With the service
 			// stalling them until 1050 ms (the one lane busy with the call due
 			// at 500 ms, the rest waiting for it), every call due 500 … 940 ms
 			// is over either way (45): the wait past the wake-up is the
@@ -163,12 +148,50 @@ func TestVerifyPacedGeneratorStall(t *testing.T) {
 			if tc.service > 0 {
 				wantRaw, wantGen = 45, 45
 			}
-			if rawOver != wantRaw || genOver != wantGen {
-				t.Errorf("%s: %d calls over the deadline from their schedule (want %d), %d from the wake-up (want %d)",
+			n := int64(len(reqs))
+			if rawOver, genOver := n-all.within, n-gen.genWithin; rawOver != int64(wantRaw) || genOver != int64(wantGen) {
+				t.Errorf("%s: %d calls over the deadline from their schedule (want %d), %d less the stall (want %d)",
 					tc.name, rawOver, wantRaw, genOver, wantGen)
 			}
 		})
 	}
+}
+
+// TestVerifyStalls: the load generator's stalls are the late wake-ups'
+// intervals merged, and a call's overlap with them is what of its time
+// fell in any — checked against a count millisecond by millisecond over
+// random wake-ups and calls.
+func TestVerifyStalls(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		const span = 400 // ms
+		var wakes []wake
+		covered := make([]bool, span)
+		for range rapid.IntRange(0, 12).Draw(t, "wakes") {
+			at := rapid.Int64Range(0, span-1).Draw(t, "at")
+			late := rapid.Int64Range(0, 60).Draw(t, "late")
+			wakes = append(wakes, wake{at: at * ms, late: late * ms})
+			for m := at; m < min(at+late, span); m++ {
+				covered[m] = true
+			}
+		}
+		st := stallsOf(wakes)
+		for i := range st {
+			if st[i][0] >= st[i][1] || (i > 0 && st[i][0] <= st[i-1][1]) {
+				t.Fatalf("not merged and in order: %v", st)
+			}
+		}
+		lo := rapid.Int64Range(0, span-1).Draw(t, "lo")
+		hi := rapid.Int64Range(lo, span).Draw(t, "hi")
+		var want int64
+		for m := lo; m < hi; m++ {
+			if covered[m] {
+				want += ms
+			}
+		}
+		if got := st.overlap(lo*ms, hi*ms); got != want {
+			t.Fatalf("overlap of [%d, %d] ms with %v: %v, want %v", lo, hi, st, time.Duration(got), time.Duration(want))
+		}
+	})
 }
 
 // TestVerifyPacedLanes: a service that answers every call in 25 ms — more
@@ -261,16 +284,18 @@ func TestVerifyCallStats(t *testing.T) {
 		if i == 999 {
 			q.err = errTimeout
 		}
-		s.add(&q, dl)
+		s.add(&q, dl, nil)
 	}
 	slow := request{start: 0, end: int64(150 * time.Millisecond)}
-	s.add(&slow, dl)
-	// Late from its schedule, on time from the schedule's wake-up.
-	held := request{start: 0, end: int64(150 * time.Millisecond), held: 60_000}
-	s.add(&held, dl)
-	// Held up by the generator and still late from its wake-up.
-	heldLate := request{start: 0, end: int64(250 * time.Millisecond), held: 60_000}
-	s.add(&heldLate, dl)
+	s.add(&slow, dl, nil)
+	// The load generator stalled 60 ms while a call was in flight: late
+	// from its schedule, on time less the stall; one 250 ms late is late
+	// either way.
+	st := stalls{{int64(20 * time.Millisecond), int64(80 * time.Millisecond)}}
+	held := request{start: 0, end: int64(150 * time.Millisecond)}
+	s.add(&held, dl, st)
+	heldLate := request{start: 0, end: int64(250 * time.Millisecond)}
+	s.add(&heldLate, dl, st)
 	s.done()
 	if s.within != 999 || s.genWithin != 1000 {
 		t.Fatalf("within %d, want 999; from the wake-up %d, want 1000", s.within, s.genWithin)
