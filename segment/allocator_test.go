@@ -410,10 +410,23 @@ func (l *logCount) Handle(_ context.Context, r slog.Record) error {
 	return nil
 }
 
-func (l *logCount) count() int {
+// logged is a copy of the error records' messages so far.
+func (l *logCount) logged() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.errors)
+	return slices.Clone(l.errors)
+}
+
+// settledErrors waits up to 5 s for at least want error records — a
+// fetch in the background logs what it found just after the tag's state
+// shows it — then 50 ms more for any beyond them, and returns them.
+func (l *logCount) settledErrors(want int) []string {
+	deadline := time.Now().Add(5 * time.Second)
+	for len(l.logged()) < want && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	return l.logged()
 }
 
 // settle waits until the tag's next segment is fetched, so that the
@@ -502,8 +515,8 @@ func TestStoreWentBackwards(t *testing.T) {
 	if got := m.Fetches.Load(); got != fetches {
 		t.Fatalf("a refused tag fetched %d more segments", got-fetches)
 	}
-	if n := log.count(); n != 1 {
-		t.Fatalf("%d error records (%v), want the detection logged once", n, log.errors)
+	if errs := log.settledErrors(1); len(errs) != 1 {
+		t.Fatalf("%d error records (%v), want the detection logged once", len(errs), errs)
 	}
 	st := a.Stats()[0]
 	if st.Refused != err.Error() || st.Regressions != 1 || st.HighMark != 201 {
