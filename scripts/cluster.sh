@@ -10,9 +10,8 @@
 # DIR (default /tmp/flakeid-cluster) holds the binary, each node's data
 # directory, log and pid. Nodes listen on 127.0.0.1:$BASE_PORT+1..3 (BASE_PORT
 # default 18080). FLAKEID_TEST_CLUSTER_ETCD / FLAKEID_TEST_CLUSTER_STORE override the
-# coordinator and the segment store; FLAKEID_TEST_CLUSTER_PREFIX the etcd prefix;
-# FLAKEID_TEST_CLUSTER_REGISTRY the etcd datacenter registry (default flakeid's,
-# /flakeid/datacenters: a test gives its own, since the registry outlives it).
+# coordinator and the segment store; FLAKEID_TEST_CLUSTER_PREFIX the etcd prefix
+# (the datacenter registry is the etcd cluster's one: a test gives an etcd of its own).
 set -euo pipefail
 cmd="${1:-}"
 dir="${2:-/tmp/flakeid-cluster}"
@@ -20,8 +19,7 @@ base="${BASE_PORT:-18080}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 etcd="${FLAKEID_TEST_CLUSTER_ETCD:-127.0.0.1:23790}"
 prefix="${FLAKEID_TEST_CLUSTER_PREFIX:-/flakeid-cluster}"
-registry="${FLAKEID_TEST_CLUSTER_REGISTRY:-}"
-coordinator="etcd://$etcd$prefix${registry:+?registry=$registry}"
+coordinator="etcd://$etcd$prefix"
 store="${FLAKEID_TEST_CLUSTER_STORE:-postgres://postgres@127.0.0.1:5432/test?sslmode=disable&table=flakeid_cluster_segments}"
 
 wait_ready() { # port

@@ -48,7 +48,7 @@ func ExampleOpenWorkers() {
 func ExampleOpenWorkers_https() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	u, err := url.Parse("consuls://consul.example.com:8501/flakeid/workers?registry=flakeid/datacenters&lock_delay=5s")
+	u, err := url.Parse("consuls://consul.example.com:8501/flakeid/workers?lock_delay=5s")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -72,10 +72,10 @@ func ExampleNewWorkers() {
 		log.Fatal(err)
 	}
 	// Two clusters sharing this Consul keep their worker ids under their
-	// own prefixes; the datacenter registry they share (DefaultRegistry
-	// unless WithRegistry moves it) refuses a datacenter id the other one
-	// claimed.
-	var coord worker.Coordinator = consul.NewWorkers(client, "flakeid/workers", consul.WithRegistry("flakeid/datacenters"))
+	// own prefixes; the datacenter registry they share (DefaultRegistry, one
+	// per Consul cluster) refuses a datacenter id the other one claimed, and
+	// a layout other than the one it records.
+	var coord worker.Coordinator = consul.NewWorkers(client, "flakeid/workers")
 	_ = coord
 }
 

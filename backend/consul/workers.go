@@ -8,7 +8,7 @@
 // agent, or the servers) and the same key prefix, with a coordinator URL
 // (the --coordinator flag of the flakeid command):
 //
-//	consul://host:port[/prefix][?registry=R&lock_delay=D&token=T]
+//	consul://host:port[/prefix][?lock_delay=D&token=T]
 //	consuls://host:port[/prefix][?…]   (HTTPS)
 //
 // opened by OpenWorkers:
@@ -37,8 +37,8 @@
 //	<prefix>/<datacenter>/<worker>/high    the high-water mark, decimal Unix ms, no session
 //	<prefix>/<datacenter>/clock/<worker>   the holder's clock, Unix ms, locked by the claim's session
 //
-// and the Consul cluster as a whole has one datacenter registry, shared by
-// every prefix:
+// and the Consul cluster as a whole has one datacenter registry, under
+// DefaultRegistry, shared by every prefix:
 //
 //	<registry>/<datacenter>                {"namespace": prefix, "contract": …}, no session
 //
@@ -229,8 +229,8 @@ import (
 // given "".
 const DefaultPrefix = "flakeid/workers"
 
-// DefaultRegistry is the key prefix of the datacenter registry, shared by
-// every namespace of a Consul cluster, unless WithRegistry names another.
+// DefaultRegistry is the key prefix of the datacenter registry: one per
+// Consul cluster (datacenter), shared by every namespace (key prefix) on it.
 const DefaultRegistry = "flakeid/datacenters"
 
 // DefaultDialTimeout bounds OpenWorkers's check when its context has no
@@ -281,18 +281,6 @@ var (
 // An Option configures OpenWorkers and NewWorkers.
 type Option func(*Workers)
 
-// WithRegistry keeps the datacenter registry under prefix instead of
-// DefaultRegistry (leading and trailing "/" are dropped; "" keeps the
-// default). Every namespace that must not share datacenter ids with another
-// uses the same registry.
-func WithRegistry(prefix string) Option {
-	return func(w *Workers) {
-		if p := strings.Trim(prefix, "/"); p != "" {
-			w.registry = p
-		}
-	}
-}
-
 // WithLockDelay sets the lock-delay of the sessions the coordinator creates
 // (default DefaultLockDelay): after Consul invalidates a holder's session, no
 // node can take its worker id for this long. Negative means 0; Consul caps it
@@ -318,17 +306,17 @@ func NewWorkers(client *consulapi.Client, prefix string, opts ...Option) *Worker
 
 // OpenWorkers opens the coordinator a URL names:
 //
-//	consul://host:port[/prefix][?registry=R&lock_delay=D&token=T]
+//	consul://host:port[/prefix][?lock_delay=D&token=T]
 //
 // and consuls:// for HTTPS; the port defaults to Consul's, 8500 (8501 with
 // consuls://). The path is the key prefix (DefaultPrefix when empty);
-// registry is the registry prefix (WithRegistry), lock_delay the sessions'
-// lock-delay as a Go duration, 0–60s (WithLockDelay), and token the ACL
-// token, which wins over CONSUL_HTTP_TOKEN and CONSUL_HTTP_TOKEN_FILE; opts
-// come after the URL's. The other CONSUL_HTTP_* variables of
-// consulapi.DefaultConfig (TLS files, basic auth) apply. Any other query
-// key, or user information in the URL, is an error wrapping
-// worker.ErrInvalidConfig. It checks that the agent answers, within ctx or
+// lock_delay the sessions' lock-delay as a Go duration, 0–60s
+// (WithLockDelay), and token the ACL token, which wins over
+// CONSUL_HTTP_TOKEN and CONSUL_HTTP_TOKEN_FILE; opts come after the URL's.
+// The other CONSUL_HTTP_* variables of consulapi.DefaultConfig (TLS files,
+// basic auth) apply. Any other query key, or user information in the URL,
+// is an error wrapping worker.ErrInvalidConfig (registry= with the reason:
+// the registry is DefaultRegistry, one per Consul cluster). It checks that the agent answers, within ctx or
 // DefaultDialTimeout when ctx has no deadline: an agent that does not is
 // reported as worker.ErrUnavailable.
 func OpenWorkers(ctx context.Context, u *url.URL, opts ...Option) (*Workers, error) {
@@ -358,6 +346,9 @@ func OpenWorkers(ctx context.Context, u *url.URL, opts ...Option) (*Workers, err
 		}
 		cfg.Address = net.JoinHostPort(u.Hostname(), port)
 	}
+	if err := coord.RefuseRegistry(u, "the keys under "+DefaultRegistry+"/"); err != nil {
+		return nil, err
+	}
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
 		return nil, bad("query: %v", err)
@@ -369,11 +360,6 @@ func OpenWorkers(ctx context.Context, u *url.URL, opts ...Option) (*Workers, err
 		}
 		v := q.Get(k)
 		switch k {
-		case "registry":
-			if strings.Trim(v, "/") == "" {
-				return nil, bad("empty registry")
-			}
-			uopts = append(uopts, WithRegistry(v))
 		case "lock_delay":
 			d, err := time.ParseDuration(v)
 			if err != nil || d < 0 || d > maxLockDelay {
@@ -383,7 +369,7 @@ func OpenWorkers(ctx context.Context, u *url.URL, opts ...Option) (*Workers, err
 		case "token":
 			cfg.Token, cfg.TokenFile = v, ""
 		default:
-			return nil, bad("%v", coord.UnknownParam(k, []string{"registry", "lock_delay", "token"}))
+			return nil, bad("%v", coord.UnknownParam(k, []string{"lock_delay", "token"}))
 		}
 	}
 	if _, ok := ctx.Deadline(); !ok {

@@ -49,6 +49,13 @@ func testClient(t testing.TB, addr string) *consulapi.Client {
 	return c
 }
 
+// withRegistry moves a coordinator's datacenter registry to prefix: a
+// test's own on the shared agent, as a Consul cluster of its own would have
+// (no URL has a way to).
+func withRegistry(prefix string) Option {
+	return func(w *Workers) { w.registry = prefix }
+}
+
 // requireAgent checks that the agent answers with a leader and accepts the
 // tests' session TTLs.
 func requireAgent(t *testing.T) string {
@@ -105,7 +112,7 @@ func testSpace(t testing.TB, addr string) space {
 
 // workers is a coordinator of the space's namespace through c.
 func (s space) workers(c *consulapi.Client, opts ...Option) *Workers {
-	return NewWorkers(c, s.prefix, append([]Option{WithRegistry(s.registry)}, opts...)...)
+	return NewWorkers(c, s.prefix, append([]Option{withRegistry(s.registry)}, opts...)...)
 }
 
 // connector makes the clients of one conformance test: every client talks
@@ -213,7 +220,7 @@ func (c *connector) Snapshot(t *testing.T) func() {
 // OtherNamespace is a client of the prefix beside the test's, sharing its
 // registry.
 func (c *connector) OtherNamespace(t *testing.T) worker.Coordinator {
-	return NewWorkers(testClient(t, c.addr), c.other, append([]Option{WithRegistry(c.registry)}, c.opts...)...)
+	return NewWorkers(testClient(t, c.addr), c.other, append([]Option{withRegistry(c.registry)}, c.opts...)...)
 }
 
 func TestWorkersConformance(t *testing.T) {
@@ -527,11 +534,12 @@ func TestOpenWorkersURL(t *testing.T) {
 	}
 	for _, tc := range []struct{ url, want string }{
 		{"consul://" + fake + "/p?ttl=3s", `"ttl"`},
-		{"consul://" + fake + "/p?registry=r&Token=x", `"Token"`},
+		{"consul://" + fake + "/p?lock_delay=1s&Token=x", `"Token"`},
 		{"consul://" + fake + "/p?lock_delay=2m", "lock_delay"},
 		{"consul://" + fake + "/p?lock_delay=-1s", "lock_delay"},
 		{"consul://" + fake + "/p?lock_delay=x", "lock_delay"},
-		{"consul://" + fake + "/p?registry=/", "registry"},
+		{"consul://" + fake + "/p?registry=/", "registry= is not accepted"},
+		{"consul://" + fake + "/p?registry=" + DefaultRegistry, DefaultRegistry},
 		{"consul://" + fake + "/p?token=a&token=b", "token given 2 times"},
 		{"consul://" + fake + "/p?token=secret&x=1", `"x"`},
 		{"etcd://" + fake + "/p", "scheme"},
@@ -553,12 +561,12 @@ func TestOpenWorkersURL(t *testing.T) {
 
 	t.Setenv("CONSUL_HTTP_TOKEN", "from-env")
 	t.Setenv("CONSUL_HTTP_ADDR", "127.0.0.1:1")
-	w, err := open("consul://" + fake + "/a/b/?registry=/reg/&lock_delay=2500ms&token=from-url")
+	w, err := open("consul://" + fake + "/a/b/?lock_delay=2500ms&token=from-url")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	if w.Prefix() != "a/b" || w.Registry() != "reg" || w.lockDelay != 2500*time.Millisecond {
+	if w.Prefix() != "a/b" || w.Registry() != DefaultRegistry || w.lockDelay != 2500*time.Millisecond {
 		t.Fatalf("prefix %q, registry %q, lock-delay %v", w.Prefix(), w.Registry(), w.lockDelay)
 	}
 	if got := tokens(); len(got) == 0 || got[len(got)-1] != "from-url" {
@@ -599,14 +607,17 @@ func TestOpenWorkers(t *testing.T) {
 		}
 		return OpenWorkers(ctx, u, opts...)
 	}
-	w, err := open(t.Context(), "consul://"+addr+"/"+sp.prefix+"/?registry=/"+sp.registry+"/")
+	w, err := open(t.Context(), "consul://"+addr+"/"+sp.prefix+"/")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	if w.Prefix() != sp.prefix || w.Registry() != sp.registry {
-		t.Fatalf("Prefix, Registry = %q, %q; want %q, %q", w.Prefix(), w.Registry(), sp.prefix, sp.registry)
+	if w.Prefix() != sp.prefix || w.Registry() != DefaultRegistry {
+		t.Fatalf("Prefix, Registry = %q, %q; want %q, %q", w.Prefix(), w.Registry(), sp.prefix, DefaultRegistry)
 	}
+	// The shared agent's registry is other tests' too: the smoke test
+	// claims its datacenter in the test's own.
+	withRegistry(sp.registry)(w)
 	if d := NewWorkers(nil, ""); d.Prefix() != DefaultPrefix || d.Registry() != DefaultRegistry || d.lockDelay != DefaultLockDelay {
 		t.Fatalf("defaults: Prefix, Registry = %q, %q", d.Prefix(), d.Registry())
 	}

@@ -54,9 +54,10 @@ func ExampleNewWorkers() {
 	}
 	defer client.Close()
 	// Two clusters sharing this etcd keep their worker ids under their own
-	// prefixes; the datacenter registry they share (DefaultRegistry unless
-	// WithRegistry moves it) refuses a datacenter id the other one claimed.
-	var coord worker.Coordinator = etcd.NewWorkers(client, "/flakeid/workers", etcd.WithRegistry("/flakeid/datacenters"))
+	// prefixes; the datacenter registry they share (DefaultRegistry, one per
+	// etcd cluster) refuses a datacenter id the other one claimed, and a
+	// layout other than the one it records.
+	var coord worker.Coordinator = etcd.NewWorkers(client, "/flakeid/workers")
 	_ = coord
 }
 

@@ -7,7 +7,7 @@
 // prefix, with a coordinator URL (the --coordinator flag of the flakeid
 // command):
 //
-//	etcd://host:port[,host:port…][/prefix][?registry=R]
+//	etcd://host:port[,host:port…][/prefix]
 //
 // opened by OpenWorkers:
 //
@@ -22,8 +22,9 @@
 // its own logger) wraps it with NewWorkers instead; the client stays the
 // caller's to close. Clusters that must never share worker ids use distinct
 // prefixes or distinct datacenter ids; the prefix defaults to DefaultPrefix.
-// The datacenter registry (below) lives under DefaultRegistry unless
-// WithRegistry says otherwise (the registry= parameter of the URL).
+// The datacenter registry (below) lives under DefaultRegistry, always: one
+// per etcd cluster, so that no two clusters on it can hold the same
+// datacenter and worker id or use two layouts, whatever their prefixes.
 //
 // # Keys
 //
@@ -34,8 +35,8 @@
 //	<prefix>/<datacenter>/<worker>/high    the high-water mark, Unix milliseconds, no lease
 //	<prefix>/<datacenter>/clock/<worker>   the holder's clock, Unix milliseconds, on the holder's lease
 //
-// and the etcd cluster as a whole has one datacenter registry, shared by
-// every prefix:
+// and the etcd cluster as a whole has one datacenter registry, under
+// DefaultRegistry, shared by every prefix:
 //
 //	<registry>/<datacenter>                {"namespace": prefix, "contract": …}, no lease
 //
@@ -183,8 +184,8 @@ import (
 // given "".
 const DefaultPrefix = "/flakeid/workers"
 
-// DefaultRegistry is the key prefix of the datacenter registry, shared by
-// every namespace of an etcd cluster, unless WithRegistry names another.
+// DefaultRegistry is the key prefix of the datacenter registry: one per etcd
+// cluster, shared by every namespace (key prefix) on it.
 const DefaultRegistry = "/flakeid/datacenters"
 
 // DefaultDialTimeout bounds OpenWorkers's connection and check when its
@@ -218,62 +219,45 @@ var (
 	_ worker.MarkLowerer = (*Workers)(nil)
 )
 
-// An Option configures OpenWorkers and NewWorkers.
-type Option func(*Workers)
-
-// WithRegistry keeps the datacenter registry under prefix instead of
-// DefaultRegistry (a trailing "/" is dropped; "" keeps the default). Every
-// namespace that must not share datacenter ids with another uses the same
-// registry.
-func WithRegistry(prefix string) Option {
-	return func(w *Workers) {
-		if p := strings.TrimRight(prefix, "/"); p != "" {
-			w.registry = p
-		}
-	}
-}
-
 // NewWorkers returns a coordinator that keeps its slots under prefix
 // (DefaultPrefix when empty; a trailing "/" is dropped) through client. Its
 // Close leaves the client open: closing it stays the caller's job.
-func NewWorkers(client *clientv3.Client, prefix string, opts ...Option) *Workers {
+func NewWorkers(client *clientv3.Client, prefix string) *Workers {
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}
-	w := &Workers{client: client, prefix: strings.TrimRight(prefix, "/"), registry: DefaultRegistry, now: time.Now}
-	for _, o := range opts {
-		o(w)
-	}
-	return w
+	return &Workers{client: client, prefix: strings.TrimRight(prefix, "/"), registry: DefaultRegistry, now: time.Now}
 }
 
 // OpenWorkers opens the coordinator an etcd:// URL names:
 //
-//	etcd://host:port[,host:port…][/prefix][?registry=R]
+//	etcd://host:port[,host:port…][/prefix]
 //
 // It connects to every host:port over plain HTTP (an etcd with TLS or
 // authentication: make the client and wrap it with NewWorkers). The path is
-// the key prefix as NewWorkers takes it (DefaultPrefix when there is none),
-// registry= the datacenter registry's (WithRegistry); other query
-// parameters are ignored, and opts come after the URL's. It checks that etcd
-// answers, within ctx or DefaultDialTimeout when ctx has no deadline: an
+// the key prefix as NewWorkers takes it (DefaultPrefix when there is none).
+// A query parameter is an error wrapping worker.ErrInvalidConfig (registry=
+// with the reason: the registry is DefaultRegistry, one per cluster). It
+// checks that etcd answers, within ctx or DefaultDialTimeout when ctx has no deadline: an
 // etcd that does not is reported as worker.ErrUnavailable. The *Workers owns
 // the client it made: Close closes it.
-func OpenWorkers(ctx context.Context, u *url.URL, opts ...Option) (*Workers, error) {
+func OpenWorkers(ctx context.Context, u *url.URL) (*Workers, error) {
 	if !strings.EqualFold(u.Scheme, "etcd") {
 		return nil, coord.InvalidURL(fmt.Errorf("scheme %q, want etcd", u.Scheme))
 	}
 	if u.Host == "" {
 		return nil, coord.InvalidURL(errors.New("no etcd endpoint"))
 	}
-	if err := coord.CheckParams(u, "registry"); err != nil {
+	if err := coord.RefuseRegistry(u, "the keys under "+DefaultRegistry+"/"); err != nil {
+		return nil, err
+	}
+	if err := coord.CheckParams(u); err != nil {
 		return nil, err
 	}
 	var endpoints []string
 	for _, h := range strings.Split(u.Host, ",") {
 		endpoints = append(endpoints, "http://"+h)
 	}
-	opts = append([]Option{WithRegistry(u.Query().Get("registry"))}, opts...)
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultDialTimeout)
@@ -283,7 +267,7 @@ func OpenWorkers(ctx context.Context, u *url.URL, opts ...Option) (*Workers, err
 	if err != nil {
 		return nil, fmt.Errorf("%w: connecting to etcd at %s: %w", worker.ErrUnavailable, strings.Join(endpoints, ","), err)
 	}
-	w := NewWorkers(client, u.Path, opts...)
+	w := NewWorkers(client, u.Path)
 	w.owned = true
 	if _, err := client.Get(ctx, w.prefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
 		client.Close()

@@ -82,7 +82,14 @@ func testSpace(t testing.TB, addr string) space {
 
 // workers is a coordinator of the space's namespace through c.
 func (s space) workers(c *clientv3.Client) *Workers {
-	return NewWorkers(c, s.prefix, WithRegistry(s.registry))
+	return inRegistry(NewWorkers(c, s.prefix), s.registry)
+}
+
+// inRegistry moves w's datacenter registry to registry: a test's own, as a
+// cluster of its own would have (the URL has no way to).
+func inRegistry(w *Workers, registry string) *Workers {
+	w.registry = registry
+	return w
 }
 
 // connector makes the clients of one test. Its clients use the shared etcd,
@@ -218,7 +225,7 @@ func (c *connector) Snapshot(t *testing.T) func() {
 // OtherNamespace is a client of the prefix beside the test's, sharing its
 // registry.
 func (c *connector) OtherNamespace(t *testing.T) worker.Coordinator {
-	return NewWorkers(testClient(t, c.endpoint), c.other, WithRegistry(c.registry))
+	return inRegistry(NewWorkers(testClient(t, c.endpoint), c.other), c.registry)
 }
 
 func TestWorkersConformance(t *testing.T) {
@@ -398,6 +405,15 @@ func TestOpenWorkersURL(t *testing.T) {
 		}
 	}
 
+	// A registry of the URL's own would split the cluster's ID space.
+	for _, raw := range []string{"etcd://127.0.0.1:1/a?registry=/r", "etcd://127.0.0.1:1?registry=" + DefaultRegistry} {
+		u, _ := url.Parse(raw)
+		if w, err := OpenWorkers(t.Context(), u); !errors.Is(err, worker.ErrInvalidConfig) ||
+			!strings.Contains(err.Error(), "registry= is not accepted") || !strings.Contains(err.Error(), DefaultRegistry) {
+			t.Errorf("OpenWorkers(%s) = %v, %v; want ErrInvalidConfig refusing registry= and naming %s", raw, w, err, DefaultRegistry)
+		}
+	}
+
 	// Every host:port of the URL is an endpoint, spoken to over HTTP; one
 	// that does not answer is reported as unavailable within the context.
 	dead1, dead2 := deadAddr(t), deadAddr(t)
@@ -431,17 +447,18 @@ func deadAddr(t *testing.T) string {
 }
 
 // TestOpenWorkers opens a coordinator of a real etcd from its URL and
-// leases through it; its Close closes the client it made, and only that.
+// leases through it; its Close closes the client it made, and only that. A
+// private etcd: the URL's registry is the cluster's one, DefaultRegistry.
 func TestOpenWorkers(t *testing.T) {
-	addr := testenv.Etcd().Require(t)
+	addr := startPrivateEtcd(t).Addr()
 	sp := testSpace(t, addr)
-	u, _ := url.Parse("etcd://" + addr + sp.prefix + "/?registry=" + url.QueryEscape(sp.registry+"/"))
+	u, _ := url.Parse("etcd://" + addr + sp.prefix + "/")
 	w, err := OpenWorkers(t.Context(), u)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.Prefix() != sp.prefix || w.Registry() != sp.registry {
-		t.Fatalf("Prefix, Registry = %q, %q; want %q, %q", w.Prefix(), w.Registry(), sp.prefix, sp.registry)
+	if w.Prefix() != sp.prefix || w.Registry() != DefaultRegistry {
+		t.Fatalf("Prefix, Registry = %q, %q; want %q, %q", w.Prefix(), w.Registry(), sp.prefix, DefaultRegistry)
 	}
 	workertest.Smoke(t, w, testTTL)
 	if err := w.Close(); err != nil {
@@ -451,15 +468,15 @@ func TestOpenWorkers(t *testing.T) {
 		t.Fatal("the client OpenWorkers made is still open after Close")
 	}
 
-	// No path, no registry: the defaults (only read here).
+	// No path: the default prefix (only read here).
 	u, _ = url.Parse("etcd://" + addr)
-	d, err := OpenWorkers(t.Context(), u, WithRegistry(sp.registry))
+	d, err := OpenWorkers(t.Context(), u)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	if d.Prefix() != DefaultPrefix || d.Registry() != sp.registry {
-		t.Fatalf("etcd://host: Prefix, Registry = %q, %q; want %q and the option's %q", d.Prefix(), d.Registry(), DefaultPrefix, sp.registry)
+	if d.Prefix() != DefaultPrefix || d.Registry() != DefaultRegistry {
+		t.Fatalf("etcd://host: Prefix, Registry = %q, %q; want %q, %q", d.Prefix(), d.Registry(), DefaultPrefix, DefaultRegistry)
 	}
 
 	// A Workers of the caller's client leaves it open.

@@ -18,7 +18,7 @@ import (
 func ExampleOpenWorkers() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	u, err := url.Parse("redis://:secret@10.0.0.1:6379/0?prefix=flakeid:workers&registry=flakeid:datacenters")
+	u, err := url.Parse("redis://:secret@10.0.0.1:6379/0?prefix=flakeid:workers")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -49,6 +49,6 @@ func ExampleNewWorkers() {
 		ContextTimeoutEnabled: true, // renewals end with their context's deadline
 	})
 	defer client.Close()
-	var coord worker.Coordinator = redis.NewWorkers(client, "flakeid:workers", redis.WithRegistry("flakeid:datacenters"))
+	var coord worker.Coordinator = redis.NewWorkers(client, "flakeid:workers")
 	_ = coord
 }

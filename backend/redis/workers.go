@@ -35,8 +35,10 @@
 //
 // # Datacenter registry
 //
-// A hash outside every namespace (DefaultRegistry, "flakeid:datacenters",
-// unless WithRegistry names another) holds the field "space", the ID space
+// A hash outside every namespace, always DefaultRegistry
+// ("flakeid:datacenters": one per Redis database, shared by every prefix in
+// it, so that no two clusters on it can hold the same datacenter and worker
+// id or use two layouts), holds the field "space", the ID space
 // (worker.Request.Space: the layout) every namespace and datacenter on the
 // registry shares, and maps each datacenter id to the prefix that claimed
 // it. Acquire reads the space, the claim and the namespace record in one
@@ -46,8 +48,8 @@
 // before it writes anything — the missing ones among them with the slot —
 // or replies "changed", and Acquire reads and decides again. The script
 // touches the namespace's key and the registry's, so on a Redis Cluster
-// both must hash to one slot: give them one hash tag (prefix={fid}:workers,
-// registry={fid}:datacenters). flakeid never deletes a registry field;
+// both must hash to one slot: give the prefix the registry's name as its
+// hash tag (prefix={flakeid:datacenters}:workers). flakeid never deletes a registry field;
 // delete it by hand to move a datacenter id to another prefix, or to change
 // the layout of a registry whose every ID is behind you. Renewals never
 // read the registry.
@@ -155,7 +157,7 @@
 // OpenWorkers opens a coordinator URL (the --coordinator flag of the
 // flakeid command):
 //
-//	redis://[[user]:password@]host:port[/db][?prefix=P&registry=R&…]
+//	redis://[[user]:password@]host:port[/db][?prefix=P&…]
 //	rediss://…   (TLS)
 //
 // with a client of its own, which its Close closes. NewWorkers takes any
@@ -189,8 +191,8 @@ import (
 // DefaultPrefix is the key prefix when NewWorkers is given none.
 const DefaultPrefix = "flakeid:workers"
 
-// DefaultRegistry is the datacenter registry's key when no WithRegistry
-// option names another.
+// DefaultRegistry is the datacenter registry's key: one per Redis database,
+// shared by every prefix in it.
 const DefaultRegistry = "flakeid:datacenters"
 
 // nsField is the field of a datacenter's hash that holds its namespace
@@ -504,33 +506,17 @@ var (
 	_ worker.MarkLowerer = (*Workers)(nil)
 )
 
-// Option configures OpenWorkers and NewWorkers.
-type Option func(*Workers)
-
-// WithRegistry sets the key of the datacenter registry: a hash, shared by
-// every prefix of a Redis server, mapping each datacenter id to the prefix
-// that claimed it. "" means DefaultRegistry. Coordinators that should refuse
-// each other's datacenter ids must share it; a test isolates itself with its
-// own.
-func WithRegistry(key string) Option {
-	return func(w *Workers) {
-		if key != "" {
-			w.registry = key
-		}
-	}
-}
-
 // NewWorkers returns a coordinator that keeps its slots and namespace
 // records in client under keys "<prefix>:<datacenter>" and claims its
-// datacenter ids in the registry (DefaultRegistry unless WithRegistry says
-// otherwise); an empty prefix means DefaultPrefix. Coordinators that share a
-// prefix (and a server) share worker ids. Its Close leaves the client open:
-// closing it stays the caller's job.
-func NewWorkers(client goredis.UniversalClient, prefix string, opts ...Option) *Workers {
+// datacenter ids in the registry DefaultRegistry, which every prefix of the
+// database shares; an empty prefix means DefaultPrefix. Coordinators that
+// share a prefix (and a database) share worker ids. Its Close leaves the
+// client open: closing it stays the caller's job.
+func NewWorkers(client goredis.UniversalClient, prefix string) *Workers {
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}
-	w := &Workers{
+	return &Workers{
 		client:   client,
 		prefix:   prefix,
 		registry: DefaultRegistry,
@@ -540,41 +526,40 @@ func NewWorkers(client goredis.UniversalClient, prefix string, opts ...Option) *
 		unclaim:  goredis.NewScript(unclaimScript),
 		lower:    goredis.NewScript(lowerScript),
 	}
-	for _, o := range opts {
-		o(w)
-	}
-	return w
 }
 
 // OpenWorkers opens the coordinator a redis:// or rediss:// (TLS) URL names:
 //
-//	redis://[[user]:password@]host:port[/db][?prefix=P&registry=R&…]
+//	redis://[[user]:password@]host:port[/db][?prefix=P&…]
 //
-// prefix= is the key prefix (DefaultPrefix when empty) and registry= the
-// datacenter registry's key (WithRegistry); opts come after them. They are
-// taken out of the URL, and the rest goes to go-redis's ParseURL: the
+// prefix= is the key prefix (DefaultPrefix when empty); registry= is
+// refused, saying why (the registry is DefaultRegistry, one per database).
+// prefix= is taken out of the URL, and the rest goes to go-redis's ParseURL: the
 // database number in the path and go-redis's own options in the query (an
 // unknown one is an error), with ContextTimeoutEnabled set so that each
 // call ends with its context. It does not contact Redis: the client
 // connects on first use, and a Redis that does not answer is reported then,
 // as worker.ErrUnavailable. The *Workers owns the client it made: Close
 // closes it.
-func OpenWorkers(ctx context.Context, u *url.URL, opts ...Option) (*Workers, error) {
+func OpenWorkers(ctx context.Context, u *url.URL) (*Workers, error) {
 	if s := strings.ToLower(u.Scheme); s != "redis" && s != "rediss" {
 		return nil, coord.InvalidURL(fmt.Errorf("scheme %q, want redis or rediss", u.Scheme))
 	}
-	// go-redis refuses an option it does not know, but cannot tell what a
-	// misspelling of ours meant.
-	if err := coord.CheckTypos(u, "prefix", "registry"); err != nil {
+	if err := coord.RefuseRegistry(u, "the hash "+DefaultRegistry); err != nil {
 		return nil, err
 	}
-	taken, rest := coord.TakeQuery(u, "prefix", "registry")
+	// go-redis refuses an option it does not know, but cannot tell what a
+	// misspelling of ours meant.
+	if err := coord.CheckTypos(u, "prefix"); err != nil {
+		return nil, err
+	}
+	taken, rest := coord.TakeQuery(u, "prefix")
 	copts, err := goredis.ParseURL(rest.String())
 	if err != nil {
 		return nil, coord.InvalidURL(err)
 	}
 	copts.ContextTimeoutEnabled = true
-	w := NewWorkers(goredis.NewClient(copts), taken[0], append([]Option{WithRegistry(taken[1])}, opts...)...)
+	w := NewWorkers(goredis.NewClient(copts), taken[0])
 	w.owned = true
 	return w, nil
 }

@@ -204,6 +204,13 @@ type connector struct {
 	usedShared bool
 }
 
+// inRegistry moves w's datacenter registry to registry: a test's own, as a
+// database of its own would have (the URL has no way to).
+func inRegistry(w *Workers, registry string) *Workers {
+	w.registry = registry
+	return w
+}
+
 // newConnector is a connector of a fresh prefix on the shared Redis at addr.
 func newConnector(t testing.TB, addr string) *connector {
 	prefix := newPrefix(t, addr)
@@ -222,7 +229,7 @@ func (c *connector) addr() string {
 }
 
 func (c *connector) Connect(t *testing.T) worker.Coordinator {
-	return NewWorkers(newClient(t, c.addr()), c.prefix, WithRegistry(c.registry))
+	return inRegistry(NewWorkers(newClient(t, c.addr()), c.prefix), c.registry)
 }
 
 // ConnectFaulty returns a client of a private redis-server, and a fault that
@@ -236,7 +243,7 @@ func (c *connector) ConnectFaulty(t *testing.T) (worker.Coordinator, workertest.
 		}
 		c.private = startServer(t)
 	}
-	return NewWorkers(newClient(t, c.private.addr), c.prefix, WithRegistry(c.registry)), &pauseFault{t: t, s: c.private}
+	return inRegistry(NewWorkers(newClient(t, c.private.addr), c.prefix), c.registry), &pauseFault{t: t, s: c.private}
 }
 
 // keys lists the test's keys: the prefix's hashes and the registry.
@@ -298,7 +305,7 @@ func (c *connector) Snapshot(t *testing.T) func() {
 // the test's registry.
 func (c *connector) OtherNamespace(t *testing.T) worker.Coordinator {
 	addr := c.addr()
-	return NewWorkers(newClient(t, addr), newPrefix(t, addr), WithRegistry(c.registry))
+	return inRegistry(NewWorkers(newClient(t, addr), newPrefix(t, addr)), c.registry)
 }
 
 // pauseFault pauses a private server with CLIENT PAUSE <2 min> WRITE and
@@ -392,10 +399,10 @@ func TestPartitionLosesLeaseBeforeTakeover(t *testing.T) {
 	}
 	t.Cleanup(func() { proxy.Close() })
 	prefix := newPrefix(t, addr)
-	reg := WithRegistry(prefix + ":datacenters")
+	reg := prefix + ":datacenters"
 	workertest.Takeover{
-		Faulty: NewWorkers(newClient(t, proxy.Addr()), prefix, reg), Fault: proxy,
-		Healthy: NewWorkers(newClient(t, addr), prefix, reg),
+		Faulty: inRegistry(NewWorkers(newClient(t, proxy.Addr()), prefix), reg), Fault: proxy,
+		Healthy: inRegistry(NewWorkers(newClient(t, addr), prefix), reg),
 		TTL:     testTTL, Partition: true, Within: 5 * testTTL,
 	}.Run(t)
 }
@@ -406,7 +413,7 @@ func shared(t *testing.T) (*Workers, *goredis.Client) {
 	addr := testenv.Redis().Require(t)
 	raw := newClient(t, addr)
 	prefix := newPrefix(t, addr)
-	return NewWorkers(newClient(t, addr), prefix, WithRegistry(prefix+":datacenters")), raw
+	return inRegistry(NewWorkers(newClient(t, addr), prefix), prefix+":datacenters"), raw
 }
 
 func wantErr(t *testing.T, what string, err error, sentinel error, substrs ...string) {
@@ -546,9 +553,6 @@ func TestUnreachableIsUnavailable(t *testing.T) {
 	if w.Prefix() != DefaultPrefix || w.Registry() != DefaultRegistry {
 		t.Fatalf("Prefix() = %q, Registry() = %q; want %q, %q", w.Prefix(), w.Registry(), DefaultPrefix, DefaultRegistry)
 	}
-	if r := NewWorkers(c, "", WithRegistry("")).Registry(); r != DefaultRegistry {
-		t.Fatalf("WithRegistry(\"\"): Registry() = %q, want %q", r, DefaultRegistry)
-	}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 	_, err = w.Acquire(ctx, worker.Request{Workers: 1, Owner: "o", TTL: testTTL, Reserve: time.Now()})
@@ -568,7 +572,7 @@ func TestOpenWorkersURL(t *testing.T) {
 		tls              bool
 	}{
 		{"redis://127.0.0.1:1", DefaultPrefix, DefaultRegistry, "127.0.0.1:1", 0, false},
-		{"redis://:pw@127.0.0.1:1/3?prefix=p&registry=r&dial_timeout=2s", "p", "r", "127.0.0.1:1", 3, false},
+		{"redis://:pw@127.0.0.1:1/3?prefix=p&dial_timeout=2s", "p", DefaultRegistry, "127.0.0.1:1", 3, false},
 		{"rediss://127.0.0.1:1/?prefix=", DefaultPrefix, DefaultRegistry, "127.0.0.1:1", 0, true},
 	} {
 		u, err := url.Parse(tc.url)
@@ -591,12 +595,13 @@ func TestOpenWorkersURL(t *testing.T) {
 			t.Errorf("Close: %v", err)
 		}
 	}
-	// An option comes after the URL's.
-	u, _ := url.Parse("redis://127.0.0.1:1?registry=r")
-	if w, err := OpenWorkers(t.Context(), u, WithRegistry("mine")); err != nil || w.Registry() != "mine" {
-		t.Errorf("OpenWorkers(%s, WithRegistry(mine)): %v; want the option's registry", u, err)
-	} else {
-		w.Close()
+	// A registry of the URL's own would split the database's ID space.
+	for _, raw := range []string{"redis://127.0.0.1:1?registry=r", "redis://127.0.0.1:1/2?prefix=p&registry=" + DefaultRegistry} {
+		u, _ := url.Parse(raw)
+		if w, err := OpenWorkers(t.Context(), u); !errors.Is(err, worker.ErrInvalidConfig) ||
+			!strings.Contains(err.Error(), "registry= is not accepted") || !strings.Contains(err.Error(), DefaultRegistry) {
+			t.Errorf("OpenWorkers(%s) = %v, %v; want ErrInvalidConfig refusing registry= and naming %s", raw, w, err, DefaultRegistry)
+		}
 	}
 
 	for _, tc := range []struct{ url, want string }{
@@ -621,16 +626,17 @@ func TestOpenWorkersURL(t *testing.T) {
 }
 
 // TestOpenWorkers opens a coordinator of a real Redis from its URL and
-// leases through it; its Close closes the client it made, and only that.
+// leases through it; its Close closes the client it made, and only that. A
+// private server: the URL's registry is the database's one, DefaultRegistry.
 func TestOpenWorkers(t *testing.T) {
-	addr := testenv.Redis().Require(t)
+	addr := startServer(t).addr
 	prefix := newPrefix(t, addr)
-	u, _ := url.Parse("redis://" + addr + "/0?prefix=" + url.QueryEscape(prefix) + "&registry=" + url.QueryEscape(prefix+":datacenters"))
+	u, _ := url.Parse("redis://" + addr + "/0?prefix=" + url.QueryEscape(prefix))
 	w, err := OpenWorkers(t.Context(), u)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.Prefix() != prefix || w.Registry() != prefix+":datacenters" {
+	if w.Prefix() != prefix || w.Registry() != DefaultRegistry {
 		t.Fatalf("Prefix, Registry = %q, %q", w.Prefix(), w.Registry())
 	}
 	workertest.Smoke(t, w, testTTL)
@@ -679,7 +685,7 @@ func TestInvalidRequests(t *testing.T) {
 		t.Errorf("Namespace(-1): %v, want ErrInvalidConfig", err)
 	}
 	// The registry must not be one of the namespace's hashes.
-	clash := NewWorkers(goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1"}), "p", WithRegistry("p:3"))
+	clash := inRegistry(NewWorkers(goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1"}), "p"), "p:3")
 	r = ok
 	r.Datacenter = 3
 	if _, err := clash.Acquire(t.Context(), r); !errors.Is(err, worker.ErrInvalidConfig) || !strings.Contains(err.Error(), "p:3") {
@@ -1201,6 +1207,6 @@ func BenchmarkWorkers(b *testing.B) {
 				client.Del(context.Background(), keys...)
 			}
 		})
-		return NewWorkers(client, prefix, WithRegistry(prefix+":datacenters"))
+		return inRegistry(NewWorkers(client, prefix), prefix+":datacenters")
 	})
 }

@@ -91,16 +91,18 @@ func (d Dialect) nowMs() string {
 	return "(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT)"
 }
 
-// DefaultRegistry is the datacenter registry table NewWorkers and
-// OpenWorkers use when neither WithRegistry nor ?registry= names one.
+// DefaultRegistry is the datacenter registry table: one per database (on
+// PostgreSQL, per schema its connections' search_path creates tables in),
+// shared by every worker table of it, so that no two clusters on it can
+// hold the same datacenter and worker id or use two layouts, whatever their
+// tables.
 const DefaultRegistry = "flakeid_datacenters"
 
 // SchemaSQL returns the DDL of the worker-id table for dialect d, followed
 // by that of the datacenter registry table DefaultRegistry (see
 // RegistrySchemaSQL): two CREATE TABLE IF NOT EXISTS statements, each ended
 // by a semicolon, that CreateSchema runs and that a migration tool can print
-// or apply itself. (Workers.SchemaSQL gives the same with the coordinator's
-// own registry table.) table must match ^[A-Za-z_][A-Za-z0-9_]{0,62}$ (""
+// or apply itself. table must match ^[A-Za-z_][A-Za-z0-9_]{0,62}$ (""
 // means DefaultTable); it is quoted, so it is case-sensitive.
 //
 // One row per (datacenter, worker) slot that was ever held:
@@ -136,17 +138,17 @@ const DefaultRegistry = "flakeid_datacenters"
 // tokens compare exactly (case-sensitively); tokens with trailing spaces,
 // which that PAD SPACE collation would ignore, are refused by Acquire.
 func SchemaSQL(d Dialect, table string) (string, error) {
-	return SchemaSQLWithRegistry(d, table, "")
+	return schemaSQL(d, table, DefaultRegistry)
 }
 
-// SchemaSQLWithRegistry is SchemaSQL with the registry table registry (""
-// means DefaultRegistry), as WithRegistry names it.
-func SchemaSQLWithRegistry(d Dialect, table, registry string) (string, error) {
+// schemaSQL is SchemaSQL with the registry table registry (tests give each
+// their own, as a database of its own would).
+func schemaSQL(d Dialect, table, registry string) (string, error) {
 	workers, err := workersSchemaSQL(d, table)
 	if err != nil {
 		return "", err
 	}
-	reg, err := RegistrySchemaSQL(d, registry)
+	reg, err := registrySchemaSQL(d, registry)
 	if err != nil {
 		return "", err
 	}
@@ -186,11 +188,11 @@ func workersSchemaSQL(d Dialect, table string) (string, error) {
 		")" + suffix, nil
 }
 
-// RegistrySchemaSQL returns the DDL of a datacenter registry table for
-// dialect d (registry "" means DefaultRegistry): a CREATE TABLE IF NOT
-// EXISTS statement, without a semicolon. The registry is shared by every
-// worker table (namespace) of a database that names it; it maps each
-// datacenter id to the one namespace allowed to use it:
+// RegistrySchemaSQL returns the DDL of the datacenter registry table
+// DefaultRegistry for dialect d: a CREATE TABLE IF NOT EXISTS statement,
+// without a semicolon. The registry is shared by every worker table
+// (namespace) of the database; it maps each datacenter id to the one
+// namespace allowed to use it:
 //
 //	datacenter     BIGINT        the datacenter id (PRIMARY KEY)
 //	namespace      VARCHAR(255)  the worker table that claimed it
@@ -200,10 +202,12 @@ func workersSchemaSQL(d Dialect, table string) (string, error) {
 // A row is created (if absent) by the first Acquire in a datacenter and
 // whenever a namespace record is re-initialised; flakeid never deletes one.
 // To hand a datacenter id over to another table, delete its row by hand.
-func RegistrySchemaSQL(d Dialect, registry string) (string, error) {
-	if registry == "" {
-		registry = DefaultRegistry
-	}
+func RegistrySchemaSQL(d Dialect) (string, error) {
+	return registrySchemaSQL(d, DefaultRegistry)
+}
+
+// registrySchemaSQL is RegistrySchemaSQL of the registry table registry.
+func registrySchemaSQL(d Dialect, registry string) (string, error) {
 	if !d.valid() {
 		return "", fmt.Errorf("%w: sqldb: unknown dialect %v", worker.ErrInvalidConfig, d)
 	}
@@ -260,7 +264,7 @@ func newStatements(d Dialect, table, registry string) (statements, error) {
 	if err != nil {
 		return statements{}, err
 	}
-	regSchema, err := RegistrySchemaSQL(d, registry)
+	regSchema, err := registrySchemaSQL(d, registry)
 	if err != nil {
 		return statements{}, err
 	}

@@ -74,7 +74,7 @@ func ExampleNewWorkers() {
 		log.Fatal(err)
 	}
 	defer db.Close()
-	coord, err := sqldb.NewWorkers(db, d, "flakeid_workers", sqldb.WithRegistry("flakeid_datacenters"))
+	coord, err := sqldb.NewWorkers(db, d, "flakeid_workers")
 	if err != nil {
 		log.Fatal(err)
 	}

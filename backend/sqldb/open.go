@@ -18,12 +18,12 @@ import (
 
 // OpenWorkers opens the coordinator the URL names:
 //
-//	postgres://user[:password]@host:port/db[?table=T&registry=R&…]  (postgresql:// too; pgx options pass through)
-//	mysql://user[:password]@host[:port]/db[?table=T&registry=R&…]   (port 3306 by default; go-sql-driver/mysql options pass through)
+//	postgres://user[:password]@host:port/db[?table=T&…]  (postgresql:// too; pgx options pass through)
+//	mysql://user[:password]@host[:port]/db[?table=T&…]   (port 3306 by default; go-sql-driver/mysql options pass through)
 //
-// ?table= names the worker table (default DefaultTable) and ?registry= the
-// datacenter registry table (default DefaultRegistry, or what a WithRegistry
-// among opts names); neither reaches the driver. The database is opened
+// ?table= names the worker table (default DefaultTable), and does not reach
+// the driver; ?registry= is refused, saying why (the registry is
+// DefaultRegistry, one per database). The database is opened
 // with OpenDB's settings, must answer (else the error wraps
 // worker.ErrUnavailable), and both tables are created when missing
 // (CreateSchema; SchemaSQL gives their DDL for a migration tool). A URL
@@ -31,8 +31,8 @@ import (
 // error contains the URL, which may hold a password.
 //
 // The *Workers owns the database it opened: Close closes it.
-func OpenWorkers(ctx context.Context, u *url.URL, opts ...Option) (*Workers, error) {
-	w, err := workersOfURL(u, opts...)
+func OpenWorkers(ctx context.Context, u *url.URL) (*Workers, error) {
+	w, err := workersOfURL(u)
 	if err != nil {
 		return nil, err
 	}
@@ -49,21 +49,19 @@ func OpenWorkers(ctx context.Context, u *url.URL, opts ...Option) (*Workers, err
 
 // workersOfURL is OpenWorkers up to the first round trip: the database is
 // opened (not connected) and owned by the returned coordinator.
-func workersOfURL(u *url.URL, opts ...Option) (*Workers, error) {
+func workersOfURL(u *url.URL) (*Workers, error) {
 	if err := checkScheme(u); err != nil {
+		return nil, err
+	}
+	if err := coord.RefuseRegistry(u, "the table "+DefaultRegistry); err != nil {
 		return nil, err
 	}
 	// A misspelling of ours would reach the driver, which takes any name
 	// (a PostgreSQL runtime parameter, a MySQL system variable).
-	if err := coord.CheckTypos(u, "table", "registry"); err != nil {
+	if err := coord.CheckTypos(u, "table"); err != nil {
 		return nil, err
 	}
-	// ?registry= names the datacenter registry table; not for the driver.
-	vals, rest := coord.TakeQuery(u, "registry")
-	if vals[0] != "" {
-		opts = append(opts[:len(opts):len(opts)], WithRegistry(vals[0]))
-	}
-	dsn, table, err := driverDSN(rest)
+	dsn, table, err := driverDSN(u)
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +69,7 @@ func workersOfURL(u *url.URL, opts ...Option) (*Workers, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := NewWorkers(db, d, table, opts...)
+	w, err := NewWorkers(db, d, table)
 	if err != nil {
 		db.Close()
 		return nil, err

@@ -111,10 +111,10 @@ func TestOpenURLDefaults(t *testing.T) {
 		d               Dialect
 		table, registry string
 	}{
-		"postgres://u@127.0.0.1:1/app":                       {Postgres, DefaultTable, DefaultRegistry},
-		"postgresql://u@127.0.0.1:1/app?table=ids":           {Postgres, "ids", DefaultRegistry},
-		"mysql://u@127.0.0.1:1/app?registry=dcs":             {MySQL, DefaultTable, "dcs"},
-		"mysql://u@127.0.0.1:1/app?table=ids&registry=dcs&x": {MySQL, "ids", "dcs"},
+		"postgres://u@127.0.0.1:1/app":             {Postgres, DefaultTable, DefaultRegistry},
+		"postgresql://u@127.0.0.1:1/app?table=ids": {Postgres, "ids", DefaultRegistry},
+		"mysql://u@127.0.0.1:1/app?x":              {MySQL, DefaultTable, DefaultRegistry},
+		"mysql://u@127.0.0.1:1/app?table=ids&x":    {MySQL, "ids", DefaultRegistry},
 	} {
 		w, err := workersOfURL(mustURL(t, raw))
 		if err != nil {
@@ -132,12 +132,12 @@ func TestOpenURLDefaults(t *testing.T) {
 			t.Errorf("%s: after Close the database answers %v, want it closed", raw, err)
 		}
 	}
-	// A WithRegistry option stands unless the URL names a registry.
-	if w, err := workersOfURL(mustURL(t, "postgres://u@h/app"), WithRegistry("mine")); err != nil || w.Registry() != "mine" {
-		t.Errorf("WithRegistry(mine) and no ?registry=: %v, %v", w, err)
-	}
-	if w, err := workersOfURL(mustURL(t, "postgres://u@h/app?registry=url"), WithRegistry("mine")); err != nil || w.Registry() != "url" {
-		t.Errorf("WithRegistry(mine) and ?registry=url: %v, %v", w, err)
+	// A registry of the URL's own would split the database's ID space.
+	for _, raw := range []string{"postgres://u@h/app?registry=url", "mysql://u@h/app?table=ids&registry=" + DefaultRegistry} {
+		if w, err := workersOfURL(mustURL(t, raw)); !errors.Is(err, worker.ErrInvalidConfig) ||
+			!strings.Contains(err.Error(), "registry= is not accepted") || !strings.Contains(err.Error(), DefaultRegistry) {
+			t.Errorf("%s: %v, %v; want ErrInvalidConfig refusing registry= and naming %s", raw, w, err, DefaultRegistry)
+		}
 	}
 	for raw, table := range map[string]string{
 		"postgres://u@127.0.0.1:1/app":         DefaultSegmentTable,
@@ -191,13 +191,9 @@ func TestOpenURLErrors(t *testing.T) {
 			}
 		}
 	}
-	if err := openers["OpenWorkers"](t.Context(), mustURL(t, "postgres://u@h:1/db?table=ids&registry=ids")); !errors.Is(err, worker.ErrInvalidConfig) ||
-		!strings.Contains(err.Error(), `the registry table "ids" is the worker table`) {
-		t.Errorf("OpenWorkers with ?registry= the table: %v, want ErrInvalidConfig", err)
-	}
-	if err := openers["OpenWorkers"](t.Context(), mustURL(t, "postgres://u@h:1/db?registry=a.b")); !errors.Is(err, worker.ErrInvalidConfig) ||
-		!strings.Contains(err.Error(), `registry table name "a.b"`) {
-		t.Errorf("OpenWorkers with a bad ?registry=: %v, want ErrInvalidConfig", err)
+	if err := openers["OpenWorkers"](t.Context(), mustURL(t, "postgres://u@h:1/db?table="+DefaultRegistry)); !errors.Is(err, worker.ErrInvalidConfig) ||
+		!strings.Contains(err.Error(), `the registry table "`+DefaultRegistry+`" is the worker table`) {
+		t.Errorf("OpenWorkers with ?table= the registry: %v, want ErrInvalidConfig", err)
 	}
 	// Nothing listens on port 1.
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
@@ -224,15 +220,15 @@ func driverParam(d Dialect, value int) (key, val, query string) {
 
 // OpenWorkers creates the tables the URL names, passes its other parameters
 // to the driver, and gives coordinators that share the tables; Close closes
-// the database it opened, never one given to NewWorkers.
+// the database it opened, never one given to NewWorkers. A database of the
+// test's own: the URL's registry is the database's one, DefaultRegistry.
 func TestOpenWorkers(t *testing.T) {
 	forEach(t, func(t *testing.T, dsn string) {
+		dsn = ownDatabase(t, dsn)
 		admin, d := testDB(t, dsn)
-		table, registry := tableName(t), registryName(t)
-		dropAfter(t, admin, d, registry)
-		dropAfter(t, admin, d, table)
+		table, registry := tableName(t), DefaultRegistry
 		key, val, query := driverParam(d, 4321)
-		u := testURL(t, dsn, map[string]string{"table": table, "registry": registry, key: val})
+		u := testURL(t, dsn, map[string]string{"table": table, key: val})
 		ctx := ctx10(t)
 		var claims []int64
 		for range 2 {
@@ -257,7 +253,7 @@ func TestOpenWorkers(t *testing.T) {
 		if claims[0] == claims[1] {
 			t.Fatalf("two coordinators on one table both took worker %d", claims[0])
 		}
-		other, err := NewWorkers(admin, d, table, WithRegistry(registry))
+		other, err := NewWorkers(admin, d, table)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -65,8 +65,8 @@
 //     then, with initialised = the database's now and floor = now + the
 //     request's quarantine. Previous is max(the slot's mark, the floor).
 //   - The datacenter registry is a table outside every namespace (default
-//     "flakeid_datacenters", see RegistrySchemaSQL and WithRegistry), shared
-//     by the worker tables of the database that name it: one row per
+//     "flakeid_datacenters", see RegistrySchemaSQL), shared by every worker
+//     table of the database: one row per
 //     datacenter id naming the table that claimed it, and the row of
 //     datacenter -1 (namespace "(ID space)") whose contract column is the ID
 //     space (worker.Request.Space: the layout) every namespace and
@@ -114,10 +114,10 @@
 // Opening: OpenWorkers and OpenSegments open the database a URL names and
 // own it (Close closes it):
 //
-//	postgres://user[:password]@host:port/db[?table=T&registry=R&…]  (postgresql:// too; driver github.com/jackc/pgx/v5/stdlib, whose options pass through)
-//	mysql://user[:password]@host[:port]/db[?table=T&registry=R&…]   (port 3306 by default; driver github.com/go-sql-driver/mysql, whose options pass through)
+//	postgres://user[:password]@host:port/db[?table=T&…]  (postgresql:// too; driver github.com/jackc/pgx/v5/stdlib, whose options pass through)
+//	mysql://user[:password]@host[:port]/db[?table=T&…]   (port 3306 by default; driver github.com/go-sql-driver/mysql, whose options pass through)
 //
-// (?registry= is the coordinator's only.) The tables are created when
+// The tables are created when
 // missing. NewWorkers and NewSegments work on a *sql.DB the caller opened
 // (OpenDB opens one from a driver's DSN with the settings this package
 // wants) and leave it to the caller to close.
@@ -211,24 +211,10 @@ type Workers struct {
 	testHookLocked func()
 }
 
-// Option is an option of NewWorkers and OpenWorkers.
-type Option func(*workersOptions)
-
-type workersOptions struct{ registry string }
-
-// WithRegistry names the datacenter registry table ("" means
-// DefaultRegistry): the table, shared by every worker table of the database
-// that names it, that records which worker table claimed each datacenter
-// id. It must match ^[A-Za-z_][A-Za-z0-9_]{0,62}$ and differ from the
-// worker table.
-func WithRegistry(table string) Option {
-	return func(o *workersOptions) { o.registry = table }
-}
-
 // NewWorkers returns a coordinator that keeps its slots in table ("" means
 // DefaultTable) of db, a database of dialect d, and claims its datacenter
-// ids in the registry table (DefaultRegistry unless WithRegistry says
-// otherwise). The tables are not created: call CreateSchema, or apply
+// ids in the registry table DefaultRegistry, which every worker table of
+// the database shares. The tables are not created: call CreateSchema, or apply
 // SchemaSQL with a migration tool. table must match
 // ^[A-Za-z_][A-Za-z0-9_]{0,62}$; it is also the coordinator's namespace name
 // in the registry and in errors.
@@ -236,25 +222,24 @@ func WithRegistry(table string) Option {
 // A MySQL db should be opened with clientFoundRows=true (OpenDB does);
 // without it Renew reads the slot back when an UPDATE changed nothing. db
 // stays the caller's: the coordinator's Close does not close it.
-func NewWorkers(db *sql.DB, d Dialect, table string, opts ...Option) (*Workers, error) {
+func NewWorkers(db *sql.DB, d Dialect, table string) (*Workers, error) {
+	return newWorkers(db, d, table, DefaultRegistry)
+}
+
+// newWorkers is NewWorkers with the registry table registry (tests give
+// each their own, as a database of its own would).
+func newWorkers(db *sql.DB, d Dialect, table, registry string) (*Workers, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: sqldb: no database", worker.ErrInvalidConfig)
-	}
-	var o workersOptions
-	for _, opt := range opts {
-		opt(&o)
 	}
 	if table == "" {
 		table = DefaultTable
 	}
-	if o.registry == "" {
-		o.registry = DefaultRegistry
-	}
-	q, err := newStatements(d, table, o.registry)
+	q, err := newStatements(d, table, registry)
 	if err != nil {
 		return nil, err
 	}
-	return &Workers{db: db, d: d, table: table, registry: o.registry, q: q, lockHold: lockHoldLimit}, nil
+	return &Workers{db: db, d: d, table: table, registry: registry, q: q, lockHold: lockHoldLimit}, nil
 }
 
 // Close closes the database if OpenWorkers opened it; a Workers made by

@@ -34,7 +34,7 @@ func newTable(t testing.TB, dsn string) (*Workers, *sql.DB) {
 // after the test, and returns a coordinator on them over admin.
 func createWorkers(t testing.TB, admin *sql.DB, d Dialect, table, registry string) *Workers {
 	t.Helper()
-	w, err := NewWorkers(admin, d, table, WithRegistry(registry))
+	w, err := newWorkers(admin, d, table, registry)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func connectorOf(dsn string, w *Workers) connector {
 
 func (c connector) Connect(t *testing.T) worker.Coordinator {
 	db, d := testDB(t, c.dsn)
-	w, err := NewWorkers(db, d, c.table, WithRegistry(c.registry))
+	w, err := newWorkers(db, d, c.table, c.registry)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func (c connector) Connect(t *testing.T) worker.Coordinator {
 func (c connector) ConnectFaulty(t *testing.T) (worker.Coordinator, workertest.Fault) {
 	dsn, p := throughProxy(t, c.dsn)
 	db, d := testDB(t, dsn)
-	w, err := NewWorkers(db, d, c.table, WithRegistry(c.registry))
+	w, err := newWorkers(db, d, c.table, c.registry)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,9 +226,9 @@ func TestTableNameValidation(t *testing.T) {
 		return err
 	}, SchemaSQL)
 	checkRefusesTables(t, "NewWorkers with a registry", func(db *sql.DB, d Dialect, name string) error {
-		_, err := NewWorkers(db, d, "", WithRegistry(name))
+		_, err := newWorkers(db, d, "", name)
 		return err
-	}, RegistrySchemaSQL)
+	}, registrySchemaSQL)
 }
 
 func TestRegistryNames(t *testing.T) {
@@ -244,14 +244,17 @@ func TestRegistryNames(t *testing.T) {
 				t.Errorf("%v: schema %q: want both tables, each statement ended by a semicolon", d, schema)
 			}
 		}
-		w, err = NewWorkers(db, d, "ids", WithRegistry("dcs"))
+		w, err = newWorkers(db, d, "ids", "dcs")
 		if err != nil || w.Registry() != "dcs" || !strings.Contains(w.SchemaSQL(), "CREATE TABLE IF NOT EXISTS "+d.quote("dcs")) {
-			t.Errorf("%v: WithRegistry(dcs): %v, %v", d, w, err)
+			t.Errorf("%v: registry dcs: %v, %v", d, w, err)
 		}
-		if s, err := SchemaSQLWithRegistry(d, "ids", "dcs"); err != nil || s != w.SchemaSQL() {
-			t.Errorf("%v: SchemaSQLWithRegistry = %q, %v; want %q", d, s, err, w.SchemaSQL())
+		if s, err := schemaSQL(d, "ids", "dcs"); err != nil || s != w.SchemaSQL() {
+			t.Errorf("%v: schemaSQL = %q, %v; want %q", d, s, err, w.SchemaSQL())
 		}
-		if _, err := NewWorkers(db, d, "same", WithRegistry("same")); !errors.Is(err, worker.ErrInvalidConfig) {
+		if s, err := RegistrySchemaSQL(d); err != nil || !strings.Contains(s, "CREATE TABLE IF NOT EXISTS "+d.quote(DefaultRegistry)) {
+			t.Errorf("%v: RegistrySchemaSQL = %q, %v; want the table %s", d, s, err, DefaultRegistry)
+		}
+		if _, err := newWorkers(db, d, "same", "same"); !errors.Is(err, worker.ErrInvalidConfig) {
 			t.Errorf("%v: a registry named as the worker table: %v, want ErrInvalidConfig", d, err)
 		}
 	}
@@ -335,7 +338,7 @@ func TestWorkersMissingRegistry(t *testing.T) {
 			t.Fatal(err)
 		}
 		qexec(t, admin, d, ddl)
-		w, err := NewWorkers(admin, d, table, WithRegistry(registry))
+		w, err := newWorkers(admin, d, table, registry)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -572,7 +575,7 @@ func TestExpiryUsesDatabaseClock(t *testing.T) {
 		if _, err := db.ExecContext(ctx, fmt.Sprintf("SET timestamp = %d", ahead.Unix())); err != nil {
 			t.Fatal(err)
 		}
-		fw, err := NewWorkers(db, MySQL, w.table, WithRegistry(w.registry))
+		fw, err := newWorkers(db, MySQL, w.table, w.registry)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -608,7 +611,7 @@ func TestRenewWithoutFoundRows(t *testing.T) {
 	w, _ := newTable(t, dsn)
 	db := noFoundRowsDB(t, dsn)
 	db.SetMaxOpenConns(1)
-	pw, err := NewWorkers(db, MySQL, w.table, WithRegistry(w.registry))
+	pw, err := newWorkers(db, MySQL, w.table, w.registry)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -666,7 +669,7 @@ func TestForeignTable(t *testing.T) {
 		t.Cleanup(func() { admin.ExecContext(context.Background(), "DROP TABLE "+d.quote(name)) })
 		registry := registryName(t)
 		dropAfter(t, admin, d, registry)
-		w, err := NewWorkers(admin, d, name, WithRegistry(registry))
+		w, err := newWorkers(admin, d, name, registry)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -688,7 +691,7 @@ func TestClosedDB(t *testing.T) {
 	forEach(t, func(t *testing.T, dsn string) {
 		w, _ := newTable(t, dsn)
 		db, d := testDB(t, dsn)
-		c, err := NewWorkers(db, d, w.table, WithRegistry(w.registry))
+		c, err := newWorkers(db, d, w.table, w.registry)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -949,7 +952,7 @@ func TestCreateSchemaRace(t *testing.T) {
 			start := make(chan struct{})
 			errs := make(chan error, 2*nodes)
 			for _, db := range dbs {
-				w, err := NewWorkers(db, d, workers, WithRegistry(registry))
+				w, err := newWorkers(db, d, workers, registry)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -969,7 +972,7 @@ func TestCreateSchemaRace(t *testing.T) {
 			if t.Failed() {
 				return
 			}
-			w, _ := NewWorkers(admin, d, workers, WithRegistry(registry))
+			w, _ := newWorkers(admin, d, workers, registry)
 			if _, err := w.List(ctx, 0); err != nil {
 				t.Fatalf("round %d: the table is not usable after the race: %v", round, err)
 			}

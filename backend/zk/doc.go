@@ -8,7 +8,7 @@
 // Point every node of a cluster at the same servers and the same path, with
 // a coordinator URL (the --coordinator flag of the flakeid command):
 //
-//	zk://host:port[,host:port…][/path][?registry=R&leaf=/snowflake/NAME&leaf_interval=D&leaf_margin=D]
+//	zk://host:port[,host:port…][/path][?leaf=/snowflake/NAME&leaf_interval=D&leaf_margin=D]
 //
 // opened by OpenWorkers:
 //
@@ -19,8 +19,10 @@
 //	defer w.Close()
 //	leaser, err := worker.NewLeaser(w, worker.Config{Datacenter: 1})
 //
-// The path defaults to DefaultPrefix, the datacenter registry to
-// DefaultRegistry (WithRegistry, registry=).
+// The path defaults to DefaultPrefix. The datacenter registry is always
+// DefaultRegistry: one per ensemble, so that no two clusters on it can hold
+// the same datacenter and worker id or use two layouts, whatever their
+// paths.
 //
 // # Tree
 //
@@ -31,8 +33,8 @@
 //	<prefix>/<datacenter>/<worker>/high    persistent: the high-water mark, decimal Unix ms; only grows
 //	<prefix>/clock                         persistent, empty: written to read ZooKeeper's clock
 //
-// and the ensemble as a whole has one datacenter registry, shared by every
-// namespace:
+// and the ensemble as a whole has one datacenter registry, under
+// DefaultRegistry, shared by every namespace:
 //
 //	<registry>/<datacenter>                persistent: {"namespace": prefix, "contract": …}
 //

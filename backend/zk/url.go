@@ -13,17 +13,17 @@ import (
 
 // OpenWorkers opens the coordinator a zk:// URL names:
 //
-//	zk://host:port[,host:port…][/path][?registry=R&leaf=/snowflake/NAME&leaf_interval=D&leaf_margin=D]
+//	zk://host:port[,host:port…][/path][?leaf=/snowflake/NAME&leaf_interval=D&leaf_margin=D]
 //
 // The servers are "host:port", or "host" for port 2181. The path is the
-// namespace's (DefaultPrefix when there is none, or "/"), registry= the
-// datacenter registry's path (WithRegistry), and leaf= with leaf_interval=
-// and leaf_margin= (Go durations) the Meituan Leaf cluster to take over
-// (WithLeaf); opts come after the URL's. Any other query parameter, or
-// credentials, is an error naming it, wrapping worker.ErrInvalidConfig. It
-// connects and checks that ZooKeeper answers, within ctx or
-// DefaultDialTimeout when ctx has no deadline: an ensemble that does not is
-// reported as worker.ErrUnavailable. The *Workers owns its connection: Close
+// namespace's (DefaultPrefix when there is none, or "/"), and leaf= with
+// leaf_interval= and leaf_margin= (Go durations) the Meituan Leaf cluster to
+// take over (WithLeaf); opts come after the URL's. Any other query
+// parameter, or credentials, is an error naming it, wrapping
+// worker.ErrInvalidConfig (registry= with the reason: the registry is
+// DefaultRegistry, one per ensemble). It connects and checks that ZooKeeper
+// answers, within ctx or DefaultDialTimeout when ctx has no deadline: an
+// ensemble that does not is reported as worker.ErrUnavailable. The *Workers owns its connection: Close
 // closes it; claims keep their own sessions, which Release closes.
 func OpenWorkers(ctx context.Context, u *url.URL, opts ...Option) (*Workers, error) {
 	servers, prefix, uopts, err := parseURL(u)
@@ -34,8 +34,8 @@ func OpenWorkers(ctx context.Context, u *url.URL, opts ...Option) (*Workers, err
 }
 
 // parseURL reads a URL of OpenWorkers into the servers, the namespace's path
-// and the options (WithRegistry for registry=, WithLeaf for leaf= with
-// leaf_interval= and leaf_margin=). Every error wraps
+// and the options (WithLeaf for leaf= with leaf_interval= and
+// leaf_margin=). Every error wraps
 // worker.ErrInvalidConfig, and none shows the URL: the caller does.
 func parseURL(u *url.URL) (servers []string, prefix string, opts []Option, err error) {
 	bad := func(format string, args ...any) ([]string, string, []Option, error) {
@@ -46,6 +46,9 @@ func parseURL(u *url.URL) (servers []string, prefix string, opts []Option, err e
 	}
 	if u.User != nil {
 		return bad("credentials are not supported")
+	}
+	if err := coord.RefuseRegistry(u, "the nodes under "+DefaultRegistry); err != nil {
+		return nil, "", nil, err
 	}
 	for _, s := range strings.Split(u.Host, ",") {
 		if s == "" {
@@ -77,17 +80,12 @@ func parseURL(u *url.URL) (servers []string, prefix string, opts []Option, err e
 			return bad("%s= given %d times", key, len(vals))
 		}
 		switch key {
-		case "registry":
-			if err := validPath(strings.TrimRight(vals[0], "/")); err != nil {
-				return bad("registry=%q: %v", vals[0], err)
-			}
-			opts = append(opts, WithRegistry(vals[0]))
 		case "leaf", "leaf_interval", "leaf_margin":
 			if leaf == nil {
 				leaf = &LeafConfig{}
 			}
 		default:
-			return bad("%v", coord.UnknownParam(key, []string{"registry", "leaf", "leaf_interval", "leaf_margin"}))
+			return bad("%v", coord.UnknownParam(key, []string{"leaf", "leaf_interval", "leaf_margin"}))
 		}
 	}
 	if leaf != nil {

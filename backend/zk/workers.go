@@ -21,8 +21,8 @@ import (
 // DefaultPrefix is the namespace's path when the URL has none (or "/").
 const DefaultPrefix = "/flakeid/workers"
 
-// DefaultRegistry is the path of the datacenter registry, shared by every
-// namespace of a ZooKeeper ensemble, unless WithRegistry names another.
+// DefaultRegistry is the path of the datacenter registry: one per ZooKeeper
+// ensemble, shared by every namespace (path) on it.
 const DefaultRegistry = "/flakeid/datacenters"
 
 // DefaultDialTimeout bounds OpenWorkers's connection and check when its
@@ -63,18 +63,6 @@ var (
 
 // An Option configures OpenWorkers.
 type Option func(*Workers)
-
-// WithRegistry keeps the datacenter registry under path instead of
-// DefaultRegistry (a trailing "/" is dropped; "" keeps the default). Every
-// namespace that must not share datacenter ids with another uses the same
-// registry.
-func WithRegistry(path string) Option {
-	return func(w *Workers) {
-		if p := strings.TrimRight(path, "/"); p != "" {
-			w.registry = p
-		}
-	}
-}
 
 // WithLogger sends go-zookeeper's log lines to l at debug level; by default
 // they are discarded.

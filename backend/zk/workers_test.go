@@ -93,8 +93,15 @@ func dial(t testing.TB, addr, prefix string, opts ...Option) *Workers {
 	return w
 }
 
+// withRegistry moves a coordinator's datacenter registry to path: a test's
+// own on the shared ensemble, as an ensemble of its own would have (no URL
+// has a way to). connectWorkers checks the path.
+func withRegistry(path string) Option {
+	return func(w *Workers) { w.registry = strings.TrimRight(path, "/") }
+}
+
 func (s space) workers(t testing.TB, addr string, opts ...Option) *Workers {
-	return dial(t, addr, s.prefix, append([]Option{WithRegistry(s.registry)}, opts...)...)
+	return dial(t, addr, s.prefix, append([]Option{withRegistry(s.registry)}, opts...)...)
 }
 
 // proxied is a coordinator of the space through a faultnet proxy to addr
@@ -218,7 +225,7 @@ func (c *connector) Snapshot(t *testing.T) func() {
 // OtherNamespace is a client of the namespace beside the test's, sharing
 // its registry.
 func (c *connector) OtherNamespace(t *testing.T) worker.Coordinator {
-	return dial(t, c.addr, c.other, WithRegistry(c.registry))
+	return dial(t, c.addr, c.other, withRegistry(c.registry))
 }
 
 func TestWorkersConformance(t *testing.T) {
@@ -524,7 +531,7 @@ func TestOpenWorkersErrors(t *testing.T) {
 		t.Fatalf("OpenWorkers of a mute server = %v after %v; want ErrUnavailable at the deadline", err, time.Since(start))
 	}
 	for _, opt := range []Option{
-		WithRegistry("nope"),
+		withRegistry("nope"),
 		WithLeaf(LeafConfig{Path: "snowflake"}),
 		WithLeaf(LeafConfig{Path: "/snowflake/a", Margin: -time.Second}),
 	} {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/flakeid/flakeid/backend/bolt"
 	"github.com/flakeid/flakeid/backend/redis"
-	"github.com/flakeid/flakeid/internal/testenv"
 	"github.com/flakeid/flakeid/snowflake"
 	"github.com/flakeid/flakeid/worker"
 )
@@ -22,15 +20,11 @@ import (
 // the namespace that holds it and only once none of its worker ids is held
 // and its marks have passed — on a real Redis.
 func TestWorkersClaimsAndUnclaim(t *testing.T) {
-	addr := testenv.Redis().Require(t)
+	addr := ownRedis(t) // the registry is the database's one: a Redis of the test's own
 	base := randomName("flakeid-claims-")
-	registry := base + ":datacenters"
-	urlOf := func(prefix string) string { return "redis://" + addr + "/0?prefix=" + prefix + "&registry=" + registry }
+	urlOf := func(prefix string) string { return "redis://" + addr + "/0?prefix=" + prefix }
 	client := goredis.NewClient(&goredis.Options{Addr: addr})
-	t.Cleanup(func() { // t.Context() has ended by then
-		client.Del(context.Background(), registry, base+":a:0", base+":b:0")
-		client.Close()
-	})
+	t.Cleanup(func() { client.Close() })
 	u, err := url.Parse(urlOf(base + ":a"))
 	if err != nil {
 		t.Fatal(err)

@@ -60,14 +60,14 @@ func TestCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a three-node cluster")
 	}
-	testenv.Etcd().Require(t)
 	pg := testenv.Postgres().Require(t)
+	etcd := ownEtcd(t) // the registry is the cluster's one: an etcd of the test's own
 	table := randomName("flakeid_cluster_")
 	dir := t.TempDir()
 	base := freeBase(t)
 	env := append(os.Environ(), "BASE_PORT="+strconv.Itoa(base),
 		"FLAKEID_TEST_CLUSTER_PREFIX=/"+randomName("flakeid-cluster-"),
-		"FLAKEID_TEST_CLUSTER_REGISTRY=/"+randomName("flakeid-cluster-datacenters-"),
+		"FLAKEID_TEST_CLUSTER_ETCD="+etcd,
 		"FLAKEID_TEST_CLUSTER_STORE="+pg+"&table="+table)
 	script := filepath.Join("..", "..", "scripts", "cluster.sh")
 	run := func(args ...string) string {

@@ -10,13 +10,14 @@ import (
 	consulapi "github.com/hashicorp/consul/api"
 )
 
-// zkCoordinatorURL is a zk:// coordinator URL for a fresh path (and
-// registry) on the ZooKeeper at addr, deleted when the test ends.
+// zkCoordinatorURL is a zk:// coordinator URL for a fresh path on the
+// ZooKeeper at addr (a test's own: its registry is the ensemble's one),
+// deleted when the test ends.
 func zkCoordinatorURL(t *testing.T, addr string) string {
 	t.Helper()
 	base := "/" + randomName("flakeid-proof-")
 	t.Cleanup(func() { zkDeleteTree(t, addr, base) })
-	return "zk://" + addr + base + "/workers?registry=" + base + "/datacenters"
+	return "zk://" + addr + base + "/workers"
 }
 
 // zkDeleteTree deletes root and everything under it.
@@ -46,8 +47,8 @@ type discardZKLog struct{}
 func (discardZKLog) Printf(string, ...any) {}
 
 // consulCoordinatorURL is a consul:// coordinator URL for a fresh key
-// prefix (and registry) on the Consul agent at addr, deleted when the test
-// ends.
+// prefix on the Consul agent at addr (a test's own: its registry is the
+// cluster's one), deleted when the test ends.
 func consulCoordinatorURL(t *testing.T, addr string) string {
 	t.Helper()
 	base := randomName("flakeid-proof-")
@@ -62,5 +63,5 @@ func consulCoordinatorURL(t *testing.T, addr string) string {
 		defer cancel()
 		_, _ = c.KV().DeleteTree(base+"/", (&consulapi.WriteOptions{}).WithContext(ctx))
 	})
-	return "consul://" + addr + "/" + base + "/workers?registry=" + base + "/datacenters"
+	return "consul://" + addr + "/" + base + "/workers"
 }

@@ -46,9 +46,9 @@ type backend struct {
 func backends() []backend {
 	return []backend{
 		{[]string{"file"}, opened[coordinator](bolt.OpenWorkers), opened[store](bolt.OpenSegments)},
-		{[]string{"postgres", "postgresql", "mysql"}, openedWith[coordinator](sqldb.OpenWorkers), opened[store](sqldb.OpenSegments)},
-		{[]string{"etcd"}, openedWith[coordinator](etcd.OpenWorkers), nil},
-		{[]string{"redis", "rediss"}, openedWith[coordinator](redis.OpenWorkers), nil},
+		{[]string{"postgres", "postgresql", "mysql"}, opened[coordinator](sqldb.OpenWorkers), opened[store](sqldb.OpenSegments)},
+		{[]string{"etcd"}, opened[coordinator](etcd.OpenWorkers), nil},
+		{[]string{"redis", "rediss"}, opened[coordinator](redis.OpenWorkers), nil},
 		{[]string{"zk"}, openedWith[coordinator](zk.OpenWorkers), nil},
 		{[]string{"consul", "consuls"}, openedWith[coordinator](consul.OpenWorkers), nil},
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -52,13 +53,11 @@ func TestOpenRefusesMisspeltParameters(t *testing.T) {
 		raw   string
 		want  string
 	}{
-		{false, "etcd://127.0.0.1:1/p?registy=/r", "did you mean registry="},
-		{false, "etcd://127.0.0.1:1/p?anything=1", `unknown parameter "anything" (known: registry)`},
-		{false, "zk://127.0.0.1:1/p?registy=/r", "did you mean registry="},
+		{false, "etcd://127.0.0.1:1/p?anything=1", `unknown parameter "anything" (known: none)`},
+		{false, "zk://127.0.0.1:1/p?lef=/snowflake/a", "did you mean leaf="},
 		{false, "consul://127.0.0.1:1/p?lock_dely=1s", "did you mean lock_delay="},
 		{false, "redis://127.0.0.1:1?prefx=a", "did you mean prefix="},
-		{false, "redis://127.0.0.1:1?registy=a", "did you mean registry="},
-		{false, "postgres://u@127.0.0.1:1/db?registy=r", "did you mean registry="},
+		{false, "postgres://u@127.0.0.1:1/db?tabel=r", "did you mean table="},
 		{false, "mysql://u@127.0.0.1:1/db?tabel=t", "did you mean table="},
 		{true, "postgres://u@127.0.0.1:1/db?tabel=t", "did you mean table="},
 		{false, "file:///tmp/x/workers.db?registry=r", `unknown parameter "registry" (known: none)`},
@@ -68,6 +67,39 @@ func TestOpenRefusesMisspeltParameters(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("open %q (store %v): %v, want an error saying %q", tc.raw, tc.store, err, tc.want)
 		}
+	}
+}
+
+// TestOpenRefusesRegistry: no coordinator URL names a datacenter registry of
+// its own. A coordinator keeps one, at a fixed place, for every namespace on
+// it: two clusters given two registries on one coordinator would both be
+// admitted to the same datacenter and worker id (issue 46: 2,696 duplicate
+// IDs in 830,000 on one Redis). Every remote scheme refuses the parameter
+// before it connects, whatever the prefix, path or table, and says why.
+func TestOpenRefusesRegistry(t *testing.T) {
+	for _, raw := range []string{
+		"etcd://127.0.0.1:1/a?registry=/r1",
+		"etcd://127.0.0.1:1?registry=/flakeid/datacenters",
+		"zk://127.0.0.1:1/a?registry=/r2",
+		"zk://127.0.0.1:1/a?leaf=/snowflake/x&registry=/r",
+		"consul://127.0.0.1:1/a?registry=r",
+		"consuls://127.0.0.1:1/a?token=t&registry=r",
+		"redis://127.0.0.1:1/0?prefix=a&registry=r1",
+		"rediss://127.0.0.1:1/3?registry=flakeid:datacenters",
+		"postgres://u@127.0.0.1:1/db?table=a&registry=r",
+		"postgresql://u@127.0.0.1:1/db?registry=r",
+		"mysql://u@127.0.0.1:1/db?registry=r&table=b",
+	} {
+		err := openAndClose(t, false, raw)
+		if err == nil || !strings.Contains(err.Error(), "registry= is not accepted") || !strings.Contains(err.Error(), "one datacenter registry") {
+			t.Errorf("open %q: %v; want registry= refused, saying the coordinator has one registry", raw, err)
+		}
+		u, _ := url.Parse(raw)
+		if u.Scheme == "etcd" || strings.HasPrefix(u.Scheme, "redis") {
+			continue // no schema to print
+		}
+		r := runCLI(t, "workers", "schema", "--coordinator", raw)
+		mustFail(t, r, exitError, "registry= is not accepted")
 	}
 }
 
@@ -86,4 +118,26 @@ func openAndClose(t *testing.T, store bool, raw string) error {
 		c.Close()
 	}
 	return err
+}
+
+// TestCoordinatorScope: serve's warning on datacenter 0 says what one
+// coordinator is for each kind of URL — what shares its one registry — and
+// what lies outside it.
+func TestCoordinatorScope(t *testing.T) {
+	for raw, want := range map[string][2]string{
+		"etcd://10.0.0.1:2379/a":        {"this etcd cluster", "another etcd cluster"},
+		"zk://10.0.0.1:2181/a":          {"this ZooKeeper ensemble", "another ensemble"},
+		"consuls://c:8501/a":            {"this Consul cluster", "another Consul cluster or datacenter"},
+		"redis://h:6379?prefix=a":       {"database 0 of this Redis server", "another database of this one"},
+		"rediss://h:6379/7?prefix=a":    {"database 7 of this Redis server", "another Redis server"},
+		"postgres://u@db/app?table=t":   {"this PostgreSQL database", "another database or schema"},
+		"mysql://u@db/app":              {"this MySQL database", "another database"},
+		"nats://127.0.0.1:4222/flakeid": {"this coordinator", "another server or cluster"},
+		"%zz":                           {"this coordinator", "another server or cluster"},
+	} {
+		this, others := coordinatorScope(raw)
+		if !strings.Contains(this, want[0]) || !strings.Contains(others, want[1]) {
+			t.Errorf("coordinatorScope(%q) = %q, %q; want %q, %q", raw, this, others, want[0], want[1])
+		}
+	}
 }

@@ -192,12 +192,10 @@ func proofBackends() []proofBackend {
 	return []proofBackend{
 		{"file", func(t *testing.T) string { return "file://" + filepath.Join(t.TempDir(), "workers.db") }},
 		{"etcd", func(t *testing.T) string {
-			prefix := randomName("flakeid-proof-")
-			return "etcd://" + testenv.Etcd().Require(t) + "/" + prefix + "?registry=/" + prefix + "-datacenters"
+			return "etcd://" + ownEtcd(t) + "/" + randomName("flakeid-proof-")
 		}},
 		{"redis", func(t *testing.T) string {
-			prefix := randomName("flakeid-proof-")
-			return "redis://" + testenv.Redis().Require(t) + "/0?prefix=" + prefix + "&registry=" + prefix + ":datacenters"
+			return "redis://" + ownRedis(t) + "/0?prefix=" + randomName("flakeid-proof-")
 		}},
 		{"postgres", func(t *testing.T) string {
 			return sqlCoordinatorURL(t, "postgres", testenv.Postgres().Require(t), "")
@@ -206,10 +204,10 @@ func proofBackends() []proofBackend {
 			return sqlCoordinatorURL(t, "mysql", testenv.MySQL().Require(t), "")
 		}},
 		{"zk", func(t *testing.T) string {
-			return zkCoordinatorURL(t, testenv.ZooKeeper().Require(t))
+			return zkCoordinatorURL(t, ownZooKeeper(t))
 		}},
 		{"consul", func(t *testing.T) string {
-			return consulCoordinatorURL(t, testenv.Consul().Require(t))
+			return consulCoordinatorURL(t, ownConsul(t))
 		}},
 	}
 }
@@ -242,13 +240,11 @@ func sqlURL(t *testing.T, scheme, dsn, addr string) string {
 	return u
 }
 
-// sqlCoordinatorURL is sqlURL with a datacenter registry table of its own
-// (the default one outlives the test), dropped when the test ends.
+// sqlCoordinatorURL is sqlURL in a database of the test's own
+// (ownSQLDatabase), whose datacenter registry is the test's alone.
 func sqlCoordinatorURL(t *testing.T, scheme, dsn, addr string) string {
 	t.Helper()
-	registry := randomName("flakeid_proof_dc_")
-	t.Cleanup(func() { dropTable(dsn, scheme, registry) })
-	return sqlURL(t, scheme, dsn, addr) + "&registry=" + registry
+	return sqlURL(t, scheme, ownSQLDatabase(t, scheme, dsn), addr)
 }
 
 // dropTable removes a proof test's table.
@@ -460,24 +456,22 @@ type proxiedBackend struct {
 func proxiedBackends() []proxiedBackend {
 	return []proxiedBackend{
 		{"redis", func(t *testing.T) (string, func(string) string) {
-			addr, prefix := testenv.Redis().Require(t), randomName("flakeid-proof-")
-			return addr, func(a string) string {
-				return "redis://" + a + "/0?prefix=" + prefix + "&registry=" + prefix + ":datacenters"
-			}
+			addr, prefix := ownRedis(t), randomName("flakeid-proof-")
+			return addr, func(a string) string { return "redis://" + a + "/0?prefix=" + prefix }
 		}},
 		{"etcd", func(t *testing.T) (string, func(string) string) {
-			addr, prefix := testenv.Etcd().Require(t), randomName("flakeid-proof-")
-			return addr, func(a string) string { return "etcd://" + a + "/" + prefix + "?registry=/" + prefix + "-datacenters" }
+			addr, prefix := ownEtcd(t), randomName("flakeid-proof-")
+			return addr, func(a string) string { return "etcd://" + a + "/" + prefix }
 		}},
 		{"postgres", sqlProxied("postgres", testenv.Postgres())},
 		{"mysql", sqlProxied("mysql", testenv.MySQL())},
 		{"zk", func(t *testing.T) (string, func(string) string) {
-			addr := testenv.ZooKeeper().Require(t)
+			addr := ownZooKeeper(t)
 			direct := zkCoordinatorURL(t, addr)
 			return addr, func(a string) string { return strings.Replace(direct, addr, a, 1) }
 		}},
 		{"consul", func(t *testing.T) (string, func(string) string) {
-			addr := testenv.Consul().Require(t)
+			addr := ownConsul(t)
 			direct := consulCoordinatorURL(t, addr)
 			return addr, func(a string) string { return strings.Replace(direct, addr, a, 1) }
 		}},

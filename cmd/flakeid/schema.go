@@ -37,7 +37,10 @@ func schemaFor(kind, raw string, out *streams) error {
 	table := u.Query().Get("table")
 	var ddl string
 	if kind == "workers" {
-		ddl, err = sqldb.SchemaSQLWithRegistry(d, table, u.Query().Get("registry"))
+		if err := noRegistry(u); err != nil {
+			return err
+		}
+		ddl, err = sqldb.SchemaSQL(d, table)
 	} else {
 		if table == "" {
 			table = sqldb.DefaultSegmentTable
@@ -55,18 +58,18 @@ func schemaFor(kind, raw string, out *streams) error {
 // a coordinator URL's coordinator creates, and the permissions its client
 // needs: the counterpart of a SQL schema for an operator who sets up ACLs.
 func treeFor(u *url.URL, out *streams) error {
+	if err := noRegistry(u); err != nil {
+		return err
+	}
 	q := u.Query()
 	path := strings.TrimRight(u.Path, "/")
-	registry := strings.TrimRight(q.Get("registry"), "/")
 	var lines []string
 	if strings.HasPrefix(strings.ToLower(u.Scheme), "consul") {
 		path = strings.Trim(path, "/")
 		if path == "" {
 			path = consul.DefaultPrefix
 		}
-		if registry == "" {
-			registry = consul.DefaultRegistry
-		}
+		registry := consul.DefaultRegistry
 		lines = []string{
 			"# Consul KV keys of the coordinator (created when missing), and one session per held worker id",
 			path + "/<datacenter>/namespace         the namespace record (JSON: incarnation, ID-space contract, floor)",
@@ -83,9 +86,7 @@ func treeFor(u *url.URL, out *streams) error {
 		if path == "" {
 			path = zk.DefaultPrefix
 		}
-		if registry == "" {
-			registry = zk.DefaultRegistry
-		}
+		registry := zk.DefaultRegistry
 		lines = []string{
 			"# ZooKeeper nodes of the coordinator (created when missing, with the open ACL unless the ensemble sets one)",
 			path + "/<datacenter>/namespace         persistent: the namespace record (JSON: incarnation, ID-space contract, floor)",
@@ -102,6 +103,15 @@ func treeFor(u *url.URL, out *streams) error {
 	}
 	_, err := fmt.Fprintln(out.stdout, strings.Join(lines, "\n"))
 	return err
+}
+
+// noRegistry refuses a coordinator URL with registry=, as opening it would:
+// a coordinator has one datacenter registry, at a fixed place.
+func noRegistry(u *url.URL) error {
+	if u.Query().Has("registry") {
+		return fmt.Errorf("%q: registry= is not accepted: every namespace on a coordinator shares its one datacenter registry", redactedURL(u))
+	}
+	return nil
 }
 
 // tagsSchemaCmd prints the segment table's DDL.

@@ -140,10 +140,8 @@ func TestTagsCommands(t *testing.T) {
 	if !strings.Contains(r.stdout, `CREATE TABLE IF NOT EXISTS "ids"`) {
 		t.Errorf("workers schema printed:\n%s", r.stdout)
 	}
-	r = runCLI(t, "workers", "schema", "--coordinator", "postgres://u@db/app?table=ids&registry=ids_dc")
-	mustSucceed(t, r)
-	if !strings.Contains(r.stdout, `CREATE TABLE IF NOT EXISTS "ids"`) || !strings.Contains(r.stdout, `CREATE TABLE IF NOT EXISTS "ids_dc"`) {
-		t.Errorf("workers schema with a registry printed:\n%s", r.stdout)
+	if !strings.Contains(r.stdout, `CREATE TABLE IF NOT EXISTS "flakeid_datacenters"`) {
+		t.Errorf("workers schema without the registry table:\n%s", r.stdout)
 	}
 	mustFail(t, runCLI(t, "tags", "schema"), exitError, "postgres:// or mysql://")
 
@@ -155,9 +153,9 @@ func TestTagsCommands(t *testing.T) {
 			t.Errorf("workers schema (zk) does not show %q:\n%s", want, r.stdout)
 		}
 	}
-	r = runCLI(t, "workers", "schema", "--coordinator", "consul://127.0.0.1:8500/ids?registry=dcs")
+	r = runCLI(t, "workers", "schema", "--coordinator", "consul://127.0.0.1:8500/ids")
 	mustSucceed(t, r)
-	for _, want := range []string{"ids/<datacenter>/<worker>/high", `key_prefix "dcs/"`, "session_prefix"} {
+	for _, want := range []string{"ids/<datacenter>/<worker>/high", `key_prefix "flakeid/datacenters/"`, "session_prefix"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("workers schema (consul) does not show %q:\n%s", want, r.stdout)
 		}

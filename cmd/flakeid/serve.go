@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -289,8 +290,10 @@ func (c *serveCmd) Run(ctx context.Context, out *streams) error {
 			"For a second node, point both at one coordinator (--coordinator etcd://…, redis://…, postgres://…), or give each its own --datacenter",
 			"datacenter", st.DatacenterID, "worker", st.WorkerID)
 	case st.DatacenterID == 0:
-		log.Warn("flakeid: datacenter 0 on a shared coordinator: another cluster on another coordinator that also " +
-			"uses datacenter 0 issues the same IDs, and no coordinator can see that; give every cluster its own --datacenter")
+		this, others := coordinatorScope(c.Coord.Coordinator)
+		log.Warn("flakeid: datacenter 0 on a shared coordinator: every cluster on " + this + " shares its one datacenter registry, " +
+			"which refuses this datacenter to any other namespace and any other layout; but a cluster on another coordinator (" + others + ") " +
+			"that also uses datacenter 0 issues the same IDs, and no coordinator can see that; give every cluster its own --datacenter")
 	}
 	scheme := "http"
 	if cfg.TLSCert != "" {
@@ -316,4 +319,33 @@ func (c *serveCmd) Run(ctx context.Context, out *streams) error {
 	err = srv.Serve(ctx, ln)
 	cancel()
 	return errors.Join(err, <-respErr)
+}
+
+// coordinatorScope says what one coordinator is for a coordinator URL —
+// everything that shares its one datacenter registry — and what lies
+// outside it, for serve's warning on datacenter 0.
+func coordinatorScope(raw string) (this, others string) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "this coordinator", "another server or cluster"
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "etcd":
+		return "this etcd cluster", "another etcd cluster"
+	case "zk":
+		return "this ZooKeeper ensemble", "another ensemble"
+	case "consul", "consuls":
+		return "this Consul cluster", "another Consul cluster or datacenter"
+	case "redis", "rediss":
+		db := strings.Trim(u.Path, "/")
+		if db == "" {
+			db = "0"
+		}
+		return "database " + db + " of this Redis server", "another Redis server, or another database of this one"
+	case "postgres", "postgresql":
+		return "this PostgreSQL database (the schema its search_path creates tables in)", "another database or schema"
+	case "mysql":
+		return "this MySQL database", "another database"
+	}
+	return "this coordinator", "another server or cluster"
 }

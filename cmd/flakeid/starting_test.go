@@ -11,10 +11,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	goredis "github.com/redis/go-redis/v9"
-
-	"github.com/flakeid/flakeid/internal/testenv"
 )
 
 // boundAddrs waits for serve's "listening" line and returns its addresses.
@@ -47,19 +43,11 @@ func TestServeBindsFirst(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the binary")
 	}
-	addr := testenv.Redis().Require(t)
 	t.Parallel()
+	addr := ownRedis(t) // the registry is the database's one: a Redis of the test's own
 	bin := proofBin.get(t)
 	prefix := randomName("flakeid-bind-")
-	t.Cleanup(func() {
-		c := goredis.NewClient(&goredis.Options{Addr: addr})
-		defer c.Close()
-		keys, _ := c.Keys(context.Background(), prefix+"*").Result()
-		if len(keys) > 0 {
-			c.Del(context.Background(), keys...)
-		}
-	})
-	coord := []string{"--coordinator", "redis://" + addr + "/0?prefix=" + prefix + "&registry=" + prefix + ":registry",
+	coord := []string{"--coordinator", "redis://" + addr + "/0?prefix=" + prefix,
 		"--worker-bits", "0", "--datacenter", "3"}
 	first, firstURL := startServe(t, bin, append([]string{"--resp-listen", "127.0.0.1:0"}, coord...)...)
 	firstRESP := regexp.MustCompile(`msg="flakeid: serving RESP" addr=(\S+)`)

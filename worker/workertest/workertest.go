@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
@@ -95,6 +96,7 @@ func Run(t *testing.T, h Harness) {
 		{"ContractConflictRefused", s.contractConflict},
 		{"DatacenterOfAnotherNamespaceRefused", s.datacenterClaimed},
 		{"OneIDSpacePerRegistry", s.oneSpace},
+		{"NamespacesNeverShareADatacenter", s.namespacesApart},
 		{"RefusalsWriteNothing", s.refusalsWriteNothing},
 		{"ClockAheadRefusedBeforeWriting", s.clockAhead},
 		{"RenewPastTheBoundRefused", s.renewPastBound},
@@ -685,6 +687,56 @@ func (s *suite) oneSpace(t *testing.T) {
 	r := s.req("same", 4, ms(time.Now()))
 	r.Datacenter = 1
 	mustAcquire(t, c, r)
+}
+
+// namespacesApart searches random sequences of Acquires from two namespaces
+// of one coordinator, with random layouts and datacenters: whatever the
+// order, everything admitted shares one ID space, and no datacenter is
+// admitted to both namespaces — so no two admitted nodes can issue the same
+// 63-bit value (issue 46: two registries on one Redis admitted two
+// clusters to the same datacenter and worker id). A refusal wraps
+// ErrContract, or ErrExhausted within a namespace.
+func (s *suite) namespacesApart(t *testing.T) {
+	seed := time.Now().UnixNano()
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	t.Logf("seed %d", seed)
+	spaces := []string{testSpace, "41/4/6/12 × 1ms since 2025-01-01T00:00:00Z", "39/5/5/14 × 10ms since 2025-01-01T00:00:00Z"}
+	for trial := range 3 {
+		conn := s.h.Open(t)
+		namespaces := []worker.Coordinator{conn.Connect(t), conn.OtherNamespace(t)}
+		if namespaces[1] == nil {
+			t.Skip("one namespace per coordinator")
+		}
+		space := ""              // the ID space of everything admitted
+		owner := map[int64]int{} // datacenter → the namespace admitted to it
+		for step := range 10 {
+			ns, dc, sp := rng.IntN(len(namespaces)), int64(rng.IntN(3)), spaces[rng.IntN(len(spaces))]
+			r := s.req(fmt.Sprintf("t%d-s%d", trial, step), 2, ms(time.Now()))
+			r.Datacenter, r.Space, r.Contract = dc, sp, sp+"; quarantine 0s"
+			_, err := namespaces[ns].Acquire(ctxT(t), r)
+			what := fmt.Sprintf("trial %d step %d: namespace %d, datacenter %d, space %q", trial, step, ns, dc, sp)
+			switch {
+			case err == nil:
+				if space != "" && sp != space {
+					t.Fatalf("%s admitted beside the space %q: two layouts on one coordinator", what, space)
+				}
+				if o, ok := owner[dc]; ok && o != ns {
+					t.Fatalf("%s admitted, but namespace %d holds the datacenter: both can issue the same IDs", what, o)
+				}
+				space, owner[dc] = sp, ns
+			case errors.Is(err, worker.ErrContract):
+				if o, ok := owner[dc]; space == "" || (sp == space && (!ok || o == ns)) {
+					t.Fatalf("%s refused with nothing in its way: %v", what, err)
+				}
+			case errors.Is(err, worker.ErrExhausted):
+				if o, ok := owner[dc]; !ok || o != ns || sp != space {
+					t.Fatalf("%s: %v; want ErrContract", what, err)
+				}
+			default:
+				t.Fatalf("%s: %v", what, err)
+			}
+		}
+	}
 }
 
 // refusalsWriteNothing: an Acquire refused because every id is held or for

@@ -87,3 +87,22 @@ func UnknownParam(key string, known []string) error {
 	}
 	return fmt.Errorf("unknown parameter %q (known: %s)", key, list)
 }
+
+// RefuseRegistry refuses, as InvalidURL, a registry= parameter in u.
+// A coordinator keeps one datacenter registry, at a fixed place (registry:
+// the key, path or table, to name), that every namespace on it shares:
+// admission reads the ID space and the datacenter claims there, so that no
+// two nodes on the coordinator can hold the same datacenter and worker id
+// or use overlapping layouts, whatever their prefixes, paths or tables. A
+// registry chosen per URL would split the coordinator into independent
+// worlds that issue the same IDs, so the parameter is refused rather than
+// ignored.
+func RefuseRegistry(u *url.URL, registry string) error {
+	if _, ok := u.Query()["registry"]; !ok {
+		return nil
+	}
+	return InvalidURL(fmt.Errorf("registry= is not accepted: every namespace on a coordinator shares its one datacenter registry (%s), "+
+		"so that two clusters on one coordinator can never hold the same datacenter and worker id or use two layouts; "+
+		"remove the parameter (the nodes' namespaces keep their own prefixes, paths or tables), "+
+		"and give a cluster that must stay apart a coordinator of its own", registry))
+}

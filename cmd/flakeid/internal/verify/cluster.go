@@ -84,7 +84,7 @@ func (r *runner) setupPostgres() error {
 	return nil
 }
 
-// dropTable removes the run's segment table and the SQL group's tables.
+// dropTable removes the run's segment table and the SQL group's schema.
 func (r *runner) dropTable() {
 	if r.table == "" {
 		return
@@ -96,8 +96,9 @@ func (r *runner) dropTable() {
 	defer db.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for _, t := range append([]string{r.table}, r.sqlTables...) {
-		db.ExecContext(ctx, `DROP TABLE IF EXISTS "`+t+`"`)
+	db.ExecContext(ctx, `DROP TABLE IF EXISTS "`+r.table+`"`)
+	if r.sqlSchema != "" {
+		db.ExecContext(ctx, `DROP SCHEMA IF EXISTS "`+r.sqlSchema+`" CASCADE`)
 	}
 }
 
@@ -391,7 +392,7 @@ func (r *runner) setupCluster(ctx context.Context) error {
 		}
 	}
 	if r.cfg.SQLNodes > 0 {
-		if err := r.setupSQLGroup(); err != nil {
+		if err := r.setupSQLGroup(ctx); err != nil {
 			return err
 		}
 	}

@@ -368,24 +368,36 @@ func randomSuffix() string {
 	return hex.EncodeToString(b[:])
 }
 
-// setupSQLGroup names the SQL group's fresh tables and its coordinator URL,
-// through the PostgreSQL proxy (so that pg-restart hits its leases too).
-// The nodes create the tables.
-func (r *runner) setupSQLGroup() error {
+// setupSQLGroup makes the SQL group's coordinator a database of its own —
+// a fresh schema, which the nodes' search_path creates the tables in — and
+// names its coordinator URL, through the PostgreSQL proxy (so that
+// pg-restart hits its leases too). A coordinator has one datacenter
+// registry, shared by every table of it: on the shared database the group
+// would meet the claims and layouts of every other user (and of earlier
+// runs), and its own would stay behind. The nodes create the tables; the
+// schema is dropped at the end.
+func (r *runner) setupSQLGroup(ctx context.Context) error {
 	u, err := url.Parse(r.storeURL)
 	if err != nil {
 		return err
 	}
 	sfx := randomSuffix()
-	workers, registry := "flakeid_verify_w_"+sfx, "flakeid_verify_dc_"+sfx
-	r.sqlTables = []string{workers, registry, "flakeid_verify_snap_" + sfx}
+	schema := "flakeid_verify_" + sfx
+	if _, err := r.sqlExec(ctx, `CREATE SCHEMA "`+schema+`"`); err != nil {
+		return fmt.Errorf("the SQL group's schema: %w", err)
+	}
+	r.sqlSchema = schema
+	r.sqlTables = []string{"flakeid_workers", "flakeid_snapshot"}
 	q := u.Query()
-	q.Set("table", workers)
-	q.Set("registry", registry)
+	q.Set("table", r.sqlTables[0])
+	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
 	r.sqlCoordURL = u.String()
 	return nil
 }
+
+// sqlTable is the quoted name of the SQL group's table t in its schema.
+func (r *runner) sqlTable(t string) string { return `"` + r.sqlSchema + `"."` + t + `"` }
 
 // sqlExec runs statements on the PostgreSQL directly (not through the
 // proxy), in one transaction, and returns the rows the last one affected.
@@ -417,11 +429,11 @@ func (r *runner) sqlExec(ctx context.Context, stmts ...string) (int64, error) {
 // that copy back in its place in one transaction, as a restore from a
 // backup would.
 func (r *runner) snapshotSQL(ctx context.Context) (int64, error) {
-	w, snap := r.sqlTables[0], r.sqlTables[2]
-	return r.sqlExec(ctx, `DROP TABLE IF EXISTS "`+snap+`"`, `CREATE TABLE "`+snap+`" AS SELECT * FROM "`+w+`"`)
+	w, snap := r.sqlTable(r.sqlTables[0]), r.sqlTable(r.sqlTables[1])
+	return r.sqlExec(ctx, `DROP TABLE IF EXISTS `+snap, `CREATE TABLE `+snap+` AS SELECT * FROM `+w)
 }
 
 func (r *runner) restoreSQL(ctx context.Context) (int64, error) {
-	w, snap := r.sqlTables[0], r.sqlTables[2]
-	return r.sqlExec(ctx, `DELETE FROM "`+w+`"`, `INSERT INTO "`+w+`" SELECT * FROM "`+snap+`"`)
+	w, snap := r.sqlTable(r.sqlTables[0]), r.sqlTable(r.sqlTables[1])
+	return r.sqlExec(ctx, `DELETE FROM `+w, `INSERT INTO `+w+` SELECT * FROM `+snap)
 }

@@ -173,7 +173,8 @@ type runner struct {
 
 	redis       *redisProc // the Redis group's server
 	sqlCoordURL string     // the SQL group's --coordinator
-	sqlTables   []string   // the SQL group's tables: workers, registry, snapshot (dropped at the end)
+	sqlSchema   string     // the SQL group's schema: its coordinator's database (dropped at the end)
+	sqlTables   []string   // the SQL group's tables in it: workers, snapshot
 	extraStarts int        // processes started to be refused, for their directories
 	groups      []*group
 	nodes       []*node
