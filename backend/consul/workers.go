@@ -205,6 +205,7 @@
 package consul
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -347,6 +348,9 @@ func OpenWorkers(ctx context.Context, u *url.URL, opts ...Option) (*Workers, err
 		cfg.Address = net.JoinHostPort(u.Hostname(), port)
 	}
 	if err := coord.RefuseRegistry(u, "the keys under "+DefaultRegistry+"/"); err != nil {
+		return nil, err
+	}
+	if err := coord.InsideRegistry(cmp.Or(strings.Trim(u.Path, "/"), DefaultPrefix), DefaultRegistry); err != nil {
 		return nil, err
 	}
 	q, err := url.ParseQuery(u.RawQuery)

@@ -161,6 +161,7 @@
 package etcd
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -252,6 +253,9 @@ func OpenWorkers(ctx context.Context, u *url.URL) (*Workers, error) {
 		return nil, err
 	}
 	if err := coord.CheckParams(u); err != nil {
+		return nil, err
+	}
+	if err := coord.InsideRegistry(strings.TrimRight(cmp.Or(u.Path, DefaultPrefix), "/"), DefaultRegistry); err != nil {
 		return nil, err
 	}
 	var endpoints []string

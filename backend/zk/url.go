@@ -63,6 +63,9 @@ func parseURL(u *url.URL) (servers []string, prefix string, opts []Option, err e
 	if err := validPath(prefix); err != nil {
 		return bad("path %q: %v", u.Path, err)
 	}
+	if err := coord.InsideRegistry(prefix, DefaultRegistry); err != nil {
+		return nil, "", nil, err
+	}
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
 		return bad("query: %v", err)

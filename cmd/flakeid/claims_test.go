@@ -3,6 +3,7 @@ package main
 import (
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -106,5 +107,34 @@ func TestWorkersLowerMark(t *testing.T) {
 	r = runCLI(t, "workers", "ls", "--json", "--data-dir", dir)
 	if !strings.Contains(r.stdout, `"high_water":"`+stamp(to)+`"`) {
 		t.Fatalf("workers ls after lower-mark:\n%s%s", r.stdout, r.stderr)
+	}
+}
+
+// TestTwoClustersOnOneCoordinator is issue 46's case as a new user meets
+// it: two clusters on one Redis, default layout, datacenter 0, under the
+// prefixes a and b. The second is refused at start, naming the first; with
+// a registry of their own each (registry=r1, registry=r2: 2,696 duplicate
+// IDs in 830,000 when the issue was filed) both are refused before they
+// connect.
+func TestTwoClustersOnOneCoordinator(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits the quarantine of a new coordinator")
+	}
+	addr := ownRedis(t)
+	base := randomName("flakeid-two-")
+	urlOf := func(ns, extra string) string { return "redis://" + addr + "/0?prefix=" + base + ":" + ns + extra }
+	for i, ns := range []string{"a", "b"} {
+		r := runCLI(t, "next", "--coordinator", urlOf(ns, "&registry=r"+strconv.Itoa(i+1)), "-n", "1")
+		mustFail(t, r, exitError, "registry= is not accepted")
+	}
+	r := runCLI(t, "next", "--coordinator", urlOf("a", ""), "-n", "3")
+	mustSucceed(t, r)
+	if n := len(strings.Fields(r.stdout)); n != 3 {
+		t.Fatalf("the first cluster printed %d IDs, want 3:\n%s", n, r.stdout)
+	}
+	r = runCLI(t, "next", "--coordinator", urlOf("b", ""), "-n", "3")
+	mustFail(t, r, exitError, "datacenter 0 is claimed", base+":a", base+":b")
+	if strings.TrimSpace(r.stdout) != "" {
+		t.Fatalf("the refused cluster printed IDs:\n%s", r.stdout)
 	}
 }

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestOpenSchemes checks the scheme table: every scheme reaches its
@@ -100,6 +102,27 @@ func TestOpenRefusesRegistry(t *testing.T) {
 		}
 		r := runCLI(t, "workers", "schema", "--coordinator", raw)
 		mustFail(t, r, exitError, "registry= is not accepted")
+	}
+	// Nor may a namespace lie inside the registry, where its keys would be
+	// read as claims; one around it is fine.
+	for raw, inside := range map[string]bool{
+		"etcd://127.0.0.1:1/flakeid/datacenters":      true,
+		"etcd://127.0.0.1:1/flakeid/datacenters/a":    true,
+		"zk://127.0.0.1:1/flakeid/datacenters/":       true,
+		"consul://127.0.0.1:1/flakeid/datacenters/a/": true,
+		"etcd://127.0.0.1:1/flakeid":                  false,
+		"zk://127.0.0.1:1/flakeid/datacenters-a":      false,
+		"consul://127.0.0.1:1/flakeid/datacenters2":   false,
+	} {
+		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+		c, err := openCoordinator(ctx, raw)
+		cancel()
+		if err == nil {
+			c.Close()
+		}
+		if got := err != nil && strings.Contains(err.Error(), "lies inside the datacenter registry"); got != inside {
+			t.Errorf("open %q: %v; refused as inside the registry: %v, want %v", raw, err, got, inside)
+		}
 	}
 }
 

@@ -106,3 +106,14 @@ func RefuseRegistry(u *url.URL, registry string) error {
 		"remove the parameter (the nodes' namespaces keep their own prefixes, paths or tables), "+
 		"and give a cluster that must stay apart a coordinator of its own", registry))
 }
+
+// InsideRegistry refuses, as InvalidURL, a namespace prefix (a key prefix or
+// path, without a trailing "/") at or under the registry's: its keys would
+// stand among the registry's entries, which every namespace of the
+// coordinator reads as datacenter claims.
+func InsideRegistry(prefix, registry string) error {
+	if prefix != registry && !strings.HasPrefix(prefix, registry+"/") {
+		return nil
+	}
+	return InvalidURL(fmt.Errorf("the prefix %s lies inside the datacenter registry %s, which every namespace of the coordinator shares: choose another", prefix, registry))
+}
