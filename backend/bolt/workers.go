@@ -344,7 +344,7 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 		prev := r.HighMs
 		r.Holder = req.Owner
 		r.ExpiresMs = nowMs + req.TTL.Milliseconds()
-		r.HighMs = max(r.HighMs, req.Reserve.UnixMilli())
+		r.HighMs = max(r.HighMs, coord.CeilMs(req.Reserve))
 		if err := put(b, req.Datacenter, best, r); err != nil {
 			return err
 		}
@@ -620,14 +620,14 @@ func (c *claim) change(ctx context.Context, renew bool, reserve time.Time, fn fu
 func (c *claim) Renew(ctx context.Context, ttl time.Duration, reserve time.Time) error {
 	return c.change(ctx, true, reserve, func(r *record, nowMs int64) {
 		r.ExpiresMs = nowMs + ttl.Milliseconds()
-		r.HighMs = max(r.HighMs, reserve.UnixMilli())
+		r.HighMs = max(r.HighMs, coord.CeilMs(reserve))
 	})
 }
 
 func (c *claim) Release(ctx context.Context, reserve time.Time) error {
 	return c.change(ctx, false, reserve, func(r *record, _ int64) {
 		r.Holder, r.ExpiresMs = "", 0
-		r.HighMs = max(r.HighMs, reserve.UnixMilli())
+		r.HighMs = max(r.HighMs, coord.CeilMs(reserve))
 	})
 }
 

@@ -83,6 +83,7 @@ func Run(t *testing.T, h Harness) {
 		{"ExhaustionNamesCount", s.exhaustion},
 		{"RenewExtendsAndRaises", s.renew},
 		{"HighWaterNeverDecreases", s.highWaterMonotone},
+		{"MarkNeverBelowReservation", s.markCoversReservation},
 		{"ReleaseFreesKeepingHighWater", s.release},
 		{"ExpiryAndTakeover", s.takeover},
 		{"PrefersPassedHighWater", s.prefersPassed},
@@ -274,6 +275,38 @@ func (s *suite) highWaterMonotone(t *testing.T) {
 	}
 	if got := slot(t, c, 0, 0).HighWater; !got.Equal(high) {
 		t.Fatalf("Acquire with a lower reservation lowered the high-water mark to %v", got)
+	}
+}
+
+// markCoversReservation: a reservation between two milliseconds is stored
+// rounded up, never down, by Acquire, Renew and Release: a mark below the
+// reservation would let the next holder start in a tick this one used.
+func (s *suite) markCoversReservation(t *testing.T) {
+	c := s.h.Open(t).Connect(t)
+	covers := func(what string, reserve time.Time) {
+		t.Helper()
+		if got := slot(t, c, 0, 0).HighWater; got.Before(reserve) {
+			t.Fatalf("%s with the reservation %s stored the mark %s, below it", what,
+				reserve.UTC().Format(time.RFC3339Nano), got.UTC().Format(time.RFC3339Nano))
+		}
+	}
+	base := ms(time.Now())
+	reserve := base.Add(300*time.Millisecond + 400*time.Microsecond)
+	cl := mustAcquire(t, c, s.req("a", 1, reserve))
+	covers("Acquire", reserve)
+	reserve = base.Add(700*time.Millisecond + time.Microsecond)
+	if err := cl.Renew(ctxT(t), s.h.TTL, reserve); err != nil {
+		t.Fatalf("Renew: %v", err)
+	}
+	covers("Renew", reserve)
+	reserve = base.Add(900*time.Millisecond + 999*time.Microsecond)
+	if err := cl.Release(ctxT(t), reserve); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	covers("Release", reserve)
+	next := mustAcquire(t, c, s.req("b", 1, base))
+	if next.Previous().Before(reserve) {
+		t.Fatalf("the next holder's Previous %s is below the last reservation %s", next.Previous(), reserve)
 	}
 }
 
