@@ -317,7 +317,8 @@ func NewWorkers(client *consulapi.Client, prefix string, opts ...Option) *Worker
 // The other CONSUL_HTTP_* variables of consulapi.DefaultConfig (TLS files,
 // basic auth) apply. Any other query key, or user information in the URL,
 // is an error wrapping worker.ErrInvalidConfig (registry= with the reason:
-// the registry is DefaultRegistry, one per Consul cluster). It checks that the agent answers, within ctx or
+// the registry is DefaultRegistry, one per Consul cluster), and so is a
+// prefix inside it. It checks that the agent answers, within ctx or
 // DefaultDialTimeout when ctx has no deadline: an agent that does not is
 // reported as worker.ErrUnavailable.
 func OpenWorkers(ctx context.Context, u *url.URL, opts ...Option) (*Workers, error) {

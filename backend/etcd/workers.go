@@ -238,8 +238,8 @@ func NewWorkers(client *clientv3.Client, prefix string) *Workers {
 // authentication: make the client and wrap it with NewWorkers). The path is
 // the key prefix as NewWorkers takes it (DefaultPrefix when there is none).
 // A query parameter is an error wrapping worker.ErrInvalidConfig (registry=
-// with the reason: the registry is DefaultRegistry, one per cluster). It
-// checks that etcd answers, within ctx or DefaultDialTimeout when ctx has no deadline: an
+// with the reason: the registry is DefaultRegistry, one per cluster), and
+// so is a prefix inside it. It checks that etcd answers, within ctx or DefaultDialTimeout when ctx has no deadline: an
 // etcd that does not is reported as worker.ErrUnavailable. The *Workers owns
 // the client it made: Close closes it.
 func OpenWorkers(ctx context.Context, u *url.URL) (*Workers, error) {

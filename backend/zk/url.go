@@ -21,7 +21,7 @@ import (
 // take over (WithLeaf); opts come after the URL's. Any other query
 // parameter, or credentials, is an error naming it, wrapping
 // worker.ErrInvalidConfig (registry= with the reason: the registry is
-// DefaultRegistry, one per ensemble). It connects and checks that ZooKeeper
+// DefaultRegistry, one per ensemble), and so is a path inside it. It connects and checks that ZooKeeper
 // answers, within ctx or DefaultDialTimeout when ctx has no deadline: an
 // ensemble that does not is reported as worker.ErrUnavailable. The *Workers owns its connection: Close
 // closes it; claims keep their own sessions, which Release closes.
