@@ -163,43 +163,11 @@ func checkRefusesTables(t *testing.T, what string, newStore func(*sql.DB, Dialec
 	}
 }
 
-// ownDatabase makes a database of the test's own on dsn's server — on
-// MySQL a database, on PostgreSQL a schema that the returned DSN's
-// search_path puts every table in — dropped with its tables after the
-// test, and returns the DSN that reaches it: a coordinator of its own, with
-// its own datacenter registry (DefaultRegistry there), for the tests that
-// open a coordinator from its URL and so cannot name a registry.
+// ownDatabase is testenv.OwnDatabase on dsn: a database of the test's own,
+// with its own datacenter registry, for the tests that open a coordinator
+// from its URL and so cannot name a registry.
 func ownDatabase(t testing.TB, dsn string) string {
 	t.Helper()
-	admin, d := testDB(t, dsn)
-	name := "flakeid_test_" + randomHex(t)
-	create, drop := "CREATE DATABASE "+name, "DROP DATABASE IF EXISTS "+name
-	if d == Postgres {
-		create, drop = "CREATE SCHEMA "+name, "DROP SCHEMA IF EXISTS "+name+" CASCADE"
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	if _, err := admin.ExecContext(ctx, create); err != nil {
-		t.Fatalf("%s: %v", create, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if _, err := admin.ExecContext(ctx, drop); err != nil {
-			t.Errorf("%s: %v", drop, err)
-		}
-	})
-	if d == Postgres {
-		sep := "?"
-		if strings.Contains(dsn, "?") {
-			sep = "&"
-		}
-		return dsn + sep + "search_path=" + name
-	}
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.DBName = name
-	return cfg.FormatDSN()
+	admin, _ := testDB(t, dsn)
+	return testenv.OwnDatabase(t, admin, dsn)
 }

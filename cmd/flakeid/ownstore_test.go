@@ -8,12 +8,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/flakeid/flakeid/backend/sqldb"
@@ -113,46 +111,14 @@ func ownConsul(t *testing.T) string {
 	return s.Addr()
 }
 
-// ownSQLDatabase makes a database of the test's own on the server of dsn
-// (a driver DSN of scheme "postgres" or "mysql") — on MySQL a database, on
-// PostgreSQL a schema that the returned DSN's search_path creates every
-// table in — dropped with its tables when the test ends, and returns the
-// DSN that reaches it.
-func ownSQLDatabase(t *testing.T, scheme, dsn string) string {
+// ownSQLDatabase is testenv.OwnDatabase on dsn (a driver DSN): a database
+// of the test's own on its server, dropped when the test ends.
+func ownSQLDatabase(t *testing.T, dsn string) string {
 	t.Helper()
 	db, _, err := sqldb.OpenDB(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := randomName("flakeid_test_")
-	create, drop := "CREATE DATABASE "+name, "DROP DATABASE IF EXISTS "+name
-	if scheme == "postgres" {
-		create, drop = "CREATE SCHEMA "+name, "DROP SCHEMA IF EXISTS "+name+" CASCADE"
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	if _, err := db.ExecContext(ctx, create); err != nil {
-		db.Close()
-		t.Fatalf("%s: %v", create, err)
-	}
-	t.Cleanup(func() {
-		defer db.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if _, err := db.ExecContext(ctx, drop); err != nil {
-			t.Logf("%s: %v", drop, err)
-		}
-	})
-	if scheme == "postgres" {
-		sep := "?"
-		if strings.Contains(dsn, "?") {
-			sep = "&"
-		}
-		return dsn + sep + "search_path=" + name
-	}
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.Replace(dsn, ")/"+cfg.DBName, ")/"+name, 1)
+	t.Cleanup(func() { db.Close() })
+	return testenv.OwnDatabase(t, db, dsn)
 }

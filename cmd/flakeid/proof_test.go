@@ -244,7 +244,7 @@ func sqlURL(t *testing.T, scheme, dsn, addr string) string {
 // (ownSQLDatabase), whose datacenter registry is the test's alone.
 func sqlCoordinatorURL(t *testing.T, scheme, dsn, addr string) string {
 	t.Helper()
-	return sqlURL(t, scheme, ownSQLDatabase(t, scheme, dsn), addr)
+	return sqlURL(t, scheme, ownSQLDatabase(t, dsn), addr)
 }
 
 // dropTable removes a proof test's table.

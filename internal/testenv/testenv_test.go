@@ -1,8 +1,12 @@
 package testenv
 
 import (
+	"database/sql"
 	"os"
 	"testing"
+
+	_ "github.com/go-sql-driver/mysql"
+	_ "github.com/jackc/pgx/v5/stdlib"
 )
 
 func TestHostPort(t *testing.T) {
@@ -27,4 +31,46 @@ func TestCommand(t *testing.T) {
 		Command(t, "flakeid-no-such-program", "a program that is never installed")
 		t.Fatal("Command of a missing program returned")
 	})
+}
+
+// TestOwnDatabase: the DSN OwnDatabase returns reaches a database (MySQL) or
+// schema (PostgreSQL) of the test's own: a table made through it is not in
+// the shared database, and the whole is gone after the test.
+func TestOwnDatabase(t *testing.T) {
+	for _, tc := range []struct {
+		svc    Service
+		driver string
+	}{{Postgres(), "pgx"}, {MySQL(), "mysql"}} {
+		t.Run(tc.svc.Name, func(t *testing.T) {
+			dsn := tc.svc.Require(t)
+			admin, err := sql.Open(tc.driver, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer admin.Close()
+			var own string
+			t.Run("inside", func(t *testing.T) {
+				own = OwnDatabase(t, admin, dsn)
+				db, err := sql.Open(tc.driver, own)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer db.Close()
+				if _, err := db.ExecContext(t.Context(), "CREATE TABLE flakeid_own_probe (x INT)"); err != nil {
+					t.Fatalf("CREATE TABLE through %s: %v", own, err)
+				}
+				if _, err := admin.ExecContext(t.Context(), "SELECT x FROM flakeid_own_probe"); err == nil {
+					t.Fatalf("the table made through %s is in the shared database", own)
+				}
+			})
+			db, err := sql.Open(tc.driver, own)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if _, err := db.ExecContext(t.Context(), "SELECT x FROM flakeid_own_probe"); err == nil {
+				t.Fatalf("the table made through %s outlived the test", own)
+			}
+		})
+	}
 }
