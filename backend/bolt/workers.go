@@ -515,9 +515,10 @@ func (c *claim) Previous() time.Time { return c.prev }
 // Clock implements worker.Claim: this machine's clock, never stale.
 func (c *claim) Clock() (time.Time, time.Duration) { return c.clock, 0 }
 
-// change checks the namespace record and, if this owner still holds the
-// slot, applies fn to it. A lost or rolled-back namespace is re-initialised
-// (in the same transaction, committed) and reported with worker.ErrReset.
+// change checks the namespace record and the slot (worker.Diagnose) and, if
+// this owner still holds the slot, applies fn to it. A lost or rolled-back
+// namespace is re-initialised (in the same transaction, committed) and
+// reported with worker.ErrReset.
 func (c *claim) change(ctx context.Context, renew bool, reserve time.Time, fn func(r *record, nowMs int64)) error {
 	incarnation := coord.NewIncarnation()
 	var reset error
@@ -538,45 +539,17 @@ func (c *claim) change(ctx context.Context, renew bool, reserve time.Time, fn fu
 		if err != nil {
 			return err
 		}
-		where := fmt.Sprintf("datacenter %d in %s", c.dc, c.w.path)
-		var lost string
-		switch {
-		case !ok:
-			lost = fmt.Sprintf("the namespace record of %s is gone", where)
-		case ns.InitialisedMs < c.initMs:
-			lost = fmt.Sprintf("the namespace record of %s was initialised at %s, before the %s this holder acquired under: the file went back to an older copy",
-				where, coord.FormatMs(ns.InitialisedMs), coord.FormatMs(c.initMs))
-		case ns.Incarnation == c.incarnation && !slotOK:
-			lost = fmt.Sprintf("worker %d's slot in %s is gone", c.id, where)
-		case ns.Incarnation == c.incarnation && r.HighMs < c.storedMs:
-			lost = fmt.Sprintf("worker %d's high-water mark in %s is %s, below the %s this holder stored: the file went back to an older copy",
-				c.id, where, coord.FormatMs(r.HighMs), coord.FormatMs(c.storedMs))
-		case ns.Incarnation == c.incarnation && nowMs < c.leaseMs && (r.Holder != c.owner || r.ExpiresMs <= nowMs) &&
-			!holderGone(c.owner):
-			// The file granted this claim the slot until leaseMs by this
-			// machine's clock, which has not got there: in a consistent
-			// timeline nobody else can hold it, nor can it be free or
-			// lapsed. (A holder whose process on this host is gone is
-			// freed at once; that is never this live claim, whose owner is
-			// its own process, but an owner naming another, dead, process
-			// could be, so it is left to the ordinary check.)
-			var found string
-			switch {
-			case r.Holder == "":
-				found = fmt.Sprintf("worker %d in %s is free", c.id, where)
-			case r.Holder != c.owner:
-				found = fmt.Sprintf("worker %d in %s is held by %q until %s", c.id, where, r.Holder, coord.FormatMs(r.ExpiresMs))
-			default:
-				found = fmt.Sprintf("worker %d's lease in %s ended at %s", c.id, where, coord.FormatMs(r.ExpiresMs))
-			}
-			lost = fmt.Sprintf("%s while this holder's lease runs until %s by the coordinator's clock (this machine's, now %s): the file went back to an older copy",
-				found, coord.FormatMs(c.leaseMs), coord.FormatMs(nowMs))
-		case ns.Incarnation != c.incarnation:
-			reset = fmt.Errorf("%w: the namespace record of %s was re-initialised at %s (incarnation %s), after the %s this holder acquired under (incarnation %s): the file lost its state or went back to an older copy",
-				worker.ErrReset, where, coord.FormatMs(ns.InitialisedMs), ns.Incarnation, coord.FormatMs(c.initMs), c.incarnation)
-			return nil
+		found := worker.Found{Where: fmt.Sprintf("datacenter %d in %s", c.dc, c.w.path), Store: "the file", Now: coord.MsTime(nowMs)}
+		if ok {
+			found.Record = &worker.Namespace{Incarnation: ns.Incarnation, Contract: ns.Contract, Initialised: coord.MsTime(ns.InitialisedMs)}
 		}
-		if lost != "" {
+		if slotOK {
+			found.Slot = &worker.Info{Datacenter: c.dc, Worker: c.id, Holder: r.Holder, Expires: coord.MsTime(r.ExpiresMs), HighWater: coord.MsTime(r.HighMs)}
+		}
+		d := worker.Diagnose(worker.Hold{Owner: c.owner, WorkerID: c.id, Incarnation: c.incarnation, Initialised: coord.MsTime(c.initMs),
+			Stored: coord.MsTime(c.storedMs), LeaseEnd: coord.MsTime(c.leaseMs), OwnerGone: holderGone(c.owner)}, found)
+		switch d.Verdict {
+		case worker.Lost:
 			fresh := coord.Record{Incarnation: incarnation, Contract: c.contract, InitialisedMs: nowMs,
 				FloorMs: max(nowMs+coord.CeilDurMs(c.quarantine), recoveryFloor(tx))}
 			if ok {
@@ -586,12 +559,13 @@ func (c *claim) change(ctx context.Context, renew bool, reserve time.Time, fn fu
 				return err
 			}
 			reset = fmt.Errorf("%w: %s; the namespace is re-initialised (incarnation %s): no worker id issues before %s",
-				worker.ErrReset, lost, fresh.Incarnation, coord.FormatMs(fresh.FloorMs))
+				worker.ErrReset, d.Found, fresh.Incarnation, coord.FormatMs(fresh.FloorMs))
 			return nil
-		}
-		if !slotOK || r.Holder != c.owner || r.ExpiresMs <= nowMs {
-			return fmt.Errorf("%w: worker %d of datacenter %d is held by %q until %s", worker.ErrNotHeld,
-				c.id, c.dc, r.Holder, coord.MsTime(r.ExpiresMs).Format(time.RFC3339Nano))
+		case worker.ResetBefore:
+			reset = fmt.Errorf("%w: %s", worker.ErrReset, d.Found)
+			return nil
+		case worker.NotHeld:
+			return fmt.Errorf("%w: %s", worker.ErrNotHeld, d.Found)
 		}
 		if renew {
 			if err := c.bound.Check("renewing", reserve, now); err != nil {

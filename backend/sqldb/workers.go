@@ -1063,50 +1063,28 @@ func (c *claim) failed(ctx context.Context, op string, renewedTo int64) error {
 	}
 }
 
-// resetReason says whether the slot and namespace record (nil when their
-// rows are missing), read at nowMs by the database's clock, show the state
-// this claim acquired under lost or rolled back, and whether this holder
-// must re-initialise the record (false: another client already did).
-//
-// Besides a missing or older record and a missing or lowered slot, a slot
-// that is no longer this claim's live lease (held by another, free, or
-// expired) while the database's clock is still before the end of the lease
-// it last granted this claim is a rollback: the database went back to a
-// copy in which the lease had lapsed, and a newcomer may have taken the id
-// and raised its mark past this claim's.
+// resetReason says, by worker.Diagnose, whether the slot and namespace
+// record (nil when their rows are missing), read at nowMs by the database's
+// clock, show the state this claim acquired under lost or rolled back (a
+// truncated table, deleted rows, a restore, a point-in-time recovery, a
+// failover to a lagging replica), and whether this holder must
+// re-initialise the record (false: another client already did).
 func (c *claim) resetReason(slot *row, rec *record, nowMs int64) (reason string, reinit bool) {
-	ns := fmt.Sprintf("datacenter %d in %s", c.dc, c.w.table)
-	switch {
-	case rec == nil:
-		return fmt.Sprintf("the namespace record of %s is gone: the table was truncated or its rows deleted, "+
-			"or the database went back to a copy (a restore, a point-in-time recovery, a failover to a lagging replica) from before it was written", ns), true
-	case rec.initMs < c.rec.initMs:
-		return fmt.Sprintf("the namespace record of %s was initialised at %s (incarnation %s), before the one this holder acquired under (%s, incarnation %s): "+
-			"the database went back to an older copy (a restore, a point-in-time recovery, a failover to a lagging replica)",
-			ns, coord.FormatMs(rec.initMs), rec.incarnation, coord.FormatMs(c.rec.initMs), c.rec.incarnation), true
-	case rec.incarnation != c.rec.incarnation:
-		return fmt.Sprintf("the namespace record of %s was re-initialised at %s (incarnation %s), after the one this holder acquired under (%s, incarnation %s): "+
-			"the state was lost, and another client found it first", ns, coord.FormatMs(rec.initMs), rec.incarnation, coord.FormatMs(c.rec.initMs), c.rec.incarnation), false
-	case slot == nil:
-		return fmt.Sprintf("worker %d's row of %s is gone, while the namespace record is the one this holder acquired under: "+
-			"rows were deleted, or the database went back to a copy from before this holder took the worker id", c.id, ns), true
-	case slot.highMs < c.highMs:
-		return fmt.Sprintf("worker %d's high-water mark in %s is %s, below the %s this holder stored: "+
-			"the database went back to an older copy (a restore, a point-in-time recovery, a failover to a lagging replica)",
-			c.id, ns, coord.FormatMs(slot.highMs), coord.FormatMs(c.highMs)), true
-	case nowMs < c.leaseEndMs && (slot.holder != c.owner || slot.expiresMs <= nowMs):
-		var found string
-		switch {
-		case slot.holder == "":
-			found = fmt.Sprintf("worker %d of %s is free", c.id, ns)
-		case slot.holder != c.owner:
-			found = fmt.Sprintf("worker %d of %s is held by %q until %s", c.id, ns, slot.holder, coord.FormatMs(slot.expiresMs))
-		default:
-			found = fmt.Sprintf("worker %d's lease in %s expired at %s", c.id, ns, coord.FormatMs(slot.expiresMs))
-		}
-		return fmt.Sprintf("%s while this holder's lease runs until %s by the database's clock (now %s): "+
-			"the database went back to an older copy (a restore, a point-in-time recovery, a failover to a lagging replica)",
-			found, coord.FormatMs(c.leaseEndMs), coord.FormatMs(nowMs)), true
+	found := worker.Found{Where: fmt.Sprintf("datacenter %d in %s", c.dc, c.w.table), Now: coord.MsTime(nowMs),
+		Store: "the database"}
+	if rec != nil {
+		found.Record = &worker.Namespace{Incarnation: rec.incarnation, Contract: rec.contract, Initialised: coord.MsTime(rec.initMs)}
+	}
+	if slot != nil {
+		found.Slot = &worker.Info{Datacenter: c.dc, Worker: c.id, Holder: slot.holder, Expires: coord.MsTime(slot.expiresMs), HighWater: coord.MsTime(slot.highMs)}
+	}
+	d := worker.Diagnose(worker.Hold{Owner: c.owner, WorkerID: c.id, Incarnation: c.rec.incarnation, Initialised: coord.MsTime(c.rec.initMs),
+		Stored: coord.MsTime(c.highMs), LeaseEnd: coord.MsTime(c.leaseEndMs)}, found)
+	switch d.Verdict {
+	case worker.Lost:
+		return d.Found, true
+	case worker.ResetBefore:
+		return d.Found, false
 	}
 	return "", false
 }
