@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	bbolt "go.etcd.io/bbolt"
 
+	"github.com/flakeid/flakeid/backend/internal/coord"
 	"github.com/flakeid/flakeid/segment"
 )
 
@@ -79,6 +81,79 @@ func (s *Segments) RaiseFloor(ctx context.Context, floor int64) error {
 		}
 		for _, r := range raise {
 			if err := putRecord(b, r.t, r.deleted); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// recoveryFloor is the floor `flakeid recover` stored in tx, 0 when none.
+func recoveryFloor(tx *bbolt.Tx) int64 {
+	b := tx.Bucket([]byte(recoveryBucket))
+	if b == nil {
+		return 0
+	}
+	v := b.Get([]byte(workerFloorKey))
+	if v == nil {
+		return 0
+	}
+	var f struct {
+		FloorMs int64 `json:"floor_ms"`
+	}
+	_ = json.Unmarshal(v, &f) // a corrupt floor is no floor; the quarantine still applies
+	return f.FloorMs
+}
+
+// RaiseFloor makes floor the lowest high-water mark of every worker id of
+// every datacenter in the file: the namespace records there are raised to
+// it, and one initialised later never starts below it. `flakeid recover`
+// calls it on the file it re-creates.
+func (w *Workers) RaiseFloor(ctx context.Context, floor time.Time) error {
+	floorMs := coord.CeilMs(floor)
+	return w.update(ctx, func(tx *bbolt.Tx) error {
+		rb, err := tx.CreateBucketIfNotExists([]byte(recoveryBucket))
+		if err != nil {
+			return err
+		}
+		v, err := json.Marshal(struct {
+			FloorMs int64 `json:"floor_ms"`
+		}{max(floorMs, recoveryFloor(tx))})
+		if err != nil {
+			return err
+		}
+		if err := rb.Put([]byte(workerFloorKey), v); err != nil {
+			return err
+		}
+		_, nsb, err := buckets(tx)
+		if err != nil {
+			return err
+		}
+		type raised struct {
+			k []byte
+			r coord.Record
+		}
+		var todo []raised
+		err = nsb.ForEach(func(k, v []byte) error {
+			var r coord.Record
+			if err := json.Unmarshal(v, &r); err != nil {
+				return fmt.Errorf("%s: corrupt namespace record %x: %w", w.path, k, err)
+			}
+			if r.FloorMs < floorMs {
+				r.FloorMs = floorMs
+				todo = append(todo, raised{append([]byte(nil), k...), r})
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, t := range todo {
+			v, err := json.Marshal(t.r)
+			if err != nil {
+				return err
+			}
+			if err := nsb.Put(t.k, v); err != nil {
 				return err
 			}
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/flakeid/flakeid/backend/internal/coord"
 	"github.com/flakeid/flakeid/internal/datadir"
 	"github.com/flakeid/flakeid/worker"
+	"github.com/flakeid/flakeid/worker/protocol"
 )
 
 // The package's sentinel errors.
@@ -69,6 +70,8 @@ type Workers struct {
 	mu     sync.RWMutex
 	closed bool
 	dir    *datadir.Dir // locked shared; nil when opened for a recovery
+
+	driver *protocol.Driver // the lease protocol, over fileStore{w}
 }
 
 var (
@@ -96,6 +99,7 @@ func openWorkers(ctx context.Context, path string) (*Workers, error) {
 		return nil, fmt.Errorf("%w: %w", worker.ErrUnavailable, err)
 	}
 	w := &Workers{path: path, now: time.Now}
+	w.driver = protocol.New(fileStore{w})
 	if err := w.update(ctx, func(tx *bbolt.Tx) error {
 		for _, name := range []string{workersBucket, namespaceBucket} {
 			if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
@@ -124,12 +128,6 @@ func (w *Workers) Close() error {
 		return nil
 	}
 	return w.dir.Close()
-}
-
-type record struct {
-	Holder    string `json:"holder,omitempty"`
-	ExpiresMs int64  `json:"expires_ms,omitempty"`
-	HighMs    int64  `json:"high_water_ms,omitempty"`
 }
 
 func key(dc, id int64) []byte {
@@ -197,26 +195,6 @@ func (w *Workers) tx(ctx context.Context, kind func(*bbolt.DB, func(*bbolt.Tx) e
 	return kind(db, fn)
 }
 
-func get(b *bbolt.Bucket, dc, id int64) (record, bool, error) {
-	v := b.Get(key(dc, id))
-	if v == nil {
-		return record{}, false, nil
-	}
-	var r record
-	if err := json.Unmarshal(v, &r); err != nil {
-		return r, true, fmt.Errorf("worker %d/%d: corrupt record %q: %w", dc, id, v, err)
-	}
-	return r, true, nil
-}
-
-func put(b *bbolt.Bucket, dc, id int64, r record) error {
-	v, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	return b.Put(key(dc, id), v)
-}
-
 // buckets returns the slot and namespace buckets of tx, creating them in a
 // writable transaction (a file emptied under a running coordinator has
 // none); in a read-only one a missing bucket is nil.
@@ -231,257 +209,89 @@ func buckets(tx *bbolt.Tx) (slots, ns *bbolt.Bucket, err error) {
 	return slots, ns, err
 }
 
-func (w *Workers) getNS(b *bbolt.Bucket, dc int64) (coord.Record, bool, error) {
-	if b == nil {
-		return coord.Record{}, false, nil
-	}
-	v := b.Get(dcKey(dc))
-	if v == nil {
-		return coord.Record{}, false, nil
-	}
-	var r coord.Record
-	if err := json.Unmarshal(v, &r); err != nil {
-		return r, true, fmt.Errorf("%w: %s: corrupt namespace record of datacenter %d: %q: %w", worker.ErrUnavailable, w.path, dc, v, err)
-	}
-	return r, true, nil
-}
-
-func putNS(b *bbolt.Bucket, dc int64, r coord.Record) error {
-	return b.Put(dcKey(dc), r.Encode())
-}
-
-// recoveryFloor is the floor `flakeid recover` stored in tx, 0 when none.
-func recoveryFloor(tx *bbolt.Tx) int64 {
-	b := tx.Bucket([]byte(recoveryBucket))
-	if b == nil {
-		return 0
-	}
-	v := b.Get([]byte(workerFloorKey))
-	if v == nil {
-		return 0
-	}
-	var f struct {
-		FloorMs int64 `json:"floor_ms"`
-	}
-	_ = json.Unmarshal(v, &f) // a corrupt floor is no floor; the quarantine still applies
-	return f.FloorMs
-}
-
-// Acquire implements worker.Coordinator.
+// Acquire implements worker.Coordinator (see protocol.Driver).
 func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim, error) {
-	if err := req.Validate(); err != nil {
-		return nil, err
-	}
-	incarnation := coord.NewIncarnation()
-	var c *claim
-	err := w.update(ctx, func(tx *bbolt.Tx) error {
-		b, nsb, err := buckets(tx)
-		if err != nil {
-			return err
-		}
-		now := w.now().Round(0)
-		nowMs := now.UnixMilli()
-		ns, ok, err := w.getNS(nsb, req.Datacenter)
-		if err != nil {
-			return err
-		}
-		rb, err := tx.CreateBucketIfNotExists([]byte(registryBucket))
-		if err != nil {
-			return err
-		}
-		space := rb.Get([]byte(spaceKey))
-		// One file is one namespace: it claims every datacenter.
-		if err := worker.Admit(req, worker.Recorded{
-			Registry: "the file " + w.path, Namespace: w.path,
-			Space: string(space), HasSpace: space != nil,
-			Contract: ns.Contract, Initialised: coord.MsTime(ns.InitialisedMs), HasRecord: ok,
-		}); err != nil {
-			return err
-		}
-		if err := req.MarkBound().Check("acquiring", req.Reserve, now); err != nil {
-			return err
-		}
-		// The records of this datacenter, in worker order; an id without
-		// one was never used.
-		var slots []coord.Slot
-		cur := b.Cursor()
-		prefix := dcKey(req.Datacenter)
-		for k, v := cur.Seek(prefix); k != nil && string(k[:8]) == string(prefix); k, v = cur.Next() {
-			id := int64(binary.BigEndian.Uint64(k[8:]))
-			if id >= req.Workers {
-				break
-			}
-			var r record
-			if err := json.Unmarshal(v, &r); err != nil {
-				return fmt.Errorf("worker %d/%d: corrupt record: %w", req.Datacenter, id, err)
-			}
-			busy := r.Holder != "" && r.ExpiresMs > nowMs && !holderGone(r.Holder)
-			slots = append(slots, coord.Slot{ID: id, Held: busy, HighMs: r.HighMs})
-		}
-		best, held, free := coord.Pick(slots, nil, req.Workers, nowMs)
-		if !free {
-			return fmt.Errorf("%w: all %d worker ids of datacenter %d are held", worker.ErrExhausted, held, req.Datacenter)
-		}
-		// Admitted: create what is missing, in this transaction.
-		if space == nil {
-			if err := rb.Put([]byte(spaceKey), []byte(req.Space)); err != nil {
-				return err
-			}
-		}
-		if !ok {
-			// A new file, a file that lost its records, or slots of an
-			// older flakeid: the slots are kept, their marks honoured.
-			ns = coord.Record{Incarnation: incarnation, Contract: req.Contract, InitialisedMs: nowMs,
-				FloorMs: max(nowMs+coord.CeilDurMs(req.Quarantine), recoveryFloor(tx))}
-			if err := putNS(nsb, req.Datacenter, ns); err != nil {
-				return err
-			}
-		}
-		r, _, err := get(b, req.Datacenter, best)
-		if err != nil {
-			return err
-		}
-		prev := r.HighMs
-		r.Holder = req.Owner
-		r.ExpiresMs = nowMs + req.TTL.Milliseconds()
-		r.HighMs = max(r.HighMs, coord.CeilMs(req.Reserve))
-		if err := put(b, req.Datacenter, best, r); err != nil {
-			return err
-		}
-		c = &claim{w: w, dc: req.Datacenter, id: best, owner: req.Owner, prev: coord.MsTime(max(prev, ns.FloorMs)),
-			incarnation: ns.Incarnation, initMs: ns.InitialisedMs, contract: ns.Contract, quarantine: req.Quarantine,
-			storedMs: r.HighMs, clock: now, leaseMs: r.ExpiresMs, bound: req.MarkBound()}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
+	return w.driver.Acquire(ctx, req)
 }
 
 // List implements worker.Coordinator.
-func (w *Workers) List(ctx context.Context, datacenter int64) ([]worker.Info, error) {
-	infos := []worker.Info{}
-	err := w.view(ctx, func(tx *bbolt.Tx) error {
-		b := tx.Bucket([]byte(workersBucket))
-		if b == nil {
-			return nil
-		}
-		cur := b.Cursor()
-		prefix := dcKey(datacenter)
-		for k, v := cur.Seek(prefix); k != nil && string(k[:8]) == string(prefix); k, v = cur.Next() {
-			var r record
-			if err := json.Unmarshal(v, &r); err != nil {
-				return fmt.Errorf("corrupt record %x: %w", k, err)
-			}
-			in := worker.Info{Datacenter: datacenter, Worker: int64(binary.BigEndian.Uint64(k[8:])), HighWater: coord.MsTime(r.HighMs)}
-			if r.Holder != "" {
-				in.Holder, in.Expires = r.Holder, coord.MsTime(r.ExpiresMs)
-			}
-			infos = append(infos, in)
-		}
-		return nil
-	})
-	return infos, err
+func (w *Workers) List(ctx context.Context, dc int64) ([]worker.Info, error) {
+	return w.driver.List(ctx, dc)
 }
 
-// LowerMark implements worker.MarkLowerer, in one transaction. A holder
-// whose process on this host is gone does not hold the id.
-func (w *Workers) LowerMark(ctx context.Context, dc, id int64, to time.Time) (time.Time, error) {
-	var from time.Time
-	toMs := coord.CeilMs(to)
-	err := w.update(ctx, func(tx *bbolt.Tx) error {
-		b, _, err := buckets(tx)
-		if err != nil {
-			return err
-		}
-		r, _, err := get(b, dc, id)
-		if err != nil {
-			return err
-		}
-		info := worker.Info{Datacenter: dc, Worker: id, HighWater: coord.MsTime(r.HighMs)}
-		if r.Holder != "" && !holderGone(r.Holder) {
-			info.Holder, info.Expires = r.Holder, coord.MsTime(r.ExpiresMs)
-		}
-		if err := worker.CheckLowerMark(info, coord.MsTime(toMs), w.now()); err != nil {
-			return err
-		}
-		from, r.HighMs = info.HighWater, toMs
-		return put(b, dc, id, r)
-	})
-	return from, err
+// Namespace implements worker.Coordinator.
+func (w *Workers) Namespace(ctx context.Context, dc int64) (worker.Namespace, bool, error) {
+	return w.driver.Namespace(ctx, dc)
 }
 
 // Clock implements worker.Coordinator: this machine's clock, which is the
 // file's.
-func (w *Workers) Clock(context.Context, worker.Request) (time.Time, time.Duration, error) {
-	return w.now().Round(0), 0, nil
+func (w *Workers) Clock(ctx context.Context, req worker.Request) (time.Time, time.Duration, error) {
+	return w.driver.Clock(ctx, req)
 }
 
-// Namespace implements worker.Coordinator.
-func (w *Workers) Namespace(ctx context.Context, datacenter int64) (worker.Namespace, bool, error) {
-	var ns coord.Record
-	var ok bool
-	err := w.view(ctx, func(tx *bbolt.Tx) error {
-		var err error
-		ns, ok, err = w.getNS(tx.Bucket([]byte(namespaceBucket)), datacenter)
+// LowerMark implements worker.MarkLowerer. A holder whose process on this
+// host is gone does not hold the id.
+func (w *Workers) LowerMark(ctx context.Context, dc, id int64, to time.Time) (time.Time, error) {
+	return w.driver.LowerMark(ctx, dc, id, to)
+}
+
+// fileStore is the file as a protocol.Store: one namespace, which claims every
+// datacenter; Commit re-reads the datacenter in its transaction and writes
+// only if it is what Read saw.
+type fileStore struct{ w *Workers }
+
+func (s fileStore) Names() protocol.Names {
+	return protocol.Names{Registry: "the file " + s.w.path, Namespace: s.w.path, Place: s.w.path, Store: "the file"}
+}
+
+// HolderGone implements protocol.HolderChecker.
+func (fileStore) HolderGone(owner string) bool { return holderGone(owner) }
+
+func (s fileStore) Read(ctx context.Context, dc int64) (st protocol.State, err error) {
+	err = s.w.view(ctx, func(tx *bbolt.Tx) error {
+		st, err = s.read(tx, dc)
 		return err
 	})
-	if err != nil || !ok {
-		return worker.Namespace{}, false, err
-	}
-	return ns.Namespace(), true, nil
+	return st, err
 }
 
-// RaiseFloor makes floor the lowest high-water mark of every worker id of
-// every datacenter in the file: the namespace records there are raised to
-// it, and one initialised later never starts below it. `flakeid recover`
-// calls it on the file it re-creates.
-func (w *Workers) RaiseFloor(ctx context.Context, floor time.Time) error {
-	floorMs := coord.CeilMs(floor)
-	return w.update(ctx, func(tx *bbolt.Tx) error {
-		rb, err := tx.CreateBucketIfNotExists([]byte(recoveryBucket))
+func (s fileStore) Commit(ctx context.Context, read, next protocol.State) error {
+	return s.w.update(ctx, func(tx *bbolt.Tx) error {
+		cur, err := s.read(tx, read.Datacenter)
 		if err != nil {
 			return err
 		}
-		v, err := json.Marshal(struct {
-			FloorMs int64 `json:"floor_ms"`
-		}{max(floorMs, recoveryFloor(tx))})
-		if err != nil {
-			return err
+		if !protocol.Same(cur, read) {
+			return protocol.ErrConflict
 		}
-		if err := rb.Put([]byte(workerFloorKey), v); err != nil {
-			return err
-		}
-		_, nsb, err := buckets(tx)
-		if err != nil {
-			return err
-		}
-		type raised struct {
-			k []byte
-			r coord.Record
-		}
-		var todo []raised
-		err = nsb.ForEach(func(k, v []byte) error {
-			var r coord.Record
-			if err := json.Unmarshal(v, &r); err != nil {
-				return fmt.Errorf("%s: corrupt namespace record %x: %w", w.path, k, err)
-			}
-			if r.FloorMs < floorMs {
-				r.FloorMs = floorMs
-				todo = append(todo, raised{append([]byte(nil), k...), r})
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		for _, t := range todo {
-			v, err := json.Marshal(t.r)
+		if next.HasSpace && !read.HasSpace {
+			rb, err := tx.CreateBucketIfNotExists([]byte(registryBucket))
 			if err != nil {
 				return err
 			}
-			if err := nsb.Put(t.k, v); err != nil {
+			if err := rb.Put([]byte(spaceKey), []byte(next.Space)); err != nil {
+				return err
+			}
+		}
+		slots, nsb, err := buckets(tx)
+		if err != nil {
+			return err
+		}
+		if next.Record != nil && (read.Record == nil || *next.Record != *read.Record) {
+			if err := nsb.Put(dcKey(read.Datacenter), next.Record.Encode()); err != nil {
+				return err
+			}
+		}
+		for id, sl := range next.Slots {
+			if old, ok := read.Slots[id]; ok && old == sl {
+				continue
+			}
+			v, err := json.Marshal(sl)
+			if err != nil {
+				return err
+			}
+			if err := slots.Put(key(read.Datacenter, id), v); err != nil {
 				return err
 			}
 		}
@@ -489,120 +299,40 @@ func (w *Workers) RaiseFloor(ctx context.Context, floor time.Time) error {
 	})
 }
 
-type claim struct {
-	w      *Workers
-	dc, id int64
-	owner  string
-	prev   time.Time
-
-	// What the claim acquired under, and what it stored since.
-	incarnation string
-	initMs      int64
-	contract    string
-	quarantine  time.Duration
-	storedMs    int64     // the highest mark this claim stored
-	clock       time.Time // the coordinator's clock at the last Acquire or Renew
-	// leaseMs is the end of the lease the coordinator granted at the last
-	// successful Acquire or Renew (its clock then + that call's TTL, as
-	// stored in the slot); 0 once released.
-	leaseMs int64
-	bound   worker.MarkBound // of the request: what a renewal may reserve
-}
-
-func (c *claim) WorkerID() int64     { return c.id }
-func (c *claim) Previous() time.Time { return c.prev }
-
-// Clock implements worker.Claim: this machine's clock, never stale.
-func (c *claim) Clock() (time.Time, time.Duration) { return c.clock, 0 }
-
-// change checks the namespace record and the slot (worker.Diagnose) and, if
-// this owner still holds the slot, applies fn to it. A lost or rolled-back
-// namespace is re-initialised (in the same transaction, committed) and
-// reported with worker.ErrReset.
-func (c *claim) change(ctx context.Context, renew bool, reserve time.Time, fn func(r *record, nowMs int64)) error {
-	incarnation := coord.NewIncarnation()
-	var reset error
-	var stored, expires int64
-	var clock time.Time
-	err := c.w.update(ctx, func(tx *bbolt.Tx) error {
-		b, nsb, err := buckets(tx)
-		if err != nil {
-			return err
+// read reads datacenter dc in tx: the space, the namespace record, the
+// slots and the recovery floor, by this machine's clock.
+func (s fileStore) read(tx *bbolt.Tx, dc int64) (protocol.State, error) {
+	st := protocol.State{Datacenter: dc, Now: s.w.now().Round(0), Claim: protocol.Claim{Namespace: s.w.path},
+		Slots: map[int64]protocol.Slot{}, FloorMs: recoveryFloor(tx)}
+	if rb := tx.Bucket([]byte(registryBucket)); rb != nil {
+		if v := rb.Get([]byte(spaceKey)); v != nil {
+			st.Space, st.HasSpace = string(v), true
 		}
-		now := c.w.now().Round(0)
-		nowMs := now.UnixMilli()
-		ns, ok, err := c.w.getNS(nsb, c.dc)
-		if err != nil {
-			return err
-		}
-		r, slotOK, err := get(b, c.dc, c.id)
-		if err != nil {
-			return err
-		}
-		found := worker.Found{Where: fmt.Sprintf("datacenter %d in %s", c.dc, c.w.path), Store: "the file", Now: coord.MsTime(nowMs)}
-		if ok {
-			found.Record = &worker.Namespace{Incarnation: ns.Incarnation, Contract: ns.Contract, Initialised: coord.MsTime(ns.InitialisedMs)}
-		}
-		if slotOK {
-			found.Slot = &worker.Info{Datacenter: c.dc, Worker: c.id, Holder: r.Holder, Expires: coord.MsTime(r.ExpiresMs), HighWater: coord.MsTime(r.HighMs)}
-		}
-		d := worker.Diagnose(worker.Hold{Owner: c.owner, WorkerID: c.id, Incarnation: c.incarnation, Initialised: coord.MsTime(c.initMs),
-			Stored: coord.MsTime(c.storedMs), LeaseEnd: coord.MsTime(c.leaseMs), OwnerGone: holderGone(c.owner)}, found)
-		switch d.Verdict {
-		case worker.Lost:
-			fresh := coord.Record{Incarnation: incarnation, Contract: c.contract, InitialisedMs: nowMs,
-				FloorMs: max(nowMs+coord.CeilDurMs(c.quarantine), recoveryFloor(tx))}
-			if ok {
-				fresh.Contract, fresh.FloorMs = ns.Contract, max(fresh.FloorMs, ns.FloorMs)
-			}
-			if err := putNS(nsb, c.dc, fresh); err != nil {
-				return err
-			}
-			reset = fmt.Errorf("%w: %s; the namespace is re-initialised (incarnation %s): no worker id issues before %s",
-				worker.ErrReset, d.Found, fresh.Incarnation, coord.FormatMs(fresh.FloorMs))
-			return nil
-		case worker.ResetBefore:
-			reset = fmt.Errorf("%w: %s", worker.ErrReset, d.Found)
-			return nil
-		case worker.NotHeld:
-			return fmt.Errorf("%w: %s", worker.ErrNotHeld, d.Found)
-		}
-		if renew {
-			if err := c.bound.Check("renewing", reserve, now); err != nil {
-				return err
-			}
-		}
-		fn(&r, nowMs)
-		stored, expires, clock = r.HighMs, r.ExpiresMs, now
-		return put(b, c.dc, c.id, r)
-	})
-	if err != nil {
-		return err
 	}
-	if reset != nil {
-		return reset
+	if nsb := tx.Bucket([]byte(namespaceBucket)); nsb != nil {
+		if v := nsb.Get(dcKey(dc)); v != nil {
+			r, err := coord.ParseRecord(fmt.Sprintf("%s: namespace record of datacenter %d", s.w.path, dc), v)
+			if err != nil {
+				return st, err
+			}
+			st.Record = &r
+		}
 	}
-	c.storedMs = max(c.storedMs, stored)
-	if renew {
-		c.clock, c.leaseMs = clock, expires
-	} else {
-		c.leaseMs = 0 // released: the claim holds no lease any more
+	b := tx.Bucket([]byte(workersBucket))
+	if b == nil {
+		return st, nil
 	}
-	return nil
-}
-
-func (c *claim) Renew(ctx context.Context, ttl time.Duration, reserve time.Time) error {
-	return c.change(ctx, true, reserve, func(r *record, nowMs int64) {
-		r.ExpiresMs = nowMs + ttl.Milliseconds()
-		r.HighMs = max(r.HighMs, coord.CeilMs(reserve))
-	})
-}
-
-func (c *claim) Release(ctx context.Context, reserve time.Time) error {
-	return c.change(ctx, false, reserve, func(r *record, _ int64) {
-		r.Holder, r.ExpiresMs = "", 0
-		r.HighMs = max(r.HighMs, coord.CeilMs(reserve))
-	})
+	cur := b.Cursor()
+	prefix := dcKey(dc)
+	for k, v := cur.Seek(prefix); k != nil && string(k[:8]) == string(prefix); k, v = cur.Next() {
+		id := int64(binary.BigEndian.Uint64(k[8:]))
+		var sl protocol.Slot
+		if err := json.Unmarshal(v, &sl); err != nil {
+			return st, fmt.Errorf("%w: %s: corrupt record of worker %d/%d: %q", worker.ErrUnavailable, s.w.path, dc, id, v)
+		}
+		st.Slots[id] = sl
+	}
+	return st, nil
 }
 
 // holderGone reports whether owner ("host/pid/…", worker.Config's default

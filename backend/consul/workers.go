@@ -224,6 +224,7 @@ import (
 
 	"github.com/flakeid/flakeid/backend/internal/coord"
 	"github.com/flakeid/flakeid/worker"
+	"github.com/flakeid/flakeid/worker/protocol"
 )
 
 // DefaultPrefix is the key prefix when the URL has no path, or NewWorkers is
@@ -771,11 +772,11 @@ func (w *Workers) Clock(ctx context.Context, req worker.Request) (time.Time, tim
 	return coord.MsTime(newest), peerStale(req.TTL), nil
 }
 
-// pick chooses a free id in [0, workers) as coord.Pick does: a slot whose
+// pick chooses a free id in [0, workers) as protocol.Pick does: a slot whose
 // holder key a session locks is held, and so are the ids in delayed
 // (waiting out a lock-delay).
 func pick(slots map[int64]*slot, delayed map[int64]bool, workers, nowMs int64) (id, held int64, ok bool) {
-	return coord.Pick(coord.Slots(slots, func(s *slot) (bool, int64) { return s.held(), s.highMs }), delayed, workers, nowMs)
+	return protocol.Pick(protocol.Candidates(slots, func(s *slot) (bool, int64) { return s.held(), s.highMs }), delayed, workers, nowMs)
 }
 
 // ceilMs is coord.CeilMs, for this package's tests.

@@ -179,6 +179,7 @@ import (
 
 	"github.com/flakeid/flakeid/backend/internal/coord"
 	"github.com/flakeid/flakeid/worker"
+	"github.com/flakeid/flakeid/worker/protocol"
 )
 
 // DefaultPrefix is the key prefix when the URL has no path, or NewWorkers is
@@ -537,10 +538,10 @@ func (w *Workers) Clock(ctx context.Context, req worker.Request) (time.Time, tim
 	return coord.MsTime(newest), time.Duration(ttlSeconds(req.TTL)) * time.Second, nil
 }
 
-// pick chooses a free id in [0, workers) as coord.Pick does; a slot with a
+// pick chooses a free id in [0, workers) as protocol.Pick does; a slot with a
 // holder key is held.
 func pick(slots map[int64]*slot, workers, nowMs int64) (id, held int64, ok bool) {
-	return coord.Pick(coord.Slots(slots, func(s *slot) (bool, int64) { return s.holder != nil, s.highMs }), nil, workers, nowMs)
+	return protocol.Pick(protocol.Candidates(slots, func(s *slot) (bool, int64) { return s.holder != nil, s.highMs }), nil, workers, nowMs)
 }
 
 // ceilMs is coord.CeilMs, for this package's tests.

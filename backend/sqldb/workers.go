@@ -141,6 +141,7 @@ import (
 	"github.com/flakeid/flakeid/backend/internal/coord"
 	"github.com/flakeid/flakeid/internal/backoff"
 	"github.com/flakeid/flakeid/worker"
+	"github.com/flakeid/flakeid/worker/protocol"
 )
 
 // maxAttempts bounds how often Acquire runs its transaction again after a
@@ -759,7 +760,7 @@ func (w *Workers) acquireLocked(ctx context.Context, tx *sql.Tx, req worker.Requ
 		return nil, err
 	}
 	var (
-		slots []coord.Slot
+		slots []protocol.Candidate
 		byID  = map[int64]row{}
 	)
 	for rows.Next() {
@@ -773,7 +774,7 @@ func (w *Workers) acquireLocked(ctx context.Context, tx *sql.Tx, req worker.Requ
 			return nil, err
 		}
 		byID[r.id] = r
-		slots = append(slots, coord.Slot{ID: r.id, Held: r.holder != "" && r.expiresMs > nowMs, HighMs: r.highMs})
+		slots = append(slots, protocol.Candidate{ID: r.id, Held: r.holder != "" && r.expiresMs > nowMs, HighMs: r.highMs})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -781,7 +782,7 @@ func (w *Workers) acquireLocked(ctx context.Context, tx *sql.Tx, req worker.Requ
 	if err := rows.Close(); err != nil {
 		return nil, err
 	}
-	id, held, ok := coord.Pick(slots, nil, req.Workers, nowMs)
+	id, held, ok := protocol.Pick(slots, nil, req.Workers, nowMs)
 	if !ok {
 		return nil, fmt.Errorf("%w: %s: %d of %d worker ids of datacenter %d are held", worker.ErrExhausted,
 			w.where("acquiring"), held, req.Workers, dc)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/flakeid/flakeid/backend/internal/coord"
 	"github.com/flakeid/flakeid/worker"
+	"github.com/flakeid/flakeid/worker/protocol"
 )
 
 // DefaultPrefix is the namespace's path when the URL has none (or "/").
@@ -650,9 +651,9 @@ type candidate struct {
 	highMs int64
 }
 
-// pick chooses a free id in [0, workers) as coord.Pick does.
+// pick chooses a free id in [0, workers) as protocol.Pick does.
 func pick(c map[int64]candidate, workers, nowMs int64) (id, held int64, ok bool) {
-	return coord.Pick(coord.Slots(c, func(c candidate) (bool, int64) { return c.held, c.highMs }), nil, workers, nowMs)
+	return protocol.Pick(protocol.Candidates(c, func(c candidate) (bool, int64) { return c.held, c.highMs }), nil, workers, nowMs)
 }
 
 // ceilMs and msTime are coord.CeilMs and coord.MsTime, under the names

@@ -12,56 +12,31 @@ package coord
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/flakeid/flakeid/worker"
+	"github.com/flakeid/flakeid/worker/protocol"
 )
 
 // CeilMs is t in Unix milliseconds, rounded up, and 0 for the zero time: a
 // high-water mark stored lower than a reservation could let the next holder
 // start in a tick this one used.
-func CeilMs(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	ms := t.UnixMilli()
-	if time.UnixMilli(ms).Before(t) {
-		ms++
-	}
-	return ms
-}
+func CeilMs(t time.Time) int64 { return protocol.CeilMs(t) }
 
 // MsTime is the instant of a stored Unix-millisecond value, in UTC; 0 is the
 // zero time (a mark never stored, no expiry).
-func MsTime(ms int64) time.Time {
-	if ms == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(ms).UTC()
-}
+func MsTime(ms int64) time.Time { return protocol.MsTime(ms) }
 
 // CeilDurMs is d in whole milliseconds, rounded up (towards +∞): a TTL or a
 // quarantine is never stored shorter than asked.
-func CeilDurMs(d time.Duration) int64 {
-	ms := d.Milliseconds()
-	if time.Duration(ms)*time.Millisecond < d {
-		ms++
-	}
-	return ms
-}
+func CeilDurMs(d time.Duration) int64 { return protocol.CeilDurMs(d) }
 
 // NewIncarnation is a fresh random incarnation token for a namespace record:
 // 16 hex digits.
-func NewIncarnation() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:]) // never fails: crypto/rand crashes the program instead
-	return hex.EncodeToString(b[:])
-}
+func NewIncarnation() string { return protocol.NewIncarnation() }
 
 // ParseID parses a worker id (or a datacenter id) written in canonical
 // decimal: no sign, no leading zeros.
@@ -87,6 +62,4 @@ func Unavailable(ctx context.Context, err error, format string, args ...any) err
 
 // FormatMs formats a stored Unix-millisecond value for an error message, in
 // UTC to the millisecond: 2006-01-02T15:04:05.000Z.
-func FormatMs(ms int64) string {
-	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z07:00")
-}
+func FormatMs(ms int64) string { return protocol.FormatMs(ms) }

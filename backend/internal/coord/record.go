@@ -6,22 +6,14 @@ import (
 	"time"
 
 	"github.com/flakeid/flakeid/worker"
+	"github.com/flakeid/flakeid/worker/protocol"
 )
 
-// Record is a datacenter's namespace record (see worker.Namespace) with its
-// times in Unix milliseconds. The etcd, Consul, ZooKeeper and bolt
-// coordinators store it as the JSON object
-//
-//	{"incarnation": …, "contract": …, "floor_ms": …, "initialised_ms": …}
-//
-// (Encode, ParseRecord); Redis and SQL keep the same four values in fields
-// and columns of their own, and use a Record only to report a Namespace.
-type Record struct {
-	Incarnation   string `json:"incarnation"`
-	Contract      string `json:"contract"`
-	FloorMs       int64  `json:"floor_ms"`
-	InitialisedMs int64  `json:"initialised_ms"`
-}
+// Record is a datacenter's namespace record, as protocol.Record stores it
+// (the etcd, Consul, ZooKeeper and bolt coordinators as that JSON object;
+// Redis and SQL keep the same four values in fields and columns of their
+// own).
+type Record = protocol.Record
 
 // NewRecord is a fresh namespace record of the given contract, with a new
 // random incarnation, initialised at nowMs and with a floor quarantine
@@ -31,17 +23,6 @@ func NewRecord(contract string, nowMs int64, quarantine time.Duration) Record {
 		Incarnation: NewIncarnation(), Contract: contract,
 		InitialisedMs: nowMs, FloorMs: nowMs + CeilDurMs(quarantine),
 	}
-}
-
-// Namespace is the record as worker.Coordinator.Namespace reports it.
-func (r Record) Namespace() worker.Namespace {
-	return worker.Namespace{Incarnation: r.Incarnation, Contract: r.Contract, Floor: MsTime(r.FloorMs), Initialised: MsTime(r.InitialisedMs)}
-}
-
-// Encode is the record's JSON.
-func (r Record) Encode() []byte {
-	b, _ := json.Marshal(r) // cannot fail: strings and integers
-	return b
 }
 
 // ParseRecord parses the JSON namespace record value stored under key (the

@@ -1,12 +1,12 @@
-package coord
+package protocol
 
 import (
 	"cmp"
 	"slices"
 )
 
-// Slot is a worker id as Pick sees it.
-type Slot struct {
+// Candidate is a worker id as Pick sees it.
+type Candidate struct {
 	ID     int64
 	Held   bool  // someone holds it now: it cannot be taken
 	HighMs int64 // its high-water mark, Unix ms; 0 when never used
@@ -20,8 +20,8 @@ type Slot struct {
 //
 // slots may be in any order, and Pick sorts it by ID; ids at or beyond
 // workers are left out.
-func Pick(slots []Slot, delayed map[int64]bool, workers, nowMs int64) (id, held int64, ok bool) {
-	slices.SortFunc(slots, func(a, b Slot) int { return cmp.Compare(a.ID, b.ID) })
+func Pick(slots []Candidate, delayed map[int64]bool, workers, nowMs int64) (id, held int64, ok bool) {
+	slices.SortFunc(slots, func(a, b Candidate) int { return cmp.Compare(a.ID, b.ID) })
 	best, bestHigh := int64(-1), int64(0)
 	next := int64(0) // the lowest id not seen yet
 	for _, s := range slots {
@@ -56,13 +56,13 @@ func Pick(slots []Slot, delayed map[int64]bool, workers, nowMs int64) (id, held 
 	return 0, held, false
 }
 
-// Slots makes the slots of Pick out of a backend's map of worker ids, view
+// Candidates makes the candidates of Pick out of a backend's map of worker ids, view
 // saying whether each is held and what its mark is.
-func Slots[S any](m map[int64]S, view func(S) (held bool, highMs int64)) []Slot {
-	out := make([]Slot, 0, len(m))
+func Candidates[S any](m map[int64]S, view func(S) (held bool, highMs int64)) []Candidate {
+	out := make([]Candidate, 0, len(m))
 	for id, s := range m {
 		held, high := view(s)
-		out = append(out, Slot{ID: id, Held: held, HighMs: high})
+		out = append(out, Candidate{ID: id, Held: held, HighMs: high})
 	}
 	return out
 }

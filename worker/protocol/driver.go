@@ -1,0 +1,236 @@
+package protocol
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/flakeid/flakeid/worker"
+)
+
+// MaxAttempts is how many times an operation reads and decides when its
+// commits keep losing races to other clients' before it gives up with
+// worker.ErrUnavailable.
+const MaxAttempts = 16
+
+// Driver is a worker.Coordinator, worker.MarkLowerer and worker.Registry
+// over a Store: every operation reads the datacenter, decides, and commits
+// guarded by the read (see the package doc).
+type Driver struct {
+	store Store
+	names Names
+	gone  func(string) bool // nil: no holder is known to be gone
+}
+
+var (
+	_ worker.Coordinator = (*Driver)(nil)
+	_ worker.MarkLowerer = (*Driver)(nil)
+	_ worker.Registry    = (*Driver)(nil)
+)
+
+// New returns the driver of s.
+func New(s Store) *Driver {
+	d := &Driver{store: s, names: s.Names()}
+	if hc, ok := s.(HolderChecker); ok {
+		d.gone = hc.HolderGone
+	}
+	return d
+}
+
+// update reads datacenter dc, decides by decide, and commits the state it
+// returns (none: nothing to write), reading and deciding again after a lost
+// race, up to MaxAttempts times. It returns decide's error, and the local
+// time at which the read of the committed attempt was sent.
+func (d *Driver) update(ctx context.Context, dc int64, decide func(State) (*State, error)) (time.Time, error) {
+	for attempt := 1; ; attempt++ {
+		sent := time.Now()
+		st, err := d.store.Read(ctx, dc)
+		if err != nil {
+			return sent, err
+		}
+		next, derr := decide(st)
+		if next == nil {
+			return sent, derr
+		}
+		next.Datacenter, next.Now, next.Version = st.Datacenter, st.Now, st.Version
+		switch err := d.store.Commit(ctx, st, *next); {
+		case err == nil:
+			return sent, derr
+		case !errors.Is(err, ErrConflict):
+			return sent, err
+		case attempt == MaxAttempts:
+			return sent, fmt.Errorf("%w: datacenter %d in %s changed under %d attempts in a row: %w", worker.ErrUnavailable, dc, d.names.Place, attempt, err)
+		}
+		// Lost a race: back off a little, at random, so that the clients
+		// that collided do not collide again.
+		t := time.NewTimer(time.Duration(rand.Int64N(int64(attempt) * int64(2*time.Millisecond))))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return sent, fmt.Errorf("%w: datacenter %d in %s: %w", worker.ErrUnavailable, dc, d.names.Place, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// Acquire implements worker.Coordinator.
+func (d *Driver) Acquire(ctx context.Context, req worker.Request) (worker.Claim, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	var a acquired
+	taken, err := d.update(ctx, req.Datacenter, func(st State) (*State, error) {
+		var err error
+		if a, err = acquisition(req, st, d.names, d.gone, NewIncarnation()); err != nil {
+			return nil, err
+		}
+		return &a.next, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &claim{d: d, taken: taken, prev: MsTime(a.prevMs), clock: a.next.Now, hold: hold{
+		Hold: worker.Hold{Owner: req.Owner, WorkerID: a.id, Incarnation: a.record.Incarnation, Initialised: MsTime(a.record.InitialisedMs),
+			Stored: MsTime(a.slot.HighMs), LeaseEnd: MsTime(a.slot.ExpiresMs)},
+		dc: req.Datacenter, contract: a.record.Contract, quarantine: req.Quarantine, bound: a.bound,
+	}}, nil
+}
+
+// List implements worker.Coordinator.
+func (d *Driver) List(ctx context.Context, dc int64) ([]worker.Info, error) {
+	st, err := d.store.Read(ctx, dc)
+	if err != nil {
+		return nil, err
+	}
+	infos := make([]worker.Info, 0, len(st.Slots))
+	for _, id := range sortedIDs(st.Slots) {
+		s := st.Slots[id]
+		in := worker.Info{Datacenter: dc, Worker: id, HighWater: MsTime(s.HighMs)}
+		if s.Holder != "" {
+			in.Holder, in.Expires = s.Holder, MsTime(s.ExpiresMs)
+		}
+		infos = append(infos, in)
+	}
+	return infos, nil
+}
+
+// Namespace implements worker.Coordinator.
+func (d *Driver) Namespace(ctx context.Context, dc int64) (worker.Namespace, bool, error) {
+	st, err := d.store.Read(ctx, dc)
+	if err != nil || st.Record == nil {
+		return worker.Namespace{}, false, err
+	}
+	return st.Record.Namespace(), true, nil
+}
+
+// Clock implements worker.Coordinator: the clock of a read of the
+// request's datacenter, never stale.
+func (d *Driver) Clock(ctx context.Context, req worker.Request) (time.Time, time.Duration, error) {
+	st, err := d.store.Read(ctx, req.Datacenter)
+	if err != nil {
+		return time.Time{}, 0, err
+	}
+	return st.Now, 0, nil
+}
+
+// LowerMark implements worker.MarkLowerer.
+func (d *Driver) LowerMark(ctx context.Context, dc, id int64, to time.Time) (time.Time, error) {
+	var from time.Time
+	_, err := d.update(ctx, dc, func(st State) (*State, error) {
+		next, f, err := lowering(st, id, to, d.gone)
+		from = f
+		return next, err
+	})
+	if err != nil {
+		return time.Time{}, err
+	}
+	return from, nil
+}
+
+// Claims implements worker.Registry; a store with one namespace (no
+// ClaimsReader) has no registry to list.
+func (d *Driver) Claims(ctx context.Context) (worker.Claims, error) {
+	cr, ok := d.store.(ClaimsReader)
+	if !ok {
+		return worker.Claims{}, fmt.Errorf("%w: %s has one namespace and no datacenter registry", worker.ErrInvalidConfig, d.names.Registry)
+	}
+	return cr.Claims(ctx)
+}
+
+// Unclaim implements worker.Registry.
+func (d *Driver) Unclaim(ctx context.Context, dc int64) error {
+	_, err := d.update(ctx, dc, func(st State) (*State, error) { return unclaiming(st, d.names, d.gone) })
+	return err
+}
+
+// claim is the Driver's worker.Claim.
+type claim struct {
+	d     *Driver
+	hold  hold
+	prev  time.Time
+	taken time.Time // when the read of the committed Acquire was sent
+	clock time.Time // the coordinator's clock at the last Acquire or Renew
+}
+
+var _ worker.TakenAt = (*claim)(nil)
+
+func (c *claim) WorkerID() int64     { return c.hold.WorkerID }
+func (c *claim) Previous() time.Time { return c.prev }
+
+// TakenAt implements worker.TakenAt: the lease's end was set to the
+// coordinator's clock at the read plus the TTL, and that read was sent
+// then.
+func (c *claim) TakenAt() time.Time { return c.taken }
+
+// Clock implements worker.Claim: the coordinator's clock as the last
+// Acquire or Renew read it.
+func (c *claim) Clock() (time.Time, time.Duration) { return c.clock, 0 }
+
+// Renew implements worker.Claim.
+func (c *claim) Renew(ctx context.Context, ttl time.Duration, reserve time.Time) error {
+	return c.change(ctx, true, ttl, reserve)
+}
+
+// Release implements worker.Claim.
+func (c *claim) Release(ctx context.Context, reserve time.Time) error {
+	return c.change(ctx, false, 0, reserve)
+}
+
+func (c *claim) change(ctx context.Context, renew bool, ttl time.Duration, reserve time.Time) error {
+	var slot Slot
+	var now time.Time
+	h := c.hold
+	if c.d.gone != nil {
+		h.OwnerGone = c.d.gone(h.Owner)
+	}
+	_, err := c.d.update(ctx, c.hold.dc, func(st State) (*State, error) {
+		next, err := h.renewal(st, c.d.names, renew, ttl, reserve, NewIncarnation())
+		if next != nil {
+			slot, now = next.Slots[h.WorkerID], st.Now
+		}
+		return next, err
+	})
+	if err != nil {
+		return err
+	}
+	c.hold.Stored = MsTime(max(CeilMs(c.hold.Stored), slot.HighMs))
+	if renew {
+		c.clock, c.hold.LeaseEnd = now, MsTime(slot.ExpiresMs)
+	} else {
+		c.hold.LeaseEnd = time.Time{} // released: the claim holds no lease any more
+	}
+	return nil
+}
+
+// sortedIDs is the worker ids of slots, in order.
+func sortedIDs(slots map[int64]Slot) []int64 {
+	ids := make([]int64, 0, len(slots))
+	for id := range slots {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
