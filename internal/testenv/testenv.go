@@ -52,6 +52,9 @@ func ZooKeeper() Service { return Service{"FLAKEID_TEST_ZK", "127.0.0.1:21810", 
 // Consul is the Consul agent (HTTP API).
 func Consul() Service { return Service{"FLAKEID_TEST_CONSUL", "127.0.0.1:28500", "Consul"} }
 
+// NATS is the NATS server, with JetStream.
+func NATS() Service { return Service{"FLAKEID_TEST_NATS", "127.0.0.1:4222", "NATS"} }
+
 // CI reports whether the tests run in CI (CI=true), where a missing service
 // is a failure.
 func CI() bool { return os.Getenv("CI") == "true" }

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package nats
+
+import "syscall"
+
+func sysProcAttr() *syscall.SysProcAttr { return nil }

@@ -1,0 +1,299 @@
+package nats
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/flakeid/flakeid/backend/internal/coord"
+	"github.com/flakeid/flakeid/worker"
+	"github.com/flakeid/flakeid/worker/protocol"
+)
+
+// DefaultBucket is the KV bucket of a URL without one.
+const DefaultBucket = "flakeid"
+
+// DefaultNamespace is the namespace of a URL without namespace=.
+const DefaultNamespace = "flakeid"
+
+// history is how many revisions of each key the bucket keeps (NATS's
+// most): a clock read finds the revision it wrote while fewer than that many
+// other reads have written the key since.
+const history = 64
+
+// spaceKey holds the registry's ID space.
+const spaceKey = "space"
+
+// Workers is a worker.Coordinator, worker.MarkLowerer and worker.Registry
+// on a NATS JetStream KV bucket: protocol.Driver over the bucket.
+type Workers struct {
+	*protocol.Driver
+	kv        jetstream.KeyValue
+	server    string // the server's URL, without credentials, for errors
+	bucket    string
+	namespace string
+	nc        *natsgo.Conn // closed by Close when OpenWorkers made it
+}
+
+// document is a datacenter's key: the registry's claim on it, and the
+// namespace record and slots of Owner, the namespace that last held it.
+type document struct {
+	Claim  protocol.Claim           `json:"claim"`
+	Owner  string                   `json:"owner,omitempty"`
+	Record *protocol.Record         `json:"record,omitempty"`
+	Slots  map[string]protocol.Slot `json:"slots,omitempty"`
+}
+
+// version is what Commit compares: the datacenter key's revision (0 when
+// absent).
+type version struct{ rev uint64 }
+
+// OpenWorkers opens the coordinator a nats:// or tls:// URL names (see the
+// package doc), connecting to the server and creating the bucket when it
+// is missing. Unknown parameters and registry= are refused.
+func OpenWorkers(ctx context.Context, u *url.URL) (*Workers, error) {
+	if s := strings.ToLower(u.Scheme); s != "nats" && s != "tls" {
+		return nil, coord.InvalidURL(fmt.Errorf("scheme %q, want nats or tls", u.Scheme))
+	}
+	if err := coord.RefuseRegistry(u, "the bucket itself"); err != nil {
+		return nil, err
+	}
+	if err := coord.CheckParams(u, "namespace"); err != nil {
+		return nil, err
+	}
+	bucket := strings.Trim(u.Path, "/")
+	if bucket == "" {
+		bucket = DefaultBucket
+	}
+	if !validName(bucket) {
+		return nil, coord.InvalidURL(fmt.Errorf("bucket %q: want letters, digits, - and _", bucket))
+	}
+	ns := u.Query().Get("namespace")
+	if ns == "" {
+		ns = DefaultNamespace
+	}
+	server := url.URL{Scheme: u.Scheme, User: u.User, Host: u.Host}
+	nc, err := natsgo.Connect(server.String(), natsgo.Name("flakeid"), natsgo.MaxReconnects(-1), natsgo.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		return nil, fmt.Errorf("%w: connecting to %s: %w", worker.ErrUnavailable, server.Redacted(), err)
+	}
+	w, err := NewWorkers(ctx, nc, bucket, ns)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	w.nc = nc
+	return w, nil
+}
+
+// NewWorkers returns the coordinator of namespace ns in the bucket of nc's
+// JetStream, creating the bucket when it is missing. The caller keeps nc.
+func NewWorkers(ctx context.Context, nc *natsgo.Conn, bucket, ns string) (*Workers, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("%w: JetStream: %w", worker.ErrUnavailable, err)
+	}
+	server := nc.ConnectedUrlRedacted()
+	kv, err := js.KeyValue(ctx, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, History: history, Storage: jetstream.FileStorage,
+			Description: "flakeid worker-id coordinator"})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = js.KeyValue(ctx, bucket)
+		}
+	}
+	if err != nil {
+		return nil, coord.Unavailable(ctx, err, "opening the bucket %s at %s", bucket, server)
+	}
+	w := &Workers{kv: kv, server: server, bucket: bucket, namespace: ns}
+	w.Driver = protocol.New(w.store())
+	return w, nil
+}
+
+// Close closes the connection OpenWorkers made.
+func (w *Workers) Close() error {
+	if w.nc != nil {
+		w.nc.Close()
+	}
+	return nil
+}
+
+// store is w as a protocol.Store; Workers does not implement it itself, so
+// that its exported methods are the coordinator's.
+func (w *Workers) store() store { return store{w} }
+
+type store struct{ w *Workers }
+
+func (s store) Names() protocol.Names {
+	where := fmt.Sprintf("the bucket %s at %s", s.w.bucket, s.w.server)
+	return protocol.Names{Registry: where, Namespace: s.w.namespace, Place: where, Store: "the bucket"}
+}
+
+func dcKey(dc int64) string    { return "dc." + strconv.FormatInt(dc, 10) }
+func clockKey(dc int64) string { return "clock." + strconv.FormatInt(dc, 10) }
+
+// Read implements protocol.Store: the space, the datacenter's document,
+// then the clock.
+func (s store) Read(ctx context.Context, dc int64) (protocol.State, error) {
+	st := protocol.State{Datacenter: dc, Slots: map[int64]protocol.Slot{}, Version: version{}}
+	space, err := s.get(ctx, spaceKey)
+	if err != nil {
+		return st, err
+	}
+	if space != nil {
+		st.Space, st.HasSpace = string(space.Value()), true
+	}
+	d, rev, err := s.document(ctx, dc)
+	if err != nil {
+		return st, err
+	}
+	st.Claim, st.Version = d.Claim, version{rev}
+	if d.Owner == s.w.namespace {
+		st.Record = d.Record
+	}
+	for k, sl := range d.Slots {
+		id, ok := coord.ParseID(k)
+		if !ok {
+			return st, fmt.Errorf("%w: corrupt datacenter document %s in %s: worker id %q", worker.ErrUnavailable, dcKey(dc), s.Names().Place, k)
+		}
+		st.Slots[id] = sl
+	}
+	st.Now, err = s.clock(ctx, dc)
+	return st, err
+}
+
+// document reads datacenter dc's document and its revision (0 when absent).
+func (s store) document(ctx context.Context, dc int64) (document, uint64, error) {
+	var d document
+	e, err := s.get(ctx, dcKey(dc))
+	if err != nil || e == nil {
+		return d, 0, err
+	}
+	if err := json.Unmarshal(e.Value(), &d); err != nil {
+		return d, 0, fmt.Errorf("%w: corrupt datacenter document %s in %s: %q", worker.ErrUnavailable, e.Key(), s.Names().Place, e.Value())
+	}
+	return d, e.Revision(), nil
+}
+
+// clock writes the datacenter's clock key and returns the server's
+// timestamp of that write (reading it again when another write of the key
+// replaced it first).
+func (s store) clock(ctx context.Context, dc int64) (time.Time, error) {
+	for range protocol.MaxAttempts {
+		rev, err := s.w.kv.Put(ctx, clockKey(dc), nil)
+		if err != nil {
+			return time.Time{}, coord.Unavailable(ctx, err, "writing the clock key %s in %s", clockKey(dc), s.Names().Place)
+		}
+		e, err := s.w.kv.GetRevision(ctx, clockKey(dc), rev)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return time.Time{}, coord.Unavailable(ctx, err, "reading the clock key %s in %s", clockKey(dc), s.Names().Place)
+		}
+		return e.Created().Round(0), nil
+	}
+	return time.Time{}, fmt.Errorf("%w: the clock key %s in %s was rewritten under every read", worker.ErrUnavailable, clockKey(dc), s.Names().Place)
+}
+
+// get reads key, nil when it is absent.
+func (s store) get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	e, err := s.w.kv.Get(ctx, key)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return nil, nil
+	case err != nil:
+		return nil, coord.Unavailable(ctx, err, "reading %s in %s", key, s.Names().Place)
+	}
+	return e, nil
+}
+
+// Commit implements protocol.Store: the space, created if absent, then the
+// datacenter's document, guarded by the revision read.
+func (s store) Commit(ctx context.Context, read, next protocol.State) error {
+	if next.HasSpace && !read.HasSpace {
+		if _, err := s.w.kv.Create(ctx, spaceKey, []byte(next.Space)); errors.Is(err, jetstream.ErrKeyExists) {
+			return protocol.ErrConflict
+		} else if err != nil {
+			return coord.Unavailable(ctx, err, "writing %s in %s", spaceKey, s.Names().Place)
+		}
+	}
+	d := document{Claim: next.Claim, Record: next.Record, Slots: map[string]protocol.Slot{}}
+	if next.Record != nil {
+		d.Owner = s.w.namespace
+	}
+	for id, sl := range next.Slots {
+		d.Slots[strconv.FormatInt(id, 10)] = sl
+	}
+	v, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	key, rev := dcKey(read.Datacenter), read.Version.(version).rev
+	if rev == 0 {
+		_, err = s.w.kv.Create(ctx, key, v)
+	} else {
+		_, err = s.w.kv.Update(ctx, key, v, rev)
+	}
+	switch {
+	case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+		return protocol.ErrConflict
+	case err != nil:
+		return coord.Unavailable(ctx, err, "writing %s in %s", key, s.Names().Place)
+	}
+	return nil
+}
+
+// Claims implements protocol.ClaimsReader: the space and every datacenter
+// document's claim.
+func (s store) Claims(ctx context.Context) (worker.Claims, error) {
+	var c worker.Claims
+	space, err := s.get(ctx, spaceKey)
+	if err != nil {
+		return c, err
+	}
+	if space != nil {
+		c.Space, c.HasSpace = string(space.Value()), true
+	}
+	keys, err := s.w.kv.Keys(ctx)
+	if err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
+		return c, coord.Unavailable(ctx, err, "listing %s", s.Names().Place)
+	}
+	var dcs []int64
+	for _, k := range keys {
+		if id, ok := coord.ParseID(strings.TrimPrefix(k, "dc.")); ok && strings.HasPrefix(k, "dc.") {
+			dcs = append(dcs, id)
+		}
+	}
+	slices.Sort(dcs)
+	for _, dc := range dcs {
+		d, _, err := s.document(ctx, dc)
+		if err != nil {
+			return c, err
+		}
+		if d.Claim.Namespace != "" {
+			c.Datacenters = append(c.Datacenters, worker.DatacenterClaim{Datacenter: dc, Namespace: d.Claim.Namespace})
+		}
+	}
+	return c, nil
+}
+
+// validName reports whether a bucket name is one NATS accepts: letters,
+// digits, - and _.
+func validName(s string) bool {
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return s != ""
+}
