@@ -1,0 +1,309 @@
+package protocol
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/flakeid/flakeid/worker"
+)
+
+var t0 = time.UnixMilli(1_800_000_000_000).UTC()
+
+func req(owner string, workers int64, reserve time.Time) worker.Request {
+	return worker.Request{Workers: workers, Owner: owner, TTL: 2 * time.Second, Reserve: reserve,
+		Contract: "space; quarantine 10s", Space: "space", Quarantine: 10 * time.Second}
+}
+
+// TestAcquireRefusalsWriteNothing: every refusal of Acquire is its error
+// and no commit.
+func TestAcquireRefusalsWriteNothing(t *testing.T) {
+	ctx := context.Background()
+	m := newMemStore(t0)
+	d := New(m)
+	if _, err := d.Acquire(ctx, req("a", 1, t0.Add(time.Second))); err != nil {
+		t.Fatal(err)
+	}
+	other := req("b", 1, t0)
+	other.Space, other.Contract = "other", "other; quarantine 10s"
+	quarantine := req("c", 4, t0)
+	quarantine.Contract = "space; quarantine 9s"
+	ahead := req("d", 4, t0.Add(time.Hour))
+	ahead.Now, ahead.MaxClockSkew = t0.Add(time.Hour).Add(-3*time.Second), time.Second
+	bad := req("", 1, t0)
+	for _, tc := range []struct {
+		name string
+		d    *Driver
+		r    worker.Request
+		want error
+		says string
+	}{
+		{"exhausted", d, req("e", 1, t0), worker.ErrExhausted, "all 1 worker ids of datacenter 0 are held"},
+		{"another space", d, other, worker.ErrContract, `records the ID space "space"`},
+		{"another contract", d, quarantine, worker.ErrContract, `recorded with the contract "space; quarantine 10s"`},
+		{"clock ahead", d, ahead, worker.ErrClockSkew, "ahead of the coordinator's"},
+		{"claimed by another namespace", New(m.in("other")), req("f", 4, t0), worker.ErrContract, `claimed in the memory registry by the namespace "ns"`},
+		{"invalid", d, bad, worker.ErrInvalidConfig, "owner empty"},
+	} {
+		before := m.commitCount()
+		_, err := tc.d.Acquire(ctx, tc.r)
+		if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%s: %v, want %v saying %q", tc.name, err, tc.want, tc.says)
+		}
+		if m.commitCount() != before {
+			t.Errorf("%s: the refusal committed", tc.name)
+		}
+	}
+}
+
+// TestAcquireArithmetic: the first Acquire writes the space, the claim and
+// a record whose floor is the clock + the quarantine (at least the store's
+// floor); Previous is max(mark, floor); the mark is the reservation
+// rounded up.
+func TestAcquireArithmetic(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		storeFloor     int64
+		mark           int64
+		reserve        time.Time
+		wantPrev, high int64
+	}{
+		{"fresh", 0, 0, t0.Add(1500 * time.Microsecond), t0.UnixMilli() + 10_000, t0.UnixMilli() + 2},
+		{"store floor above", t0.UnixMilli() + 60_000, 0, t0, t0.UnixMilli() + 60_000, t0.UnixMilli()},
+		{"mark above floor", 0, t0.UnixMilli() + 20_000, t0, t0.UnixMilli() + 20_000, t0.UnixMilli() + 20_000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := State{Now: t0, Slots: map[int64]Slot{}, FloorMs: tc.storeFloor}
+			if tc.mark != 0 {
+				st.Slots[0] = Slot{HighMs: tc.mark}
+			}
+			a, err := acquisition(req("a", 1, tc.reserve), st, Names{Namespace: "ns"}, nil, "inc")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.prevMs != tc.wantPrev || a.slot.HighMs != tc.high || a.slot.Holder != "a" || a.slot.ExpiresMs != t0.UnixMilli()+2000 {
+				t.Errorf("prev %d, slot %+v; want prev %d, high %d, held by a until +2s", a.prevMs, a.slot, tc.wantPrev, tc.high)
+			}
+			if !a.next.HasSpace || a.next.Space != "space" || a.next.Claim.Namespace != "ns" || a.next.Record.Incarnation != "inc" {
+				t.Errorf("next = %+v; want the space, the claim and a record of incarnation inc", a.next)
+			}
+			if len(st.Slots) > 1 || (tc.mark == 0 && len(st.Slots) != 0) {
+				t.Errorf("acquisition changed the state it read: %+v", st.Slots)
+			}
+		})
+	}
+}
+
+// TestRenewalVerdicts: what a Renew writes for each verdict.
+func TestRenewalVerdicts(t *testing.T) {
+	rec := Record{Incarnation: "inc", Contract: "c", FloorMs: t0.UnixMilli() - 1000, InitialisedMs: t0.UnixMilli() - 5000}
+	held := Slot{Holder: "a", ExpiresMs: t0.UnixMilli() + 1000, HighMs: t0.UnixMilli() + 500}
+	h := hold{Hold: worker.Hold{Owner: "a", WorkerID: 0, Incarnation: "inc", Initialised: MsTime(rec.InitialisedMs),
+		Stored: MsTime(held.HighMs), LeaseEnd: MsTime(held.ExpiresMs)}, contract: "c", quarantine: 10 * time.Second}
+	n := Names{Namespace: "ns", Place: "memory", Store: "the memory"}
+	state := func(r *Record, claim string, slots map[int64]Slot) State {
+		return State{Now: t0, Claim: Claim{Namespace: claim}, Record: r, Slots: slots}
+	}
+	other := rec
+	other.Incarnation, other.InitialisedMs = "later", t0.UnixMilli()-10
+	for _, tc := range []struct {
+		name     string
+		st       State
+		renew    bool
+		want     error
+		writes   bool
+		newFloor bool // the next state re-initialises the record
+	}{
+		{"holds", state(&rec, "ns", map[int64]Slot{0: held}), true, nil, true, false},
+		{"release", state(&rec, "ns", map[int64]Slot{0: held}), false, nil, true, false},
+		{"record gone", state(nil, "ns", map[int64]Slot{0: held}), true, worker.ErrReset, true, true},
+		{"record gone, claim gone", state(nil, "", nil), true, worker.ErrReset, true, true},
+		{"record gone, another claims", state(nil, "b", nil), true, worker.ErrReset, false, false},
+		{"reset before", state(&other, "ns", map[int64]Slot{0: held}), true, worker.ErrReset, false, false},
+		{"slot gone", state(&rec, "ns", nil), true, worker.ErrReset, true, true},
+		{"not held", state(&rec, "ns", map[int64]Slot{0: {Holder: "b", ExpiresMs: t0.UnixMilli() + 5000, HighMs: held.HighMs}}), true, worker.ErrReset, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			next, err := h.renewal(tc.st, n, tc.renew, 2*time.Second, t0.Add(3*time.Second), "fresh")
+			if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
+				t.Fatalf("renewal: %v, want %v", err, tc.want)
+			}
+			if (next != nil) != tc.writes {
+				t.Fatalf("renewal wrote %v, want %v", next != nil, tc.writes)
+			}
+			switch {
+			case next == nil:
+			case tc.newFloor:
+				if next.Record.Incarnation != "fresh" || next.Record.FloorMs != t0.UnixMilli()+10_000 || next.Claim.Namespace != "ns" {
+					t.Errorf("re-initialised record %+v, claim %+v; want incarnation fresh, floor now+10s, claimed", *next.Record, next.Claim)
+				}
+			case tc.renew:
+				if s := next.Slots[0]; s.ExpiresMs != t0.UnixMilli()+2000 || s.HighMs != t0.UnixMilli()+3000 || s.Holder != "a" {
+					t.Errorf("renewed slot %+v", s)
+				}
+			default:
+				if s := next.Slots[0]; s.Holder != "" || s.ExpiresMs != 0 || s.HighMs != t0.UnixMilli()+3000 {
+					t.Errorf("released slot %+v", s)
+				}
+			}
+		})
+	}
+	// Inside the granted lease a slot taken by another is a rollback; past
+	// it, only not held.
+	st := state(&rec, "ns", map[int64]Slot{0: {Holder: "b", ExpiresMs: t0.UnixMilli() + 5000, HighMs: held.HighMs}})
+	st.Now = t0.Add(2 * time.Second)
+	if next, err := h.renewal(st, n, true, time.Second, t0, "x"); !errors.Is(err, worker.ErrNotHeld) || next != nil {
+		t.Errorf("after the lease: %v, %v; want ErrNotHeld and nothing written", next, err)
+	}
+}
+
+// TestLowerAndUnclaim: LowerMark and Unclaim decide by the worker package's
+// rules, and write only when allowed.
+func TestLowerAndUnclaim(t *testing.T) {
+	ctx := context.Background()
+	m := newMemStore(t0)
+	d := New(m)
+	cl, err := d.Acquire(ctx, req("a", 1, t0.Add(time.Minute)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.LowerMark(ctx, 0, 0, t0.Add(time.Second)); !errors.Is(err, worker.ErrInUse) {
+		t.Errorf("LowerMark of a held id: %v, want ErrInUse", err)
+	}
+	if err := d.Unclaim(ctx, 0); !errors.Is(err, worker.ErrInUse) {
+		t.Errorf("Unclaim while held: %v, want ErrInUse", err)
+	}
+	if err := cl.Release(ctx, t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	from, err := d.LowerMark(ctx, 0, 0, t0.Add(time.Second))
+	if err != nil || !from.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("LowerMark = %v, %v; want the old mark", from, err)
+	}
+	if err := New(m.in("other")).Unclaim(ctx, 0); !errors.Is(err, worker.ErrContract) {
+		t.Errorf("Unclaim by another namespace: %v, want ErrContract", err)
+	}
+	if err := d.Unclaim(ctx, 0); !errors.Is(err, worker.ErrInUse) {
+		t.Errorf("Unclaim with the record's floor ahead: %v, want ErrInUse", err)
+	}
+	m.advance(11 * time.Second)
+	if err := d.Unclaim(ctx, 0); err != nil {
+		t.Fatalf("Unclaim once every mark passed: %v", err)
+	}
+	if c, _ := d.Claims(ctx); len(c.Datacenters) != 0 {
+		t.Errorf("Claims after Unclaim = %+v", c)
+	}
+	if _, err := New(m.in("other")).Acquire(ctx, req("b", 1, t0)); err != nil {
+		t.Errorf("Acquire by another namespace after Unclaim: %v", err)
+	}
+}
+
+// TestDriverRapid runs random sequences of Acquire, Renew, Release, clock
+// steps and losses of the whole state on one datacenter of two worker ids,
+// and checks the protocol's promise after every step: a new holder of a
+// worker id starts (Previous) at or past every reservation any earlier
+// holder of it stored, and — unless the state was lost since — no two
+// holders' leases on one id overlap by the coordinator's clock.
+func TestDriverRapid(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		ctx := context.Background()
+		m := newMemStore(t0)
+		d := New(m)
+		type holder struct {
+			cl         worker.Claim
+			prev       time.Time
+			reserved   time.Time // the highest reservation stored
+			leaseEnd   time.Time // by the coordinator's clock
+			ended      bool
+			epoch      int // losses of the state before its Acquire
+			id         int64
+			acquiredAt time.Time
+		}
+		var holders []*holder
+		epoch, owners := 0, 0
+		now := func() time.Time { st, _ := m.Read(ctx, 0); return st.Now }
+		reserve := func(rt *rapid.T) time.Time {
+			return now().Add(time.Duration(rapid.Int64Range(0, 3000).Draw(rt, "ahead")) * time.Millisecond)
+		}
+		pickLive := func(rt *rapid.T) *holder {
+			var live []*holder
+			for _, h := range holders {
+				if !h.ended {
+					live = append(live, h)
+				}
+			}
+			if len(live) == 0 {
+				rt.Skip("no live holder")
+			}
+			return rapid.SampledFrom(live).Draw(rt, "holder")
+		}
+		rt.Repeat(map[string]func(*rapid.T){
+			"acquire": func(rt *rapid.T) {
+				owners++
+				r := req("o"+string(rune('a'+owners%26))+time.Duration(owners).String(), 2, reserve(rt))
+				r.Quarantine, r.Contract = 5*time.Second, "space; quarantine 5s"
+				cl, err := d.Acquire(ctx, r)
+				if errors.Is(err, worker.ErrExhausted) {
+					return
+				}
+				if err != nil {
+					rt.Fatalf("Acquire: %v", err)
+				}
+				n := &holder{cl: cl, prev: cl.Previous(), reserved: r.Reserve, leaseEnd: now().Add(r.TTL).Truncate(time.Millisecond),
+					epoch: epoch, id: cl.WorkerID(), acquiredAt: now()}
+				for _, h := range holders {
+					if h.id != n.id {
+						continue
+					}
+					if n.prev.Before(h.reserved) {
+						rt.Fatalf("worker %d: the new holder starts at %v, before %v that an earlier holder reserved", n.id, n.prev, h.reserved)
+					}
+					if !h.ended && h.epoch == epoch && h.leaseEnd.After(now()) {
+						rt.Fatalf("worker %d: handed out while an earlier lease runs until %v (now %v)", n.id, h.leaseEnd, now())
+					}
+				}
+				holders = append(holders, n)
+			},
+			"renew": func(rt *rapid.T) {
+				h := pickLive(rt)
+				res := reserve(rt)
+				switch err := h.cl.Renew(ctx, 2*time.Second, res); {
+				case err == nil:
+					h.reserved, h.leaseEnd = maxT(h.reserved, res), now().Add(2*time.Second)
+				case errors.Is(err, worker.ErrNotHeld), errors.Is(err, worker.ErrReset):
+					h.ended = true
+				default:
+					rt.Fatalf("Renew: %v", err)
+				}
+			},
+			"release": func(rt *rapid.T) {
+				h := pickLive(rt)
+				res := reserve(rt)
+				if err := h.cl.Release(ctx, res); err == nil {
+					h.reserved = maxT(h.reserved, res)
+				} else if !errors.Is(err, worker.ErrNotHeld) && !errors.Is(err, worker.ErrReset) {
+					rt.Fatalf("Release: %v", err)
+				}
+				h.ended = true
+			},
+			"advance": func(rt *rapid.T) {
+				m.advance(time.Duration(rapid.Int64Range(0, 2500).Draw(rt, "step")) * time.Millisecond)
+			},
+			"lose state": func(rt *rapid.T) {
+				m.wipe()
+				epoch++
+			},
+		})
+	})
+}
+
+func maxT(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
