@@ -4,6 +4,7 @@
 #   PostgreSQL  127.0.0.1:5432   (trust auth, database "test")
 #   MariaDB     127.0.0.1:3306   (root, no password, database "test")
 #   Redis       127.0.0.1:6379
+#   NATS        127.0.0.1:4222   (Debian's nats-server, with JetStream)
 #   ZooKeeper   127.0.0.1:21810  (Debian's zookeeper, started here with its own zoo.cfg under $FLAKEID_TEST_ZK_DIR)
 #   Consul      127.0.0.1:28500  (a `consul agent -dev` built by scripts/consul-agent.sh, under $FLAKEID_TEST_CONSUL_DIR)
 # Installs etcd-server and zookeeper (and chromium, for the web console's browser test; redis-tools,
@@ -138,6 +139,14 @@ if ! up 6379; then
     --dir /var/lib/redis --logfile /var/log/redis/ci.log
   wait_up 6379 Redis
 fi
+if ! up 4222; then
+  echo "services: starting NATS" >&2
+  need_pkg nats-server nats-server
+  as_root mkdir -p /var/lib/nats-server
+  as_root start-stop-daemon --start --oknodo --background --exec "$(command -v nats-server)" -- \
+    -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log
+  wait_up 4222 NATS
+fi
 # The Redis-protocol tests and the verifier start private redis-server processes.
 command -v redis-server >/dev/null || { echo "services: redis-server is not installed (apt-get install redis-server)" >&2; exit 1; }
-echo "services: etcd 127.0.0.1:$ETCD_PORT, ZooKeeper :$ZK_PORT, Consul :$CONSUL_PORT, PostgreSQL :5432, MariaDB :3306, Redis :6379 are up" >&2
+echo "services: etcd 127.0.0.1:$ETCD_PORT, ZooKeeper :$ZK_PORT, Consul :$CONSUL_PORT, PostgreSQL :5432, MariaDB :3306, Redis :6379, NATS :4222 are up" >&2

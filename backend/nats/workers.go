@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	natsgo "github.com/nats-io/nats.go"
@@ -37,11 +38,14 @@ const spaceKey = "space"
 // on a NATS JetStream KV bucket: protocol.Driver over the bucket.
 type Workers struct {
 	*protocol.Driver
-	kv        jetstream.KeyValue
+	js        jetstream.JetStream
 	server    string // the server's URL, without credentials, for errors
 	bucket    string
 	namespace string
 	nc        *natsgo.Conn // closed by Close when OpenWorkers made it
+
+	mu sync.Mutex
+	kv jetstream.KeyValue // the bucket's handle, again after ensureBucket
 }
 
 // document is a datacenter's key: the registry's claim on it, and the
@@ -102,21 +106,40 @@ func NewWorkers(ctx context.Context, nc *natsgo.Conn, bucket, ns string) (*Worke
 	if err != nil {
 		return nil, fmt.Errorf("%w: JetStream: %w", worker.ErrUnavailable, err)
 	}
-	server := nc.ConnectedUrlRedacted()
-	kv, err := js.KeyValue(ctx, bucket)
+	w := &Workers{js: js, server: nc.ConnectedUrlRedacted(), bucket: bucket, namespace: ns}
+	if err := w.ensureBucket(ctx); err != nil {
+		return nil, err
+	}
+	w.Driver = protocol.New(w.store())
+	return w, nil
+}
+
+// ensureBucket opens the bucket, creating it when it is missing: never
+// made, or lost (deleted, a server back without its store) — then empty,
+// which the protocol finds as a lost state and quarantines.
+func (w *Workers) ensureBucket(ctx context.Context) error {
+	kv, err := w.js.KeyValue(ctx, w.bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, History: history, Storage: jetstream.FileStorage,
+		kv, err = w.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: w.bucket, History: history, Storage: jetstream.FileStorage,
 			Description: "flakeid worker-id coordinator"})
 		if errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = js.KeyValue(ctx, bucket)
+			kv, err = w.js.KeyValue(ctx, w.bucket)
 		}
 	}
 	if err != nil {
-		return nil, coord.Unavailable(ctx, err, "opening the bucket %s at %s", bucket, server)
+		return coord.Unavailable(ctx, err, "opening the bucket %s at %s", w.bucket, w.server)
 	}
-	w := &Workers{kv: kv, server: server, bucket: bucket, namespace: ns}
-	w.Driver = protocol.New(w.store())
-	return w, nil
+	w.mu.Lock()
+	w.kv = kv
+	w.mu.Unlock()
+	return nil
+}
+
+// bucketKV is the bucket's handle.
+func (w *Workers) bucketKV() jetstream.KeyValue {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.kv
 }
 
 // Close closes the connection OpenWorkers made.
@@ -142,8 +165,29 @@ func dcKey(dc int64) string    { return "dc." + strconv.FormatInt(dc, 10) }
 func clockKey(dc int64) string { return "clock." + strconv.FormatInt(dc, 10) }
 
 // Read implements protocol.Store: the space, the datacenter's document,
-// then the clock.
+// then the clock. A lost bucket is made again (empty) and read.
 func (s store) Read(ctx context.Context, dc int64) (protocol.State, error) {
+	st, err := s.read(ctx, dc)
+	if errors.Is(err, errNoBucket) {
+		if err := s.w.ensureBucket(ctx); err != nil {
+			return st, err
+		}
+		st, err = s.read(ctx, dc)
+	}
+	return st, err
+}
+
+// errNoBucket marks a read of a bucket that is gone.
+var errNoBucket = errors.New("the bucket is gone")
+
+func (s store) read(ctx context.Context, dc int64) (protocol.State, error) {
+	// A write first: a read of a bucket that is gone waits for its
+	// context, a write fails at once.
+	if _, err := s.w.bucketKV().Put(ctx, clockKey(dc), nil); errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		return protocol.State{}, fmt.Errorf("%w: %w: %s in %s", worker.ErrUnavailable, errNoBucket, err, s.Names().Place)
+	} else if err != nil {
+		return protocol.State{}, coord.Unavailable(ctx, err, "writing the clock key %s in %s", clockKey(dc), s.Names().Place)
+	}
 	st := protocol.State{Datacenter: dc, Slots: map[int64]protocol.Slot{}, Version: version{}}
 	space, err := s.get(ctx, spaceKey)
 	if err != nil {
@@ -189,11 +233,11 @@ func (s store) document(ctx context.Context, dc int64) (document, uint64, error)
 // replaced it first).
 func (s store) clock(ctx context.Context, dc int64) (time.Time, error) {
 	for range protocol.MaxAttempts {
-		rev, err := s.w.kv.Put(ctx, clockKey(dc), nil)
+		rev, err := s.w.bucketKV().Put(ctx, clockKey(dc), nil)
 		if err != nil {
 			return time.Time{}, coord.Unavailable(ctx, err, "writing the clock key %s in %s", clockKey(dc), s.Names().Place)
 		}
-		e, err := s.w.kv.GetRevision(ctx, clockKey(dc), rev)
+		e, err := s.w.bucketKV().GetRevision(ctx, clockKey(dc), rev)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			continue
 		}
@@ -207,7 +251,7 @@ func (s store) clock(ctx context.Context, dc int64) (time.Time, error) {
 
 // get reads key, nil when it is absent.
 func (s store) get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
-	e, err := s.w.kv.Get(ctx, key)
+	e, err := s.w.bucketKV().Get(ctx, key)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		return nil, nil
@@ -221,7 +265,7 @@ func (s store) get(ctx context.Context, key string) (jetstream.KeyValueEntry, er
 // datacenter's document, guarded by the revision read.
 func (s store) Commit(ctx context.Context, read, next protocol.State) error {
 	if next.HasSpace && !read.HasSpace {
-		if _, err := s.w.kv.Create(ctx, spaceKey, []byte(next.Space)); errors.Is(err, jetstream.ErrKeyExists) {
+		if _, err := s.w.bucketKV().Create(ctx, spaceKey, []byte(next.Space)); errors.Is(err, jetstream.ErrKeyExists) {
 			return protocol.ErrConflict
 		} else if err != nil {
 			return coord.Unavailable(ctx, err, "writing %s in %s", spaceKey, s.Names().Place)
@@ -240,9 +284,9 @@ func (s store) Commit(ctx context.Context, read, next protocol.State) error {
 	}
 	key, rev := dcKey(read.Datacenter), read.Version.(version).rev
 	if rev == 0 {
-		_, err = s.w.kv.Create(ctx, key, v)
+		_, err = s.w.bucketKV().Create(ctx, key, v)
 	} else {
-		_, err = s.w.kv.Update(ctx, key, v, rev)
+		_, err = s.w.bucketKV().Update(ctx, key, v, rev)
 	}
 	switch {
 	case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
@@ -264,7 +308,7 @@ func (s store) Claims(ctx context.Context) (worker.Claims, error) {
 	if space != nil {
 		c.Space, c.HasSpace = string(space.Value()), true
 	}
-	keys, err := s.w.kv.Keys(ctx)
+	keys, err := s.w.bucketKV().Keys(ctx)
 	if err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
 		return c, coord.Unavailable(ctx, err, "listing %s", s.Names().Place)
 	}

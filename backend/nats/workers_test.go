@@ -1,15 +1,10 @@
 package nats
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,65 +14,26 @@ import (
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/flakeid/flakeid/internal/natsproc"
 	"github.com/flakeid/flakeid/internal/testenv"
 	"github.com/flakeid/flakeid/worker"
 	"github.com/flakeid/flakeid/worker/workertest"
 )
 
-// server is a private nats-server with JetStream, on a port the OS picked.
-type server struct {
-	url    string
-	cmd    *exec.Cmd
-	exited chan struct{}
-	out    bytes.Buffer
-}
-
-// startServer starts a private nats-server for t, stopped at its end.
-func startServer(t testing.TB) *server {
+// startServer starts a private nats-server for t, killed at its end.
+func startServer(t testing.TB) *natsproc.Server {
 	t.Helper()
-	bin := testenv.Command(t, natsServerBin(), "the fault tests start a private nats-server")
-	dir := t.TempDir()
-	s := &server{exited: make(chan struct{})}
-	s.cmd = exec.Command(bin, "-a", "127.0.0.1", "-p", "-1", "-js", "-sd", filepath.Join(dir, "store"), "--ports_file_dir", dir)
-	s.cmd.Stdout, s.cmd.Stderr = &s.out, &s.out
-	s.cmd.SysProcAttr = sysProcAttr()
-	if err := s.cmd.Start(); err != nil {
-		t.Fatalf("starting nats-server: %v", err)
+	bin, err := natsproc.Bin("")
+	if err != nil {
+		testenv.Command(t, "nats-server", "the fault tests start a private nats-server")
 	}
-	go func() { _ = s.cmd.Wait(); close(s.exited) }()
-	t.Cleanup(func() {
-		_ = s.cmd.Process.Kill() // works on a stopped server too
-		<-s.exited
-		if t.Failed() {
-			t.Logf("private nats-server at %s:\n%s", s.url, s.out.String())
-		}
-	})
-	ports := filepath.Join(dir, fmt.Sprintf("%s_%d.ports", filepath.Base(bin), s.cmd.Process.Pid))
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		b, err := os.ReadFile(ports)
-		if err != nil {
-			continue
-		}
-		var p struct {
-			Nats []string `json:"nats"`
-		}
-		if json.Unmarshal(b, &p) == nil && len(p.Nats) > 0 {
-			s.url = p.Nats[0]
-			return s
-		}
+	s, err := natsproc.Start(t.Context(), natsproc.Options{Bin: bin, Dir: t.TempDir(),
+		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("nats-server wrote no ports file %s in 10s:\n%s", ports, s.out.String())
-	return nil
-}
-
-// natsServerBin is nats-server in PATH, or Debian's /usr/sbin/nats-server.
-func natsServerBin() string {
-	if _, err := exec.LookPath("nats-server"); err != nil {
-		if _, err := os.Stat("/usr/sbin/nats-server"); err == nil {
-			return "/usr/sbin/nats-server"
-		}
-	}
-	return "nats-server"
+	t.Cleanup(s.Kill)
+	return s
 }
 
 // sharedURL is the shared NATS server's URL (testenv.NATS), after checking
@@ -137,7 +93,7 @@ func open(t testing.TB, u, bucket, ns string) *Workers {
 type connector struct {
 	mu      sync.Mutex
 	url     string
-	private *server
+	private *natsproc.Server
 	used    bool
 	bucket  string
 }
@@ -167,7 +123,7 @@ func (c *connector) ConnectFaulty(t *testing.T) (worker.Coordinator, workertest.
 			t.Fatal("ConnectFaulty after Connect: the earlier clients talk to the shared server")
 		}
 		c.private = startServer(t)
-		c.url = c.private.url
+		c.url = c.private.URL()
 	}
 	c.mu.Unlock()
 	u, b := c.target(t)
@@ -177,17 +133,17 @@ func (c *connector) ConnectFaulty(t *testing.T) (worker.Coordinator, workertest.
 // stopFault stops the private server (SIGSTOP) and continues it.
 type stopFault struct {
 	t *testing.T
-	s *server
+	s *natsproc.Server
 }
 
 func (f stopFault) Cut() {
-	if err := f.s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := f.s.Pause(); err != nil {
 		f.t.Fatalf("stopping nats-server: %v", err)
 	}
 }
 
 func (f stopFault) Heal() {
-	if err := f.s.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := f.s.Resume(); err != nil {
 		f.t.Fatalf("continuing nats-server: %v", err)
 	}
 }
@@ -295,5 +251,54 @@ func TestOpenWorkers(t *testing.T) {
 		if _, err := OpenWorkers(t.Context(), pu); !errors.Is(err, worker.ErrInvalidConfig) {
 			t.Errorf("OpenWorkers(%s): %v, want ErrInvalidConfig", bad, err)
 		}
+	}
+}
+
+// TestBucketLost: a bucket deleted under its holders (or a server that
+// came back without its store) is a lost state like any other: the bucket
+// is made again, empty, the holder's next Renew fails with ErrReset and
+// re-initialises the namespace, and the next holder starts past the
+// quarantine.
+func TestBucketLost(t *testing.T) {
+	for _, how := range []string{"deleted", "server restarted without its store"} {
+		t.Run(how, func(t *testing.T) {
+			s := startServer(t)
+			w := open(t, s.URL(), "b", "ns")
+			req := worker.Request{Workers: 1, Owner: "a", TTL: 2 * time.Second, Reserve: time.Now().Add(time.Second),
+				Quarantine: 5 * time.Second, Contract: "c", Space: "c"}
+			cl, err := w.Acquire(t.Context(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if how == "deleted" {
+				js, _ := jetstream.New(connect(t, s.URL()))
+				if err := js.DeleteKeyValue(t.Context(), "b"); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := s.Restart(t.Context(), true); err != nil {
+				t.Fatal(err)
+			}
+			var rerr error
+			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+				ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+				rerr = cl.Renew(ctx, 2*time.Second, time.Now().Add(time.Second))
+				cancel()
+				if !errors.Is(rerr, worker.ErrUnavailable) {
+					break // the client may take a moment to reconnect to a restarted server
+				}
+			}
+			if !errors.Is(rerr, worker.ErrReset) {
+				t.Fatalf("Renew after the bucket was lost: %v, want ErrReset", rerr)
+			}
+			req.Owner = "b"
+			before := time.Now()
+			next, err := open(t, s.URL(), "b", "ns").Acquire(t.Context(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !next.Previous().After(before.Add(4 * time.Second)) {
+				t.Errorf("the next holder starts at %v, want past the quarantine (5s after %v)", next.Previous(), before)
+			}
+		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/flakeid/flakeid/backend/bolt"
 	"github.com/flakeid/flakeid/backend/consul"
 	"github.com/flakeid/flakeid/backend/etcd"
+	"github.com/flakeid/flakeid/backend/nats"
 	"github.com/flakeid/flakeid/backend/redis"
 	"github.com/flakeid/flakeid/backend/sqldb"
 	"github.com/flakeid/flakeid/backend/zk"
@@ -51,6 +52,7 @@ func backends() []backend {
 		{[]string{"redis", "rediss"}, opened[coordinator](redis.OpenWorkers), nil},
 		{[]string{"zk"}, openedWith[coordinator](zk.OpenWorkers), nil},
 		{[]string{"consul", "consuls"}, openedWith[coordinator](consul.OpenWorkers), nil},
+		{[]string{"nats", "tls"}, opened[coordinator](nats.OpenWorkers), nil},
 	}
 }
 
@@ -64,6 +66,7 @@ var (
 	_ coordinator = (*redis.Workers)(nil)
 	_ coordinator = (*zk.Workers)(nil)
 	_ coordinator = (*consul.Workers)(nil)
+	_ coordinator = (*nats.Workers)(nil)
 )
 
 // opener is how every backend package opens itself: from the parsed URL.

@@ -26,7 +26,9 @@ func TestOpenSchemes(t *testing.T) {
 		{false, "redis://127.0.0.1:1/x", []string{`--coordinator "redis://127.0.0.1:1/x": `, "invalid database number"}},
 		{false, "zk:///p", []string{`--coordinator "zk:///p": `, "no ZooKeeper server"}},
 		{false, "consul://127.0.0.1:1/p?lock_delay=x", []string{`--coordinator "consul://127.0.0.1:1/p?lock_delay=x": `, "lock_delay"}},
-		{false, "ftp://x", []string{`--coordinator "ftp://x": unknown scheme "ftp"`, "consuls as the coordinator"}},
+		{false, "nats://127.0.0.1:1/a.b", []string{`--coordinator "nats://127.0.0.1:1/a.b": `, `bucket "a.b"`}},
+		{false, "nats://127.0.0.1:1/a?prefix=p", []string{`--coordinator "nats://127.0.0.1:1/a?prefix=p": `, `unknown parameter "prefix"`}},
+		{false, "ftp://x", []string{`--coordinator "ftp://x": unknown scheme "ftp"`, "consuls, nats or tls as the coordinator"}},
 		{true, "etcd://127.0.0.1:1", []string{`--store "etcd://127.0.0.1:1": unknown scheme "etcd"`, "(want file, postgres, postgresql or mysql as the segment store)"}},
 		{false, "%zz", []string{"--coordinator is not a URL"}},
 	} {
@@ -91,13 +93,15 @@ func TestOpenRefusesRegistry(t *testing.T) {
 		"postgres://u@127.0.0.1:1/db?table=a&registry=r",
 		"postgresql://u@127.0.0.1:1/db?registry=r",
 		"mysql://u@127.0.0.1:1/db?registry=r&table=b",
+		"nats://127.0.0.1:1/b?namespace=a&registry=r",
+		"tls://127.0.0.1:1?registry=r",
 	} {
 		err := openAndClose(t, false, raw)
 		if err == nil || !strings.Contains(err.Error(), "registry= is not accepted") || !strings.Contains(err.Error(), "one datacenter registry") {
 			t.Errorf("open %q: %v; want registry= refused, saying the coordinator has one registry", raw, err)
 		}
 		u, _ := url.Parse(raw)
-		if u.Scheme == "etcd" || strings.HasPrefix(u.Scheme, "redis") {
+		if u.Scheme == "etcd" || u.Scheme == "nats" || u.Scheme == "tls" || strings.HasPrefix(u.Scheme, "redis") {
 			continue // no schema to print
 		}
 		r := runCLI(t, "workers", "schema", "--coordinator", raw)
@@ -155,7 +159,8 @@ func TestCoordinatorScope(t *testing.T) {
 		"rediss://h:6379/7?prefix=a":    {"database 7 of this Redis server", "another Redis server"},
 		"postgres://u@db/app?table=t":   {"this PostgreSQL database", "another database or schema"},
 		"mysql://u@db/app":              {"this MySQL database", "another database"},
-		"nats://127.0.0.1:4222/flakeid": {"this coordinator", "another server or cluster"},
+		"nats://127.0.0.1:4222/flakeid": {"the bucket flakeid of this NATS server", "another bucket of this one"},
+		"tls://n:4222?namespace=a":      {"the bucket flakeid of this NATS server", "another NATS server"},
 		"%zz":                           {"this coordinator", "another server or cluster"},
 	} {
 		this, others := coordinatorScope(raw)

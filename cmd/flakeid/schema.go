@@ -32,7 +32,7 @@ func schemaFor(kind, raw string, out *streams) error {
 		}
 		return fmt.Errorf("%q: ZooKeeper and Consul are coordinators, not segment stores", redactedURL(u))
 	default:
-		return fmt.Errorf("%q: only SQL, ZooKeeper and Consul coordinators and SQL stores have a schema (file, etcd and Redis need none)", redactedURL(u))
+		return fmt.Errorf("%q: only SQL, ZooKeeper and Consul coordinators and SQL stores have a schema (file, etcd, Redis and NATS need none)", redactedURL(u))
 	}
 	table := u.Query().Get("table")
 	var ddl string

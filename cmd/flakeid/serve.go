@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flakeid/flakeid/backend/nats"
 	"github.com/flakeid/flakeid/node"
 	"github.com/flakeid/flakeid/segment"
 	"github.com/flakeid/flakeid/server"
@@ -346,6 +347,12 @@ func coordinatorScope(raw string) (this, others string) {
 		return "this PostgreSQL database (the schema its search_path creates tables in)", "another database or schema"
 	case "mysql":
 		return "this MySQL database", "another database"
+	case "nats", "tls":
+		bucket := strings.Trim(u.Path, "/")
+		if bucket == "" {
+			bucket = nats.DefaultBucket
+		}
+		return "the bucket " + bucket + " of this NATS server", "another NATS server, or another bucket of this one"
 	}
 	return "this coordinator", "another server or cluster"
 }
