@@ -21,7 +21,7 @@ import (
 type verifyCmd struct {
 	Duration        time.Duration `default:"3m30s" placeholder:"DURATION" env:"FLAKEID_VERIFY_DURATION" help:"How long the clients run (3m30s: the CI profile; 30m: a soak)."`
 	Target          string        `placeholder:"URL[,URL…]" env:"FLAKEID_VERIFY_TARGET" help:"Verify these running servers instead (no cluster started, no fault injected). Give their layout flags."`
-	Coordinator     string        `default:"etcd" enum:"etcd,zk,consul" placeholder:"etcd|zk|consul" env:"FLAKEID_VERIFY_COORDINATOR" help:"The main group's coordinator, a private server the verifier starts, pauses, cuts off and (zk, consul) wipes: etcd, zk (ZooKeeper) or consul (a Consul dev agent)."`
+	Coordinator     string        `default:"etcd" enum:"etcd,zk,consul,nats" placeholder:"etcd|zk|consul|nats" env:"FLAKEID_VERIFY_COORDINATOR" help:"The main group's coordinator, a private server the verifier starts, pauses, cuts off and (zk, consul, nats) wipes: etcd, zk (ZooKeeper), consul (a Consul dev agent) or nats (a NATS server with JetStream)."`
 	Nodes           int           `default:"3" env:"FLAKEID_VERIFY_NODES" help:"Nodes of the main group, on the private --coordinator (datacenter 0), whose clocks the nemesis moves."`
 	RedisNodes      int           `default:"2" env:"FLAKEID_VERIFY_REDIS_NODES" help:"Nodes on a private Redis without persistence (datacenter 1); 0: none, and no Redis faults."`
 	SQLNodes        int           `name:"sql-nodes" default:"1" env:"FLAKEID_VERIFY_SQL_NODES" help:"Nodes on a fresh coordinator table of --postgres (datacenter 2); 0: none, and no sql-rollback."`
@@ -30,7 +30,7 @@ type verifyCmd struct {
 	Deadline        time.Duration `default:"100ms" env:"FLAKEID_VERIFY_DEADLINE" help:"A call counts as answered when its IDs arrive within this, 1ms–1m (the Go clients' per-attempt timeout is half of it); the report gives per API the share so answered, as nines, and latency p50/p99/p99.9/max."`
 	Rate            int           `default:"100" env:"FLAKEID_VERIFY_RATE" help:"Calls per second of each fixed-rate client, 1–10000: the Go client with failover over the main group (without and with a buffer) and a plain HTTP and Redis-protocol client per node, timed from when their schedule meant to send (coordinated-omission corrected)."`
 	Seed            uint64        `placeholder:"N" env:"FLAKEID_VERIFY_SEED" help:"Seed of the nemesis's choices (0: random; the report prints it)."`
-	Faults          string        `default:"all" env:"FLAKEID_VERIFY_FAULTS" help:"Fault kinds to inject, comma-separated, or all (those whose groups have nodes, and the --coordinator's own), or none: clock-back, clock-forward, kill, restart-behind, etcd-pause, etcd-partition (--coordinator etcd), zk-pause, zk-partition, zk-restart, zk-data-loss (zk), consul-pause, consul-partition, consul-data-loss (consul), pg-restart, redis-restart-nosave, redis-keys-deleted, sql-rollback, truncated-state, other-layout, other-space, clock-ahead, config-typo."`
+	Faults          string        `default:"all" env:"FLAKEID_VERIFY_FAULTS" help:"Fault kinds to inject, comma-separated, or all (those whose groups have nodes, and the --coordinator's own), or none: clock-back, clock-forward, kill, restart-behind, etcd-pause, etcd-partition (--coordinator etcd), zk-pause, zk-partition, zk-restart, zk-data-loss (zk), consul-pause, consul-partition, consul-data-loss (consul), nats-pause, nats-partition, nats-data-loss (nats), pg-restart, redis-restart-nosave, redis-keys-deleted, sql-rollback, truncated-state, other-layout, other-space, clock-ahead, config-typo."`
 	MinFaults       int           `default:"2" env:"FLAKEID_VERIFY_MIN_FAULTS" help:"Fail unless every fault kind was injected at least this many times — at most once for the data-loss kinds and the last eight, which cost a quarantine or a refused start each (0: no such check). A --duration too short for that many at the kinds' estimates is refused, naming the duration needed."`
 	LeaseTTL        time.Duration `default:"2s" env:"FLAKEID_VERIFY_LEASE_TTL" help:"The nodes' --lease-ttl (short, so faults bite fast); with --target, at most the servers' TTL."`
 	SegmentDuration time.Duration `default:"2s" env:"FLAKEID_VERIFY_SEGMENT_DURATION" help:"The nodes' --segment-duration (short, so segments are fetched often)."`
@@ -38,6 +38,7 @@ type verifyCmd struct {
 	EtcdBin         string        `default:"etcd" env:"FLAKEID_ETCD_BIN" help:"The etcd executable, for --coordinator etcd (Debian's etcd-server; ./scripts/services.sh installs it)."`
 	ZKBin           string        `name:"zk-bin" default:"/usr/share/zookeeper/bin/zkServer.sh" env:"FLAKEID_ZK_BIN" help:"ZooKeeper's zkServer.sh, for --coordinator zk (Debian's zookeeper package; ./scripts/services.sh installs it)."`
 	ConsulBin       string        `default:"consul" env:"FLAKEID_CONSUL_BIN" help:"The consul executable, for --coordinator consul. Consul has no Debian package: ./scripts/consul-agent.sh builds one (once per machine) and prints its path."`
+	NATSBin         string        `default:"nats-server" env:"FLAKEID_NATS_BIN" help:"The nats-server executable, for --coordinator nats (Debian's nats-server package)."`
 	RedisBin        string        `default:"redis-server" env:"FLAKEID_REDIS_BIN" help:"The redis-server executable, for the Redis group's private server."`
 	Bin             string        `type:"path" placeholder:"FILE" env:"FLAKEID_VERIFY_BIN" help:"The flakeid executable the nodes run (default: this one)."`
 	Tag             string        `default:"verify" env:"FLAKEID_VERIFY_TAG" help:"Segment tag the clients use (created if missing)."`
@@ -59,7 +60,7 @@ func (c *verifyCmd) Run(ctx context.Context, out *streams) error {
 	cfg.RedisNodes, cfg.SQLNodes, cfg.FileNodes, cfg.RedisBin = c.RedisNodes, c.SQLNodes, c.FileNodes, c.RedisBin
 	cfg.MinFaults, cfg.LeaseTTL, cfg.SegmentDuration = c.MinFaults, c.LeaseTTL, c.SegmentDuration
 	cfg.Postgres, cfg.EtcdBin, cfg.Tag, cfg.Dir, cfg.Keep = c.Postgres, c.EtcdBin, c.Tag, c.Dir, c.Keep
-	cfg.Coordinator, cfg.ZKBin, cfg.ConsulBin = c.Coordinator, c.ZKBin, c.ConsulBin
+	cfg.Coordinator, cfg.ZKBin, cfg.ConsulBin, cfg.NATSBin = c.Coordinator, c.ZKBin, c.ConsulBin, c.NATSBin
 	cfg.Stdout, cfg.Stderr = out.stdout, out.stderr
 	cfg.AllowOverlap = c.TestOverlap
 	if c.Target != "" {

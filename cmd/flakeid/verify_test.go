@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flakeid/flakeid/internal/natsproc"
 	"github.com/flakeid/flakeid/internal/testenv"
 )
 
@@ -318,14 +319,14 @@ func TestVerifyNemesisLostState(t *testing.T) {
 	t.Logf("\n%s", r.stdout)
 }
 
-// TestVerifyCoordinatorFlag: --coordinator takes etcd, zk or consul; a
+// TestVerifyCoordinatorFlag: --coordinator takes etcd, zk, consul or nats; a
 // coordinator's fault kinds are refused for another one; a missing server
 // binary is named with the flag that gives it — all before any cluster
 // starts.
 func TestVerifyCoordinatorFlag(t *testing.T) {
 	t.Parallel()
 	r := runCLI(t, "verify", "--coordinator", "zookeeper")
-	mustFail(t, r, exitUsage, "--coordinator", `"etcd","zk","consul"`, "zookeeper")
+	mustFail(t, r, exitUsage, "--coordinator", `"etcd","zk","consul","nats"`, "zookeeper")
 
 	r = runCLI(t, "verify", "--coordinator", "zk", "--faults", "kill,consul-data-loss", "--bin", "/bin/true")
 	mustFail(t, r, exitError, `fault kind "consul-data-loss" is for the main group on Consul (--coordinator consul); it runs on ZooKeeper, whose kinds are zk-pause, zk-partition, zk-restart, zk-data-loss`)
@@ -338,6 +339,12 @@ func TestVerifyCoordinatorFlag(t *testing.T) {
 
 	r = runCLI(t, "verify", "--coordinator", "consul", "--consul-bin", "/nonexistent/consul", "--bin", "/bin/true", "--dir", t.TempDir())
 	mustFail(t, r, exitError, "private Consul agent", "/nonexistent/consul", "--consul-bin", "scripts/consul-agent.sh")
+
+	r = runCLI(t, "verify", "--coordinator", "nats", "--nats-bin", "/nonexistent/nats-server", "--bin", "/bin/true", "--dir", t.TempDir())
+	mustFail(t, r, exitError, "private NATS server", "/nonexistent/nats-server", "--nats-bin")
+
+	r = runCLI(t, "verify", "--coordinator", "nats", "--faults", "etcd-pause", "--bin", "/bin/true")
+	mustFail(t, r, exitError, `fault kind "etcd-pause" is for the main group on etcd (--coordinator etcd); it runs on NATS, whose kinds are nats-pause, nats-partition, nats-data-loss`)
 }
 
 // consulBin is the Consul agent the verifier tests run:
@@ -358,7 +365,8 @@ func consulBin(t *testing.T) string {
 }
 
 // TestVerifyNemesisCoordinators runs the verifier with the main group on a
-// private ZooKeeper, and on a private Consul agent, each with its
+// private ZooKeeper, on a private Consul agent and on a private NATS
+// server, each with its
 // coordinator's data loss (every record, session and ephemeral node gone)
 // and a partition or a pause: no ID may be issued twice, and every holder
 // of the lost state must give its lease up. 55 s: a data loss costs the
@@ -382,6 +390,13 @@ func TestVerifyNemesisCoordinators(t *testing.T) {
 		}},
 		{"consul", "consul-data-loss,consul-pause", func(t *testing.T) []string {
 			return []string{"--consul-bin", consulBin(t)}
+		}},
+		{"nats", "nats-data-loss,nats-partition", func(t *testing.T) []string {
+			bin, err := natsproc.Bin("")
+			if err != nil {
+				bin = testenv.Command(t, "nats-server", "the verifier runs a private NATS server; install Debian's nats-server (./scripts/services.sh does)")
+			}
+			return []string{"--nats-bin", bin}
 		}},
 	} {
 		t.Run(tc.coord, func(t *testing.T) {

@@ -115,7 +115,7 @@ func (r *runner) nodeArgs(n *node) []string {
 	args := r.serveArgs(n.dir)
 	args = append(args, "--datacenter", strconv.FormatInt(n.dc, 10), "--resp-listen", "127.0.0.1:0")
 	switch n.grp.kind {
-	case groupEtcd, groupZK, groupConsul:
+	case groupEtcd, groupZK, groupConsul, groupNATS:
 		args = append(args, "--coordinator", coordURL(n.grp.kind, n.coordProxy.Addr())+n.ns,
 			"--max-clock-skew", mainClockSkew.String(), "--reserve-ahead", mainReserveAhead.String(), "--test-clock-admin")
 	case groupRedis:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/flakeid/flakeid/internal/consulproc"
 	"github.com/flakeid/flakeid/internal/etcdproc"
+	"github.com/flakeid/flakeid/internal/natsproc"
 	"github.com/flakeid/flakeid/internal/zkproc"
 )
 
@@ -60,6 +61,16 @@ func (r *runner) startCoord(ctx context.Context) error {
 			return err
 		}
 		r.coord = &consulServer{s}
+	case groupNATS:
+		bin, err := natsproc.Bin(r.cfg.NATSBin)
+		if err != nil {
+			return fmt.Errorf("the nemesis needs a private NATS server to pause and wipe: %w; install Debian's nats-server (./scripts/services.sh does) or set --nats-bin / FLAKEID_NATS_BIN", err)
+		}
+		s, err := natsproc.Start(ctx, natsproc.Options{Bin: bin, Dir: filepath.Join(r.dir, "nats"), SysProcAttr: procAttr()})
+		if err != nil {
+			return err
+		}
+		r.coord = &natsServer{s}
 	default:
 		bin, err := exec.LookPath(r.cfg.EtcdBin)
 		if err != nil {
@@ -142,6 +153,27 @@ func (c *consulServer) loseData(ctx context.Context) (string, error) {
 	note := fmt.Sprintf("the Consul dev agent (pid %d) killed (-9), started again empty on its ports", old)
 	if err == nil {
 		note += fmt.Sprintf(" (pid %d) after %.1fs", c.pid(), time.Since(t0).Seconds())
+	}
+	return note, err
+}
+
+// natsServer is a private NATS server with JetStream.
+type natsServer struct{ *natsproc.Server }
+
+func (n *natsServer) addr() string  { return n.Addr() }
+func (n *natsServer) pid() int      { return n.Process().Pid }
+func (n *natsServer) pause() error  { return n.Pause() }
+func (n *natsServer) resume() error { return n.Resume() }
+func (n *natsServer) kill()         { n.Kill() }
+
+// loseData is kill -9 of the server, its JetStream store deleted, and a
+// start on the same port: the bucket and every key are gone.
+func (n *natsServer) loseData(ctx context.Context) (string, error) {
+	old, t0 := n.pid(), time.Now()
+	err := n.Restart(ctx, true)
+	note := fmt.Sprintf("the NATS server (pid %d) killed (-9), its JetStream store deleted, started again empty on its port", old)
+	if err == nil {
+		note += fmt.Sprintf(" (pid %d) after %.1fs", n.pid(), time.Since(t0).Seconds())
 	}
 	return note, err
 }

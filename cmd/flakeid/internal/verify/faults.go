@@ -61,7 +61,7 @@ func (r *runner) coordinatorLoss(ctx context.Context, kind string, f *fault) {
 		f.note = fmt.Sprintf("table %s restored to its copy of %.1fs before (%d rows copied, %d restored)",
 			r.sqlTables[0], time.Duration(f.start-t0).Seconds(), copied, restored)
 		f.dc = r.groupDC(groupSQL)
-	case "zk-data-loss", "consul-data-loss":
+	case "zk-data-loss", "consul-data-loss", "nats-data-loss":
 		f.start = r.now()
 		f.note, err = r.coord.loseData(ctx)
 		f.end = r.now()

@@ -31,6 +31,7 @@ const (
 	groupEtcd   = "etcd"   // the main group on a private etcd
 	groupZK     = "zk"     // the main group on a private ZooKeeper
 	groupConsul = "consul" // the main group on a private Consul dev agent
+	groupNATS   = "nats"   // the main group on a private NATS server with JetStream
 	groupRedis  = "redis"  // a private redis-server, datacenter 1
 	groupSQL    = "sql"    // a fresh table of the PostgreSQL, datacenter 2
 	groupFile   = "file"   // one file coordinator per node, datacenters 3, 4, …
@@ -41,7 +42,7 @@ const (
 
 // Coordinators are the coordinators the main group can run on
 // (Config.Coordinator).
-func Coordinators() []string { return []string{groupEtcd, groupZK, groupConsul} }
+func Coordinators() []string { return []string{groupEtcd, groupZK, groupConsul, groupNATS} }
 
 const (
 	// mainClockSkew is the main group's --max-clock-skew. Its clocks are
@@ -78,6 +79,12 @@ const (
 // coordURL is the --coordinator of the main group on a coordinator of that
 // kind at addr (its proxy's, or the server's own).
 func coordURL(kind, addr string) string {
+	if kind == groupNATS {
+		// The bucket is the coordinator; the namespace ends the URL, so
+		// that a suffix (secondNamespace's "-b") names another namespace
+		// of it.
+		return "nats://" + addr + "/flakeid?namespace=" + coordPrefix[1:]
+	}
 	return kind + "://" + addr + coordPrefix
 }
 
@@ -88,6 +95,8 @@ func coordName(kind string) string {
 		return "ZooKeeper"
 	case groupConsul:
 		return "Consul"
+	case groupNATS:
+		return "NATS"
 	}
 	return "etcd"
 }
@@ -107,7 +116,7 @@ func (c Config) hasGroup(kind string) bool {
 	switch kind {
 	case groupMain:
 		return c.Nodes > 0
-	case groupEtcd, groupZK, groupConsul:
+	case groupEtcd, groupZK, groupConsul, groupNATS:
 		return c.Nodes > 0 && c.Coordinator == kind
 	case groupRedis:
 		return c.RedisNodes > 0
@@ -169,6 +178,8 @@ func (c Config) describeGroups() string {
 			where = "a private ZooKeeper"
 		case groupConsul:
 			where = "a private Consul dev agent"
+		case groupNATS:
+			where = "a private NATS server"
 		case groupRedis:
 			where = "a private Redis without persistence"
 		case groupSQL:

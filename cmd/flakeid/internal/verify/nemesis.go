@@ -54,6 +54,10 @@ var kindInfo = map[string]struct {
 	"consul-partition": {desc: "one node cut off from Consul (its proxy holds every byte) for lease TTL + 1.5 s", group: groupConsul, est: partitionEst},
 	"consul-data-loss": {desc: "the Consul dev agent killed (-9) and started again on its ports, empty (it keeps everything in memory): every key and session gone, its indexes from 0", group: groupConsul, once: true, lost: true,
 		est: dataLossEst},
+	"nats-pause":     {desc: "the NATS server SIGSTOPped for lease TTL + 1.5 s, then SIGCONT", group: groupNATS, est: pauseEst},
+	"nats-partition": {desc: "one node cut off from NATS (its proxy holds every byte) for lease TTL + 1.5 s", group: groupNATS, est: partitionEst},
+	"nats-data-loss": {desc: "the NATS server killed (-9), its JetStream store deleted, started again on its port: the bucket and every key gone", group: groupNATS, once: true, lost: true,
+		est: dataLossEst},
 	"pg-restart": {desc: "PostgreSQL \"restarts\": every connection reset, no new one for 3 s (segments, and the SQL group's leases)", group: groupMain, est: func(ttl time.Duration) time.Duration {
 		return 4*time.Second + ttl + quarantine(ttl)
 	}},
@@ -105,7 +109,7 @@ func dataLossEst(ttl time.Duration) time.Duration {
 func Kinds() []string {
 	return []string{"clock-back", "clock-forward", "kill", "restart-behind",
 		"etcd-pause", "etcd-partition", "zk-pause", "zk-partition", "zk-restart", "zk-data-loss", "consul-pause", "consul-partition", "consul-data-loss",
-		"pg-restart", "redis-restart-nosave", "redis-keys-deleted", "sql-rollback", "truncated-state", "other-layout", "other-space", "clock-ahead", "config-typo"}
+		"nats-pause", "nats-partition", "nats-data-loss", "pg-restart", "redis-restart-nosave", "redis-keys-deleted", "sql-rollback", "truncated-state", "other-layout", "other-space", "clock-ahead", "config-typo"}
 }
 
 // coordKinds are the fault kinds of the main group's coordinator.
@@ -402,7 +406,7 @@ func (r *runner) inject(ctx context.Context, kind string, rnd *rand.Rand) fault 
 		} else {
 			f.note, f.failed = f.note+"; restart FAILED", true
 		}
-	case "etcd-pause", "zk-pause", "consul-pause":
+	case "etcd-pause", "zk-pause", "consul-pause", "nats-pause":
 		f.start = r.now()
 		pid := r.coord.pid()
 		err := r.coord.pause()
@@ -427,7 +431,7 @@ func (r *runner) inject(ctx context.Context, kind string, rnd *rand.Rand) fault 
 		} else {
 			f.note += fmt.Sprintf(" (pid %d)", z.pid())
 		}
-	case "etcd-partition", "zk-partition", "consul-partition":
+	case "etcd-partition", "zk-partition", "consul-partition", "nats-partition":
 		n := r.pick(rnd, groupMain)
 		f.node, f.start = n.idx, r.now()
 		if inc := n.cur.Load(); inc != nil {
@@ -446,7 +450,7 @@ func (r *runner) inject(ctx context.Context, kind string, rnd *rand.Rand) fault 
 		r.pgProxy.Heal()
 		f.end = r.now()
 		f.note = fmt.Sprintf("PostgreSQL connections reset, unreachable for %.1fs", time.Duration(f.end-f.start).Seconds())
-	case "redis-restart-nosave", "redis-keys-deleted", "sql-rollback", "zk-data-loss", "consul-data-loss":
+	case "redis-restart-nosave", "redis-keys-deleted", "sql-rollback", "zk-data-loss", "consul-data-loss", "nats-data-loss":
 		r.coordinatorLoss(ctx, kind, &f)
 	case "truncated-state":
 		r.truncatedState(ctx, rnd, &f)

@@ -52,8 +52,8 @@ type Config struct {
 	// otherwise such targets are refused before anything is sent.
 	AllowOverlap bool
 	// Coordinator is the main group's coordinator: "etcd" (the default),
-	// "zk" or "consul" (Coordinators) — a private server the verifier
-	// starts, and pauses, partitions and (zk, consul) wipes.
+	// "zk", "consul" or "nats" (Coordinators) — a private server the
+	// verifier starts, and pauses, partitions and (zk, consul, nats) wipes.
 	Coordinator string
 	// Nodes is the size of the main group: the nodes that lease worker ids
 	// from the private coordinator, in datacenter 0, whose clocks the
@@ -96,6 +96,9 @@ type Config struct {
 	// (default "consul" in PATH; ./scripts/consul-agent.sh builds one and
 	// prints its path).
 	ConsulBin string
+	// NATSBin is the nats-server executable, for the main group on NATS
+	// (default "nats-server" in PATH, then Debian's /usr/sbin/nats-server).
+	NATSBin string
 	// RedisBin is the redis-server executable, for the Redis group.
 	RedisBin string
 	// Bin is the flakeid executable the nodes run.
@@ -145,6 +148,7 @@ func DefaultConfig() Config {
 		EtcdBin:         "etcd",
 		ZKBin:           zkproc.DefaultBin,
 		ConsulBin:       "consul",
+		NATSBin:         "nats-server",
 		RedisBin:        "redis-server",
 		Tag:             "verify",
 		MinFaults:       2,
@@ -306,7 +310,7 @@ func (c Config) validate() error {
 			continue
 		}
 		switch info.group {
-		case groupEtcd, groupZK, groupConsul:
+		case groupEtcd, groupZK, groupConsul, groupNATS:
 			if c.Coordinator != info.group {
 				return fmt.Errorf("fault kind %q is for the main group on %s (--coordinator %s); it runs on %s, whose kinds are %s",
 					k, coordName(info.group), info.group, coordName(c.Coordinator), strings.Join(c.coordKinds(), ", "))
