@@ -53,19 +53,14 @@ type Server struct {
 	// the same across restarts.
 	http, serfLAN, serfWAN, server int
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{} // closed when cmd has exited
+	procgroup.Running // the current process
+
+	mu     sync.Mutex // guards starts
 	starts int
-	log    string
-	killed bool
 }
 
 // startWait bounds how long a start waits for the agent to elect itself.
 const startWait = 30 * time.Second
-
-// errNotRunning is Pause's and Resume's when no process was started.
-var errNotRunning = errors.New("consulproc: the agent has no process")
 
 // Start runs the agent on free loopback ports and waits (up to 30 s) until
 // /v1/status/leader names a leader. ctx bounds only the start: the agent
@@ -165,11 +160,7 @@ func (s *Server) start(ctx context.Context) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	s.mu.Lock()
-	s.cmd, s.exited, s.log, s.killed = cmd, exited, logPath, false
-	s.mu.Unlock()
+	exited := s.Started(cmd, logPath)
 
 	hc := &http.Client{Timeout: time.Second}
 	defer hc.CloseIdleConnections()
@@ -231,17 +222,6 @@ func (s *Server) Leader(ctx context.Context) (string, error) {
 // restarts.
 func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.http)) }
 
-// Process is the current agent process, which the caller may signal. The
-// caller must not Wait for it.
-func (s *Server) Process() *os.Process {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil {
-		return nil
-	}
-	return s.cmd.Process
-}
-
 // Restart kills the agent (SIGKILL) and starts it again on the same ports.
 // A dev agent keeps everything in memory: it comes back empty — every key
 // and session is gone, and its indexes start again.
@@ -264,51 +244,7 @@ func (s *Server) Restart(ctx context.Context) error {
 // Kill kills the process, even a stopped one, and waits until it has
 // exited. It may be called more than once, and on a nil *Server.
 func (s *Server) Kill() {
-	if s == nil {
-		return
+	if s != nil {
+		s.Running.Kill()
 	}
-	s.mu.Lock()
-	cmd, exited, killed := s.cmd, s.exited, s.killed
-	s.killed = true
-	s.mu.Unlock()
-	if cmd == nil || killed {
-		if exited != nil {
-			<-exited
-		}
-		return
-	}
-	procgroup.Kill(cmd.Process)
-	<-exited
-}
-
-// Tail is the last n bytes of the current process's log.
-func (s *Server) Tail(n int) string {
-	s.mu.Lock()
-	path := s.log
-	s.mu.Unlock()
-	b, _ := os.ReadFile(path)
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	return string(b)
-}
-
-// Pause stops the server's process group (SIGSTOP): its sockets stay open
-// and nothing it serves answers, as with a server that hangs. It returns
-// once the process is stopped.
-func (s *Server) Pause() error {
-	p := s.Process()
-	if p == nil {
-		return errNotRunning
-	}
-	return procgroup.Stop(p)
-}
-
-// Resume continues a paused server (SIGCONT).
-func (s *Server) Resume() error {
-	p := s.Process()
-	if p == nil {
-		return errNotRunning
-	}
-	return procgroup.Continue(p)
 }

@@ -45,19 +45,14 @@ type Server struct {
 	bin  string
 	port int // stays the same across restarts
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{} // closed when cmd has exited
+	procgroup.Running // the current process
+
+	mu     sync.Mutex // guards starts
 	starts int
-	log    string
-	killed bool
 }
 
 // startWait bounds how long a start waits for JetStream to answer.
 const startWait = 20 * time.Second
-
-// errNotRunning is Pause's and Resume's when no process was started.
-var errNotRunning = errors.New("natsproc: the server has no process")
 
 // Bin is the nats-server executable of bin (see Options.Bin).
 func Bin(bin string) (string, error) {
@@ -133,11 +128,7 @@ func (s *Server) start(ctx context.Context) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	s.mu.Lock()
-	s.cmd, s.exited, s.log, s.killed = cmd, exited, logPath, false
-	s.mu.Unlock()
+	exited := s.Started(cmd, logPath)
 	deadline := time.Now().Add(startWait)
 	for {
 		last := s.ready(ctx)
@@ -178,17 +169,6 @@ func (s *Server) ready(ctx context.Context) error {
 	return err
 }
 
-// Process is the current server process, which the caller may signal. The
-// caller must not Wait for it.
-func (s *Server) Process() *os.Process {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil {
-		return nil
-	}
-	return s.cmd.Process
-}
-
 // Restart kills the server (SIGKILL) and starts it again on the same port:
 // with its JetStream store, or, when wipe, after deleting it — a server
 // that lost its disk, every bucket gone.
@@ -215,51 +195,7 @@ func (s *Server) Restart(ctx context.Context, wipe bool) error {
 // Kill kills the process, even a stopped one, and waits until it has
 // exited. It may be called more than once, and on a nil *Server.
 func (s *Server) Kill() {
-	if s == nil {
-		return
+	if s != nil {
+		s.Running.Kill()
 	}
-	s.mu.Lock()
-	cmd, exited, killed := s.cmd, s.exited, s.killed
-	s.killed = true
-	s.mu.Unlock()
-	if cmd == nil || killed {
-		if exited != nil {
-			<-exited
-		}
-		return
-	}
-	procgroup.Kill(cmd.Process)
-	<-exited
-}
-
-// Tail is the last n bytes of the current process's log.
-func (s *Server) Tail(n int) string {
-	s.mu.Lock()
-	path := s.log
-	s.mu.Unlock()
-	b, _ := os.ReadFile(path)
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	return string(b)
-}
-
-// Pause stops the server's process group (SIGSTOP): its sockets stay open
-// and nothing answers, as with a server that hangs. It returns once the
-// process is stopped.
-func (s *Server) Pause() error {
-	p := s.Process()
-	if p == nil {
-		return errNotRunning
-	}
-	return procgroup.Stop(p)
-}
-
-// Resume continues a paused server (SIGCONT).
-func (s *Server) Resume() error {
-	p := s.Process()
-	if p == nil {
-		return errNotRunning
-	}
-	return procgroup.Continue(p)
 }

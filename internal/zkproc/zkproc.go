@@ -54,12 +54,10 @@ type Server struct {
 	bin  string
 	port int
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{} // closed when cmd has exited
+	procgroup.Running // the current process
+
+	mu     sync.Mutex // guards starts
 	starts int
-	log    string
-	killed bool
 }
 
 // startWait bounds how long a start waits for the server to answer.
@@ -179,11 +177,7 @@ func (s *Server) start(ctx context.Context) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	s.mu.Lock()
-	s.cmd, s.exited, s.log, s.killed = cmd, exited, logPath, false
-	s.mu.Unlock()
+	exited := s.Started(cmd, logPath)
 
 	deadline := time.Now().Add(startWait)
 	var last error
@@ -260,18 +254,6 @@ func (s *Server) Port() int { return s.port }
 // DataDir is the server's data directory (snapshots and transaction log).
 func (s *Server) DataDir() string { return filepath.Join(s.o.Dir, "data") }
 
-// Process is the current server process, which the caller may signal
-// (SIGSTOP pauses the server: its connections stay open and every request
-// hangs; SIGCONT resumes it). The caller must not Wait for it.
-func (s *Server) Process() *os.Process {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil {
-		return nil
-	}
-	return s.cmd.Process
-}
-
 // Restart kills the server (SIGKILL: no clean shutdown) and starts it again
 // on the same port. With wipe, its data directory is deleted first: the
 // server comes back empty, as one that lost its disk — every node, session
@@ -301,54 +283,7 @@ func (s *Server) Restart(ctx context.Context, wipe bool) error {
 // Kill kills the process, even a stopped one, and waits until it has
 // exited. It may be called more than once, and on a nil *Server.
 func (s *Server) Kill() {
-	if s == nil {
-		return
+	if s != nil {
+		s.Running.Kill()
 	}
-	s.mu.Lock()
-	cmd, exited, killed := s.cmd, s.exited, s.killed
-	s.killed = true
-	s.mu.Unlock()
-	if cmd == nil || killed {
-		if exited != nil {
-			<-exited
-		}
-		return
-	}
-	procgroup.Kill(cmd.Process)
-	<-exited
-}
-
-// Tail is the last n bytes of the current process's log.
-func (s *Server) Tail(n int) string {
-	s.mu.Lock()
-	path := s.log
-	s.mu.Unlock()
-	b, _ := os.ReadFile(path)
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	return string(b)
-}
-
-// errNotRunning is Pause's and Resume's when no process was started.
-var errNotRunning = errors.New("zkproc: the server has no process")
-
-// Pause stops the server's process group (SIGSTOP): its sockets stay open
-// and nothing it serves answers, as with a server that hangs. It returns
-// once the process is stopped.
-func (s *Server) Pause() error {
-	p := s.Process()
-	if p == nil {
-		return errNotRunning
-	}
-	return procgroup.Stop(p)
-}
-
-// Resume continues a paused server (SIGCONT).
-func (s *Server) Resume() error {
-	p := s.Process()
-	if p == nil {
-		return errNotRunning
-	}
-	return procgroup.Continue(p)
 }
