@@ -1,6 +1,7 @@
 package nats
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -57,9 +58,14 @@ type document struct {
 	Slots  map[string]protocol.Slot `json:"slots,omitempty"`
 }
 
-// version is what Commit compares: the datacenter key's revision (0 when
-// absent).
-type version struct{ rev uint64 }
+// version is what Commit compares, the datacenter key's revision (0 when
+// absent), and what it keeps: the document's owner and record, which a
+// write by another namespace (that sees no record) leaves as they are.
+type version struct {
+	rev    uint64
+	owner  string
+	record *protocol.Record
+}
 
 // OpenWorkers opens the coordinator a nats:// or tls:// URL names (see the
 // package doc), connecting to the server and creating the bucket when it
@@ -196,36 +202,77 @@ func (s store) read(ctx context.Context, dc int64) (protocol.State, error) {
 	if space != nil {
 		st.Space, st.HasSpace = string(space.Value()), true
 	}
-	d, rev, err := s.document(ctx, dc)
+	d, v, err := s.document(ctx, dc)
 	if err != nil {
 		return st, err
 	}
-	st.Claim, st.Version = d.Claim, version{rev}
-	if d.Owner == s.w.namespace {
+	st.Claim, st.Record, st.Slots, st.Version = d.Claim, d.Record, d.Slots, v
+	st.Now, err = s.clock(ctx, dc)
+	return st, err
+}
+
+// document reads datacenter dc's document as this namespace sees it, and
+// its version.
+func (s store) document(ctx context.Context, dc int64) (protocol.State, version, error) {
+	e, err := s.get(ctx, dcKey(dc))
+	if err != nil || e == nil {
+		return protocol.State{Slots: map[int64]protocol.Slot{}}, version{}, err
+	}
+	st, d, err := parseDocument(e.Value(), s.w.namespace)
+	if err != nil {
+		return st, version{}, fmt.Errorf("%w: corrupt datacenter document %s in %s: %v: %q", worker.ErrUnavailable, e.Key(), s.Names().Place, err, e.Value())
+	}
+	return st, version{e.Revision(), d.Owner, d.Record}, nil
+}
+
+// parseDocument is a datacenter's document as namespace ns sees it: the
+// claim, and the slots; the record only if it is ns's (another namespace's
+// record is no record of this one: a namespace that claims the datacenter
+// after it starts a record of its own, keeping the slots' marks).
+func parseDocument(b []byte, ns string) (protocol.State, document, error) {
+	var d document
+	st := protocol.State{Slots: map[int64]protocol.Slot{}}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&d); err != nil {
+		return st, d, err
+	}
+	if dec.More() {
+		return st, d, errors.New("data after the document")
+	}
+	if d.Record != nil && (d.Record.Incarnation == "" || d.Owner == "") || d.Record == nil && d.Owner != "" {
+		return st, d, errors.New("a namespace record without an incarnation or an owner")
+	}
+	if d.Claim.Freeing && d.Claim.Namespace == "" {
+		return st, d, errors.New("a claim being freed without a namespace")
+	}
+	st.Claim = d.Claim
+	if d.Owner == ns {
 		st.Record = d.Record
 	}
 	for k, sl := range d.Slots {
 		id, ok := coord.ParseID(k)
 		if !ok {
-			return st, fmt.Errorf("%w: corrupt datacenter document %s in %s: worker id %q", worker.ErrUnavailable, dcKey(dc), s.Names().Place, k)
+			return st, d, fmt.Errorf("worker id %q", k)
 		}
 		st.Slots[id] = sl
 	}
-	st.Now, err = s.clock(ctx, dc)
-	return st, err
+	return st, d, nil
 }
 
-// document reads datacenter dc's document and its revision (0 when absent).
-func (s store) document(ctx context.Context, dc int64) (document, uint64, error) {
-	var d document
-	e, err := s.get(ctx, dcKey(dc))
-	if err != nil || e == nil {
-		return d, 0, err
+// encodeDocument is the document of state st, written by namespace ns
+// over the version read: without a record of ns, the owner and record read
+// stay.
+func encodeDocument(st protocol.State, ns string, read version) []byte {
+	d := document{Claim: st.Claim, Owner: read.owner, Record: read.record, Slots: map[string]protocol.Slot{}}
+	if st.Record != nil {
+		d.Owner, d.Record = ns, st.Record
 	}
-	if err := json.Unmarshal(e.Value(), &d); err != nil {
-		return d, 0, fmt.Errorf("%w: corrupt datacenter document %s in %s: %q", worker.ErrUnavailable, e.Key(), s.Names().Place, e.Value())
+	for id, sl := range st.Slots {
+		d.Slots[strconv.FormatInt(id, 10)] = sl
 	}
-	return d, e.Revision(), nil
+	b, _ := json.Marshal(d) // cannot fail: strings and integers
+	return b
 }
 
 // clock writes the datacenter's clock key and returns the server's
@@ -271,18 +318,9 @@ func (s store) Commit(ctx context.Context, read, next protocol.State) error {
 			return coord.Unavailable(ctx, err, "writing %s in %s", spaceKey, s.Names().Place)
 		}
 	}
-	d := document{Claim: next.Claim, Record: next.Record, Slots: map[string]protocol.Slot{}}
-	if next.Record != nil {
-		d.Owner = s.w.namespace
-	}
-	for id, sl := range next.Slots {
-		d.Slots[strconv.FormatInt(id, 10)] = sl
-	}
-	v, err := json.Marshal(d)
-	if err != nil {
-		return err
-	}
+	v := encodeDocument(next, s.w.namespace, read.Version.(version))
 	key, rev := dcKey(read.Datacenter), read.Version.(version).rev
+	var err error
 	if rev == 0 {
 		_, err = s.w.bucketKV().Create(ctx, key, v)
 	} else {

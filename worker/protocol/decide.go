@@ -153,9 +153,14 @@ func info(st State, id int64, gone func(string) bool) worker.Info {
 	return in
 }
 
-// lowering decides a LowerMark of worker id on st (worker.CheckLowerMark):
-// the next state and the mark it replaces.
-func lowering(st State, id int64, to time.Time, gone func(string) bool) (*State, time.Time, error) {
+// lowering decides a LowerMark of worker id on st (worker.CheckLowerMark),
+// in a datacenter this namespace claims or nobody does: the next state and
+// the mark it replaces.
+func lowering(st State, n Names, id int64, to time.Time, gone func(string) bool) (*State, time.Time, error) {
+	if c := st.Claim.Namespace; c != "" && c != n.Namespace {
+		return nil, time.Time{}, fmt.Errorf("%w: datacenter %d is claimed in %s by the namespace %q, not by this one (%q): lower its marks with a --coordinator URL of %q",
+			worker.ErrContract, st.Datacenter, n.Registry, c, n.Namespace, c)
+	}
 	toMs := CeilMs(to)
 	in := info(st, id, gone)
 	if err := worker.CheckLowerMark(in, MsTime(toMs), st.Now); err != nil {

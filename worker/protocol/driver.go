@@ -140,7 +140,7 @@ func (d *Driver) Clock(ctx context.Context, req worker.Request) (time.Time, time
 func (d *Driver) LowerMark(ctx context.Context, dc, id int64, to time.Time) (time.Time, error) {
 	var from time.Time
 	_, err := d.update(ctx, dc, func(st State) (*State, error) {
-		next, f, err := lowering(st, id, to, d.gone)
+		next, f, err := lowering(st, d.names, id, to, d.gone)
 		from = f
 		return next, err
 	})

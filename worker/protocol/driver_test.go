@@ -184,6 +184,9 @@ func TestLowerAndUnclaim(t *testing.T) {
 	if err != nil || !from.Equal(t0.Add(time.Minute)) {
 		t.Fatalf("LowerMark = %v, %v; want the old mark", from, err)
 	}
+	if _, err := New(m.in("other")).LowerMark(ctx, 0, 0, t0.Add(time.Second)); !errors.Is(err, worker.ErrContract) {
+		t.Errorf("LowerMark by another namespace: %v, want ErrContract", err)
+	}
 	if err := New(m.in("other")).Unclaim(ctx, 0); !errors.Is(err, worker.ErrContract) {
 		t.Errorf("Unclaim by another namespace: %v, want ErrContract", err)
 	}
