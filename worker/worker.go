@@ -8,8 +8,9 @@
 // package closes both:
 //
 //   - A worker id is held under a lease with a TTL in a Coordinator (etcd,
-//     Redis, PostgreSQL/MySQL, or a local file for one node; see
-//     backend/...). The holder renews it with the coordinator's own atomic
+//     ZooKeeper, Consul, Redis, PostgreSQL/MySQL, NATS, or a local file for
+//     one node; see backend/..., and worker/protocol, the protocol written
+//     once over a store's atomic reads and writes). The holder renews it with the coordinator's own atomic
 //     primitive, guarded by an owner token.
 //   - Before issuing in a tick, a holder has stored in the coordinator a
 //     reservation "IDs may have been issued up to time T" (T runs a few

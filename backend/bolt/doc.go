@@ -34,6 +34,12 @@
 //
 // # Data model of the worker coordinator
 //
+// The worker coordinator is the lease protocol of worker/protocol over the
+// file: its Store reads a datacenter in one read-only transaction, and
+// commits the driver's decision in one read-write transaction that reads
+// the datacenter again and writes only if it is what was read
+// (protocol.Same); every rule below is the driver's.
+//
 // One file is one namespace, and there is no datacenter registry: a second
 // cluster on this machine uses a second file, which this one cannot see. The
 // file holds the buckets
@@ -62,7 +68,7 @@
 // A reset of this store is the file losing its records — buckets emptied, a
 // file deleted and re-created by hand — or going back to an older copy (a
 // restored backup, a snapshot of the disk). Renew and Release recognise it
-// in their transaction: the namespace record is gone, it was initialised
+// (worker.Diagnose): the namespace record is gone, it was initialised
 // before the one the claim acquired under, or its incarnation is the
 // claim's but the claim's slot is gone, its high-water mark is below the
 // highest one the claim stored, or the slot is free, lapsed or held by
