@@ -40,20 +40,6 @@ need_pkg() { # command package
   apt_install "$2"
 }
 
-# Debian's headless Chromium drives the web console's browser test.
-need_pkg chromium chromium
-
-# The RESP listener's client tests drive it with redis-cli and with Debian's Python redis
-# package, run by /usr/bin/python3 (a pyenv python3 first on PATH lacks the module).
-need_pkg redis-cli redis-tools
-/usr/bin/python3 -c 'import redis' >/dev/null 2>&1 || apt_install python3-redis
-# The documentation's snippets run with PHP's phpredis and with Node.js clients from npm (scripts/clients.sh).
-need_pkg php php-cli
-php -m 2>/dev/null | grep -qx redis || apt_install php-redis
-need_pkg node nodejs
-need_pkg npm npm
-"$(dirname "$0")/clients.sh"
-
 # etcd: our own instance on a loopback port, so it never clashes with a system one.
 need_pkg etcd etcd-server
 if up "$ETCD_PORT" && ! curl -fsS --max-time 5 "http://127.0.0.1:$ETCD_PORT/version" 2>/dev/null | grep -q etcdserver; then
@@ -149,4 +135,28 @@ if ! up 4222; then
 fi
 # The Redis-protocol tests and the verifier start private redis-server processes.
 command -v redis-server >/dev/null || { echo "services: redis-server is not installed (apt-get install redis-server)" >&2; exit 1; }
+# Clients for some tests, installed after every service is up, each on its own: a failed install
+# (no network, no npm registry) fails only the tests that need it, which name what is missing.
+client_failed=0
+try() { # what command…
+  local what="$1"
+  shift
+  "$@" || { echo "services: $what could not be installed; the tests that need it will fail, naming it" >&2; client_failed=$((client_failed + 1)); }
+}
+# Debian's headless Chromium drives the web console's browser test.
+try chromium need_pkg chromium chromium
+# The RESP listener's client tests drive it with redis-cli and with Debian's Python redis
+# package, run by /usr/bin/python3 (a pyenv python3 first on PATH lacks the module).
+try redis-cli need_pkg redis-cli redis-tools
+/usr/bin/python3 -c 'import redis' >/dev/null 2>&1 || try python3-redis apt_install python3-redis
+# The documentation's snippets run with PHP's phpredis and with Node.js clients from npm (scripts/clients.sh).
+try php need_pkg php php-cli
+php -m 2>/dev/null | grep -qx redis || try php-redis apt_install php-redis
+try node need_pkg node nodejs
+try npm need_pkg npm npm
+try "the npm clients" "$(dirname "$0")/clients.sh"
+
 echo "services: etcd 127.0.0.1:$ETCD_PORT, ZooKeeper :$ZK_PORT, Consul :$CONSUL_PORT, PostgreSQL :5432, MariaDB :3306, Redis :6379, NATS :4222 are up" >&2
+if [ "$client_failed" != 0 ]; then
+  echo "services: $client_failed client install(s) failed (above)" >&2
+fi
