@@ -209,7 +209,7 @@ func TestVerifyMinFaults(t *testing.T) {
 	if len(kindInfo) != len(Kinds()) || !slices.Equal(refused, []string{"truncated-state", "other-layout", "other-space", "clock-ahead", "config-typo"}) {
 		t.Fatalf("%d kinds described, %d listed; refusal kinds %v", len(kindInfo), len(Kinds()), refused)
 	}
-	if !slices.Equal(lost, []string{"zk-data-loss", "consul-data-loss", "redis-restart-nosave", "redis-keys-deleted", "sql-rollback"}) {
+	if !slices.Equal(lost, []string{"zk-data-loss", "consul-data-loss", "nats-data-loss", "redis-restart-nosave", "redis-keys-deleted", "sql-rollback"}) {
 		t.Fatalf("kinds that lose state: %v", lost)
 	}
 	// The CI profile must fit every kind's minimum. The estimates are
@@ -219,9 +219,9 @@ func TestVerifyMinFaults(t *testing.T) {
 	if need := withDefaults(d).minRun(); need > d.Duration {
 		t.Fatalf("the CI profile's minimum schedule takes up to %v, more than its %v", need, d.Duration)
 	}
-	// So must the same profile on ZooKeeper and on Consul, whose kinds
+	// So must the same profile on ZooKeeper, Consul and NATS, whose kinds
 	// include a data loss.
-	for _, coord := range []string{groupZK, groupConsul} {
+	for _, coord := range []string{groupZK, groupConsul, groupNATS} {
 		c := d
 		c.Coordinator = coord
 		if need := withDefaults(c).minRun(); need > c.Duration {
@@ -271,7 +271,7 @@ func TestVerifyCoordinators(t *testing.T) {
 		if !slices.Contains(c.Faults, "kill") || !slices.Contains(c.Faults, "other-layout") {
 			t.Errorf("--coordinator %s: default faults %v", coord, c.Faults)
 		}
-		if !strings.HasPrefix(c.describeGroups(), "7 nodes: n1–n3 on a private "+map[string]string{"etcd": "etcd", "zk": "ZooKeeper", "consul": "Consul dev agent"}[coord]+" (datacenter 0)") {
+		if !strings.HasPrefix(c.describeGroups(), "7 nodes: n1–n3 on a private "+map[string]string{"etcd": "etcd", "zk": "ZooKeeper", "consul": "Consul dev agent", "nats": "NATS server"}[coord]+" (datacenter 0)") {
 			t.Errorf("--coordinator %s: %s", coord, c.describeGroups())
 		}
 	}
@@ -280,10 +280,13 @@ func TestVerifyCoordinators(t *testing.T) {
 		t.Errorf("another coordinator's kind: %v", err)
 	}
 	c = withDefaults(Config{Coordinator: "zookeeper", Bin: "x"})
-	if err := c.validate(); err == nil || !strings.Contains(err.Error(), `coordinator "zookeeper": want one of etcd, zk, consul`) {
+	if err := c.validate(); err == nil || !strings.Contains(err.Error(), `coordinator "zookeeper": want one of etcd, zk, consul, nats`) {
 		t.Errorf("an unknown coordinator: %v", err)
 	}
 	if got := coordURL(groupZK, "127.0.0.1:1234"); got != "zk://127.0.0.1:1234/flakeid-verify" {
+		t.Errorf("coordURL: %s", got)
+	}
+	if got := coordURL(groupNATS, "127.0.0.1:1234"); got != "nats://127.0.0.1:1234/flakeid?namespace=flakeid-verify" {
 		t.Errorf("coordURL: %s", got)
 	}
 	if got := coordURL(groupConsul, "127.0.0.1:1234"); got != "consul://127.0.0.1:1234/flakeid-verify" {
