@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flakeid/flakeid/internal/natsproc"
 	"github.com/flakeid/flakeid/internal/testenv"
 )
 
@@ -365,8 +364,7 @@ func consulBin(t *testing.T) string {
 }
 
 // TestVerifyNemesisCoordinators runs the verifier with the main group on a
-// private NATS server, then on a private ZooKeeper and on a private Consul
-// agent side by side, each with its
+// private ZooKeeper, and on a private Consul agent, each with its
 // coordinator's data loss (every record, session and ephemeral node gone)
 // and a partition or a pause: no ID may be issued twice, and every holder
 // of the lost state must give its lease up. 55 s: a data loss costs the
@@ -381,7 +379,6 @@ func TestVerifyNemesisCoordinators(t *testing.T) {
 		coord  string
 		faults string
 		bin    func(t *testing.T) []string
-		alone  bool // run before the others, not beside them: three clusters at once overload 2 cores
 	}{
 		// An odd seed: the first zk-data-loss is the server's (its data
 		// directory deleted), not the prefix deleted by a client.
@@ -392,18 +389,9 @@ func TestVerifyNemesisCoordinators(t *testing.T) {
 		{coord: "consul", faults: "consul-data-loss,consul-pause", bin: func(t *testing.T) []string {
 			return []string{"--consul-bin", consulBin(t)}
 		}},
-		{coord: "nats", faults: "nats-data-loss,nats-partition", bin: func(t *testing.T) []string {
-			bin, err := natsproc.Bin("")
-			if err != nil {
-				bin = testenv.Command(t, "nats-server", "the verifier runs a private NATS server; install Debian's nats-server (./scripts/services.sh does)")
-			}
-			return []string{"--nats-bin", bin}
-		}, alone: true},
 	} {
 		t.Run(tc.coord, func(t *testing.T) {
-			if !tc.alone {
-				t.Parallel() // these start once the loop, with the ones run alone, is done
-			}
+			t.Parallel()
 			pg := testenv.Postgres().Require(t)
 			args := append([]string{"verify", "--coordinator", tc.coord, "--bin", proofBin.get(t), "--postgres", pg,
 				"--duration", "55s", "--clients", "8", "--redis-nodes", "0", "--sql-nodes", "0", "--file-nodes", "0",
