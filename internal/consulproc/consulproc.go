@@ -23,7 +23,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -55,8 +54,6 @@ type Server struct {
 
 	procgroup.Running // the current process
 
-	mu     sync.Mutex // guards starts
-	starts int
 }
 
 // startWait bounds how long a start waits for the agent to elect itself.
@@ -144,47 +141,17 @@ func (s *Server) start(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	s.starts++
-	logPath := filepath.Join(s.o.Dir, fmt.Sprintf("consul.%d.log", s.starts))
-	s.mu.Unlock()
-	logFile, err := os.Create(logPath)
+	cmd := exec.Command(s.bin, s.Args()...)
+	cmd.Dir = s.o.Dir
+	cmd.SysProcAttr = s.o.SysProcAttr
+	exited, err := s.Running.Start(cmd, filepath.Join(s.o.Dir, "consul.%d.log"))
 	if err != nil {
 		return err
 	}
-	defer logFile.Close()
-	cmd := exec.Command(s.bin, s.Args()...)
-	cmd.Dir = s.o.Dir
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = s.o.SysProcAttr
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	exited := s.Started(cmd, logPath)
 
 	hc := &http.Client{Timeout: time.Second}
 	defer hc.CloseIdleConnections()
-	deadline := time.Now().Add(startWait)
-	var last error
-	for {
-		if _, last = s.leader(ctx, hc); last == nil {
-			return nil
-		}
-		if err := ctx.Err(); err != nil {
-			s.Kill()
-			return err
-		}
-		select {
-		case <-exited:
-			return fmt.Errorf("consul exited before serving on %s; log:\n%s", s.Addr(), s.Tail(2000))
-		default:
-		}
-		if time.Now().After(deadline) {
-			s.Kill()
-			return fmt.Errorf("consul did not elect a leader on %s within %v (%v); log:\n%s", s.Addr(), startWait, last, s.Tail(2000))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return s.AwaitReady(ctx, exited, startWait, "consul", "elect a leader", s.Addr(), func() error { _, err := s.leader(ctx, hc); return err })
 }
 
 // leader returns the agent's answer to /v1/status/leader, an error when it
@@ -227,15 +194,7 @@ func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.It
 // and session is gone, and its indexes start again.
 func (s *Server) Restart(ctx context.Context) error {
 	s.Kill()
-	var err error
-	// The ports may take a moment to be free again.
-	for attempt := 0; attempt < 5; attempt++ {
-		if err = s.start(ctx); err == nil || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	if err != nil {
+	if err := procgroup.StartAgain(ctx, s.start); err != nil {
 		return fmt.Errorf("restarting the private Consul agent on %s: %w", s.Addr(), err)
 	}
 	return nil

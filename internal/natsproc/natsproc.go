@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"syscall"
 	"time"
 
@@ -47,8 +46,6 @@ type Server struct {
 
 	procgroup.Running // the current process
 
-	mu     sync.Mutex // guards starts
-	starts int
 }
 
 // startWait bounds how long a start waits for JetStream to answer.
@@ -112,44 +109,14 @@ func (s *Server) start(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	s.starts++
-	logPath := filepath.Join(s.o.Dir, fmt.Sprintf("nats.%d.log", s.starts))
-	s.mu.Unlock()
-	logFile, err := os.Create(logPath)
+	cmd := exec.Command(s.bin, "-a", "127.0.0.1", "-p", strconv.Itoa(s.port), "-js", "-sd", filepath.Join(s.o.Dir, "store"))
+	cmd.Dir = s.o.Dir
+	cmd.SysProcAttr = s.o.SysProcAttr
+	exited, err := s.Running.Start(cmd, filepath.Join(s.o.Dir, "nats.%d.log"))
 	if err != nil {
 		return err
 	}
-	defer logFile.Close()
-	cmd := exec.Command(s.bin, "-a", "127.0.0.1", "-p", strconv.Itoa(s.port), "-js", "-sd", filepath.Join(s.o.Dir, "store"))
-	cmd.Dir = s.o.Dir
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = s.o.SysProcAttr
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	exited := s.Started(cmd, logPath)
-	deadline := time.Now().Add(startWait)
-	for {
-		last := s.ready(ctx)
-		if last == nil {
-			return nil
-		}
-		if err := ctx.Err(); err != nil {
-			s.Kill()
-			return err
-		}
-		select {
-		case <-exited:
-			return fmt.Errorf("nats-server exited before serving on %s; log:\n%s", s.Addr(), s.Tail(2000))
-		default:
-		}
-		if time.Now().After(deadline) {
-			s.Kill()
-			return fmt.Errorf("nats-server did not serve JetStream on %s within %v (%v); log:\n%s", s.Addr(), startWait, last, s.Tail(2000))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return s.AwaitReady(ctx, exited, startWait, "nats-server", "serve JetStream", s.Addr(), func() error { return s.ready(ctx) })
 }
 
 // ready connects and asks JetStream for the account's information.
@@ -179,14 +146,7 @@ func (s *Server) Restart(ctx context.Context, wipe bool) error {
 			return err
 		}
 	}
-	var err error
-	for range 5 { // the port may take a moment to be free again
-		if err = s.start(ctx); err == nil || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	if err != nil {
+	if err := procgroup.StartAgain(ctx, s.start); err != nil {
 		return fmt.Errorf("restarting the private NATS server on %s: %w", s.Addr(), err)
 	}
 	return nil

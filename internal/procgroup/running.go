@@ -1,10 +1,13 @@
 package procgroup
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"sync"
+	"time"
 )
 
 // ErrNotRunning is Running's Pause and Resume when no process was started.
@@ -16,22 +19,37 @@ var ErrNotRunning = errors.New("procgroup: no process was started")
 // use.
 type Running struct {
 	mu     sync.Mutex
+	starts int // how many processes were started
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when cmd has exited
 	log    string
 	killed bool
 }
 
-// Started makes cmd, started, whose output goes to the file log, the
-// current process, and waits for it in the background: the channel it
+// Start starts cmd as the current process, its output going to a new log
+// file, logPattern with the number of this start for its %d
+// ("dir/nats.%d.log"), and waits for it in the background: the channel it
 // returns is closed when the process has exited.
-func (r *Running) Started(cmd *exec.Cmd, log string) <-chan struct{} {
+func (r *Running) Start(cmd *exec.Cmd, logPattern string) (<-chan struct{}, error) {
+	r.mu.Lock()
+	r.starts++
+	log := fmt.Sprintf(logPattern, r.starts)
+	r.mu.Unlock()
+	logFile, err := os.Create(log)
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close()
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
 	r.mu.Lock()
 	r.cmd, r.exited, r.log, r.killed = cmd, exited, log, false
 	r.mu.Unlock()
-	return exited
+	return exited, nil
 }
 
 // Process is the current process, which the caller may signal (nil before
@@ -92,4 +110,48 @@ func (r *Running) Resume() error {
 		return ErrNotRunning
 	}
 	return Continue(p)
+}
+
+// AwaitReady polls ready every 50 ms until it returns nil, for a process
+// started by Started (exited is its channel). It fails — killing the
+// process, except when it exited by itself — when ctx ends, when the
+// process exits ("<name> exited before serving on <addr>"), or after wait
+// ("<name> did not <what> on <addr> within <wait>"), with the last error of
+// ready and the tail of the log.
+func (r *Running) AwaitReady(ctx context.Context, exited <-chan struct{}, wait time.Duration, name, what, addr string, ready func() error) error {
+	deadline := time.Now().Add(wait)
+	for {
+		last := ready()
+		if last == nil {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			r.Kill()
+			return err
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("%s exited before serving on %s; log:\n%s", name, addr, r.Tail(2000))
+		default:
+		}
+		if time.Now().After(deadline) {
+			r.Kill()
+			return fmt.Errorf("%s did not %s on %s within %v (%v); log:\n%s", name, what, addr, wait, last, r.Tail(2000))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// StartAgain runs start (a server's start on its old ports, after Kill)
+// up to five times, 250 ms apart, while it fails and ctx lasts: the ports
+// may take a moment to be free again. It returns start's last error.
+func StartAgain(ctx context.Context, start func(context.Context) error) error {
+	var err error
+	for range 5 {
+		if err = start(ctx); err == nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return err
 }

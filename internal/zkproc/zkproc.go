@@ -21,7 +21,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -56,8 +55,6 @@ type Server struct {
 
 	procgroup.Running // the current process
 
-	mu     sync.Mutex // guards starts
-	starts int
 }
 
 // startWait bounds how long a start waits for the server to answer.
@@ -154,15 +151,6 @@ func (s *Server) start(ctx context.Context) error {
 	if err := os.MkdirAll(s.DataDir(), 0o755); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	s.starts++
-	logPath := filepath.Join(s.o.Dir, "log", fmt.Sprintf("zookeeper.%d.log", s.starts))
-	s.mu.Unlock()
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return err
-	}
-	defer logFile.Close()
 	cmd := exec.Command(s.bin, "start-foreground", cfg)
 	logDir := filepath.Join(s.o.Dir, "log")
 	// Debian's zkEnv.sh sets ZOO_LOG_DIR itself; the -D flags of JVMFLAGS
@@ -172,34 +160,13 @@ func (s *Server) start(ctx context.Context) error {
 	cmd.Env = append(os.Environ(), "ZOO_LOG_DIR="+logDir, "ZOOPIDFILE="+filepath.Join(s.o.Dir, "zookeeper.pid"),
 		"JVMFLAGS=-Dzookeeper.log.dir="+logDir+" -Dzookeeper.root.logger=INFO,CONSOLE "+jvmFlags)
 	cmd.Dir = s.o.Dir
-	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = s.o.SysProcAttr
-	if err := cmd.Start(); err != nil {
+	exited, err := s.Running.Start(cmd, filepath.Join(s.o.Dir, "log", "zookeeper.%d.log"))
+	if err != nil {
 		return err
 	}
-	exited := s.Started(cmd, logPath)
 
-	deadline := time.Now().Add(startWait)
-	var last error
-	for {
-		if last = s.serving(ctx); last == nil {
-			return nil
-		}
-		if err := ctx.Err(); err != nil {
-			s.Kill()
-			return err
-		}
-		select {
-		case <-exited:
-			return fmt.Errorf("ZooKeeper exited before serving on %s; log:\n%s", s.Addr(), s.Tail(2000))
-		default:
-		}
-		if time.Now().After(deadline) {
-			s.Kill()
-			return fmt.Errorf("ZooKeeper did not serve on %s within %v (%v); log:\n%s", s.Addr(), startWait, last, s.Tail(2000))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return s.AwaitReady(ctx, exited, startWait, "ZooKeeper", "serve", s.Addr(), func() error { return s.serving(ctx) })
 }
 
 // serving checks that the server answers `ruok` with `imok` and `srvr`
@@ -266,15 +233,7 @@ func (s *Server) Restart(ctx context.Context, wipe bool) error {
 			return fmt.Errorf("wiping the ZooKeeper data directory %s: %w", s.DataDir(), err)
 		}
 	}
-	var err error
-	// The port may take a moment to be free again.
-	for attempt := 0; attempt < 5; attempt++ {
-		if err = s.start(ctx); err == nil || ctx.Err() != nil {
-			break
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	if err != nil {
+	if err := procgroup.StartAgain(ctx, s.start); err != nil {
 		return fmt.Errorf("restarting the private ZooKeeper on %s: %w", s.Addr(), err)
 	}
 	return nil
