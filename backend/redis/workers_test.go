@@ -23,6 +23,7 @@ import (
 	"github.com/flakeid/flakeid/internal/faultnet"
 	"github.com/flakeid/flakeid/internal/testenv"
 	"github.com/flakeid/flakeid/worker"
+	"github.com/flakeid/flakeid/worker/protocol"
 	"github.com/flakeid/flakeid/worker/workertest"
 )
 
@@ -208,6 +209,7 @@ type connector struct {
 // database of its own would have (the URL has no way to).
 func inRegistry(w *Workers, registry string) *Workers {
 	w.registry = registry
+	w.Driver = protocol.New(store{w})
 	return w
 }
 
@@ -475,13 +477,12 @@ func TestCorruptStateIsAnError(t *testing.T) {
 		_, _, err = w.Namespace(ctx, 0)
 		wantErr(t, "Namespace", err, worker.ErrUnavailable, "corrupt", "12|x|abc|c")
 		err = cl.Renew(ctx, testTTL, time.Now())
-		wantErr(t, "Renew", err, worker.ErrUnavailable, "corrupt", "<initialised_ms>|<floor_ms>|<incarnation>|<contract>")
+		wantErr(t, "Renew", err, worker.ErrUnavailable, "corrupt", "12|x|abc|c")
 		if errors.Is(err, worker.ErrReset) {
 			t.Fatalf("Renew under a corrupt record: %v, must not re-initialise it", err)
 		}
-		if infos, err := w.List(ctx, 0); err != nil || len(infos) != 1 {
-			t.Fatalf("List skips the record: %+v, %v", infos, err)
-		}
+		_, err = w.List(ctx, 0)
+		wantErr(t, "List", err, worker.ErrUnavailable, "corrupt", "12|x|abc|c")
 	})
 	t.Run("FieldLikeTheRecord", func(t *testing.T) {
 		w, raw := shared(t)
@@ -507,36 +508,63 @@ func TestScriptErrorsAreErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-
-	w.acquire = goredis.NewScript(`return redis.call('NO_SUCH_COMMAND')`)
+	good := w.read
+	w.read = goredis.NewScript(`return redis.call('NO_SUCH_COMMAND')`)
 	_, err = w.Acquire(ctx, req)
 	wantErr(t, "Acquire with a failing script", err, worker.ErrUnavailable, "Redis replied with an error", "Unknown Redis command")
-
-	w.acquire = goredis.NewScript(`error('boom')`)
-	_, err = w.Acquire(ctx, req)
-	wantErr(t, "Acquire with a raising script", err, worker.ErrUnavailable, "boom")
-
-	for _, src := range []string{`return 'hello'`, `return {1}`, `return {'a', 'b'}`, `return {99, 0}`, `return {0, -5}`} {
-		w.acquire = goredis.NewScript(src)
+	w.read = goredis.NewScript(`error('boom')`)
+	wantErr(t, "Renew with a raising script", cl.Renew(ctx, testTTL, time.Now()), worker.ErrUnavailable, "boom")
+	for _, src := range []string{`return 'hello'`, `return {1}`, `return {'a', 'b', {}, '', ''}`, `return {1, 2, {'0'}, '', ''}`,
+		`return {1, 2, {}, 5, ''}`} {
+		w.read = goredis.NewScript(src)
 		_, err = w.Acquire(ctx, req)
-		wantErr(t, "Acquire with a script that "+src, err, worker.ErrUnavailable, "replied")
+		wantErr(t, "Acquire with a read script that "+src, err, worker.ErrUnavailable, "replied")
 	}
-	w.renew = goredis.NewScript(`return {1, 2}`)
-	wantErr(t, "Renew with a script that returns a table", cl.Renew(ctx, testTTL, time.Now()), worker.ErrUnavailable, "replied")
-	w.renew = goredis.NewScript(`return {1, 2, 'x'}`)
-	wantErr(t, "Renew with a script that returns a string mark", cl.Renew(ctx, testTTL, time.Now()), worker.ErrUnavailable, "replied")
-	w.release = goredis.NewScript(`return {1}`)
-	wantErr(t, "Release with a script that returns one value", cl.Release(ctx, time.Now()), worker.ErrUnavailable, "replied")
-	w.renew = goredis.NewScript(`return redis.error_reply('FLAKEID_RESET')`)
-	err = cl.Renew(ctx, testTTL, time.Now())
-	wantErr(t, "Renew told reset without details", err, worker.ErrReset, "lost or rolled back")
-	for _, src := range []string{`return {'contract'}`, `return {'contract', 5}`, `return {0, 0, 1, 5, 1, 1}`, `return {0, 0, 1, '', 1, 1}`} {
-		w.acquire = goredis.NewScript(src)
-		_, err = w.Acquire(ctx, req)
-		wantErr(t, "Acquire with a script that "+src, err, worker.ErrUnavailable, "replied")
+	w.read = good
+	w.commit = goredis.NewScript(`return 'maybe'`)
+	wantErr(t, "Renew with a commit script that replies 'maybe'", cl.Renew(ctx, testTTL, time.Now()), worker.ErrUnavailable, "replied")
+	w.commit = goredis.NewScript(`return 'changed'`)
+	err = cl.Release(ctx, time.Now())
+	wantErr(t, "Release that always finds the state changed", err, worker.ErrUnavailable, "changed under", "attempts")
+}
+
+// TestCommitRetried: go-redis sends a script again when its reply was lost;
+// a commit that already ran finds its own rev and succeeds, writing nothing
+// (else a retried Release would look like a rollback), while another
+// commit over the same read is refused.
+func TestCommitRetried(t *testing.T) {
+	ctx := t.Context()
+	w, raw := shared(t)
+	cl, err := w.Acquire(ctx, worker.Request{Workers: 2, Owner: "o", TTL: time.Minute, Reserve: time.Now()})
+	if err != nil {
+		t.Fatal(err)
 	}
-	w.release = goredis.NewScript(`return redis.error_reply('FLAKEID_NOTHELD')`)
-	wantErr(t, "Release told not held without details", cl.Release(ctx, time.Now()), worker.ErrNotHeld, "held by nobody")
+	st, err := store{w}.Read(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := st.Version.(version)
+	run := func(rev, slot string) any {
+		t.Helper()
+		res, err := w.commit.Run(ctx, w.client, []string{w.Key(0), w.registry}, "0", v.rev, rev, v.space, v.claim, "", "",
+			strconv.FormatInt(cl.WorkerID(), 10), slot).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := run("r1", "0|5|0|"); res != "ok" {
+		t.Fatalf("the commit: %v", res)
+	}
+	if res := run("r1", "0|6|0|"); res != "ok" {
+		t.Fatalf("the same commit again: %v, want ok", res)
+	}
+	if res := run("r2", "0|7|0|"); res != "changed" {
+		t.Fatalf("another commit over the same read: %v, want changed", res)
+	}
+	if got := raw.HGet(ctx, w.Key(0), strconv.FormatInt(cl.WorkerID(), 10)).Val(); got != "0|5|0|" {
+		t.Fatalf("the slot after the retries: %q, want the first commit's", got)
+	}
 }
 
 func TestUnreachableIsUnavailable(t *testing.T) {
@@ -665,7 +693,6 @@ func TestInvalidRequests(t *testing.T) {
 		func(r *worker.Request) { r.Datacenter = -1 },
 		func(r *worker.Request) { r.Owner = "" },
 		func(r *worker.Request) { r.TTL = 0 },
-		func(r *worker.Request) { r.Reserve = time.Date(40000, 1, 1, 0, 0, 0, 0, time.UTC) },
 	} {
 		r := ok
 		mod(&r)
@@ -683,13 +710,6 @@ func TestInvalidRequests(t *testing.T) {
 	}
 	if _, _, err := w.Namespace(t.Context(), -1); !errors.Is(err, worker.ErrInvalidConfig) {
 		t.Errorf("Namespace(-1): %v, want ErrInvalidConfig", err)
-	}
-	// The registry must not be one of the namespace's hashes.
-	clash := inRegistry(NewWorkers(goredis.NewClient(&goredis.Options{Addr: "127.0.0.1:1"}), "p"), "p:3")
-	r = ok
-	r.Datacenter = 3
-	if _, err := clash.Acquire(t.Context(), r); !errors.Is(err, worker.ErrInvalidConfig) || !strings.Contains(err.Error(), "p:3") {
-		t.Errorf("Acquire with the registry at the datacenter's key: %v, want ErrInvalidConfig", err)
 	}
 }
 
@@ -710,50 +730,10 @@ func TestOwnerTokensAnyBytes(t *testing.T) {
 	if err := cl.Renew(ctx, testTTL, time.Now()); err != nil {
 		t.Fatalf("Renew: %v", err)
 	}
-	// Another owner is told who holds the id.
-	mine := cl.(*claim)
-	other := &claim{w: w, key: w.Key(0), id: cl.WorkerID(), owner: "other", incarnation: mine.incarnation,
-		initialised: mine.initialised}
-	wantErr(t, "Renew by another owner", other.Renew(ctx, testTTL, time.Now()), worker.ErrNotHeld, "host|1 2")
 	if err := cl.Release(ctx, time.Now()); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	wantErr(t, "Renew after Release", cl.Renew(ctx, testTTL, time.Now()), worker.ErrNotHeld, "nobody")
-}
-
-// TestAcquireIsIdempotentPerOwner: go-redis retries a script whose reply was
-// lost; the retry must answer the same id and Previous, not take another.
-func TestAcquireIsIdempotentPerOwner(t *testing.T) {
-	ctx := t.Context()
-	w, _ := shared(t)
-	// A mark past the namespace's floor (now: no quarantine), so that
-	// Previous is the slot's.
-	mark := time.UnixMilli(time.Now().Add(time.Minute).UnixMilli())
-	seed, err := w.Acquire(ctx, worker.Request{Workers: 1, Owner: "seed", TTL: testTTL, Reserve: mark})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := seed.Release(ctx, mark); err != nil {
-		t.Fatal(err)
-	}
-	req := worker.Request{Workers: 1, Owner: "o", TTL: testTTL, Reserve: time.UnixMilli(time.Now().UnixMilli())}
-	first, err := w.Acquire(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Reserve = req.Reserve.Add(time.Second)
-	again, err := w.Acquire(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if again.WorkerID() != first.WorkerID() || !again.Previous().Equal(first.Previous()) || !first.Previous().Equal(mark) {
-		t.Fatalf("retried Acquire: worker %d from %v; first: worker %d from %v (want %v)",
-			again.WorkerID(), again.Previous(), first.WorkerID(), first.Previous(), mark)
-	}
-	infos, err := w.List(ctx, 0)
-	if err != nil || len(infos) != 1 || !infos[0].HighWater.Equal(mark) {
-		t.Fatalf("List = %+v, %v; want one slot with high-water %v", infos, err, mark)
-	}
+	wantErr(t, "Renew after Release", cl.Renew(ctx, testTTL, time.Now()), worker.ErrNotHeld, "free")
 }
 
 // TestChoosesAmongFree: the lowest id whose mark passed; else the smallest
@@ -812,19 +792,17 @@ func TestChoosesAmongFree(t *testing.T) {
 func TestExpiredOwnLease(t *testing.T) {
 	ctx := t.Context()
 	w, raw := shared(t)
-	cl, err := w.Acquire(ctx, worker.Request{Workers: 1, Owner: "o", TTL: testTTL, Reserve: time.Now()})
+	const ttl = 200 * time.Millisecond
+	cl, err := w.Acquire(ctx, worker.Request{Workers: 1, Owner: "o", TTL: ttl, Reserve: time.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Make the lease lapse without waiting: expiry 1 ms after the epoch,
-	// and the claim's granted end too (else it is a rollback: see
-	// TestTakeoverWhileLeaseRuns).
-	v := raw.HGet(ctx, w.Key(0), "0").Val()
-	_, rest, _ := strings.Cut(v, "|")
-	raw.HSet(ctx, w.Key(0), "0", "1|"+rest)
-	cl.(*claim).end = 1
-	wantErr(t, "Renew of a lapsed lease", cl.Renew(ctx, testTTL, time.Now()), worker.ErrNotHeld, "expired")
-	wantErr(t, "Release of a lapsed lease", cl.Release(ctx, time.Now()), worker.ErrNotHeld, "expired")
+	time.Sleep(ttl + 100*time.Millisecond) // past the lease's end: a lapse, not a rollback
+	wantErr(t, "Renew of a lapsed lease", cl.Renew(ctx, testTTL, time.Now()), worker.ErrNotHeld, "lapsed", `"o"`)
+	wantErr(t, "Release of a lapsed lease", cl.Release(ctx, time.Now()), worker.ErrNotHeld, "lapsed")
+	if v := raw.HGet(ctx, w.Key(0), "0").Val(); !strings.HasSuffix(v, "|o") {
+		t.Fatalf("the refused calls changed the slot: %q", v)
+	}
 }
 
 // TestScriptCacheFlushed: EVALSHA falls back to EVAL when Redis lost its
@@ -847,32 +825,12 @@ func TestScriptCacheFlushed(t *testing.T) {
 	}
 }
 
-func TestMilliseconds(t *testing.T) {
-	base := time.UnixMilli(1_700_000_000_123)
-	for _, c := range []struct {
-		t    time.Time
-		want int64
-	}{
-		{base, 1_700_000_000_123},
-		{base.Add(time.Nanosecond), 1_700_000_000_124},
-		{base.Add(999 * time.Microsecond), 1_700_000_000_124},
-		{time.UnixMilli(-5).Add(-time.Nanosecond), -5},
-	} {
-		if got := ceilMs(c.t); got != c.want {
-			t.Errorf("ceilMs(%v) = %d, want %d", c.t, got, c.want)
-		}
-	}
-	if got := durationMs(1500 * time.Microsecond); got != 2 {
-		t.Errorf("durationMs(1.5ms) = %d", got)
-	}
-}
-
 func TestParseRecord(t *testing.T) {
 	r, err := parseRecord("5|6|ab12|41/5 × 1ms|q\r\n")
-	if err != nil || r != (record{initialised: 5, floor: 6, incarnation: "ab12", contract: "41/5 × 1ms|q\r\n"}) {
+	if err != nil || r != (protocol.Record{InitialisedMs: 5, FloorMs: 6, Incarnation: "ab12", Contract: "41/5 × 1ms|q\r\n"}) {
 		t.Fatalf("parseRecord = %+v, %v", r, err)
 	}
-	for _, v := range []string{"", "5|6|ab", "5|6||c", "x|6|ab|c", "5|-6|ab|c", "1234567890123456|6|ab|c"} {
+	for _, v := range []string{"", "5|6|ab", "5|6||c", "x|6|ab|c", "5|-6|ab|c", "1234567890123456789|6|ab|c"} {
 		if _, err := parseRecord(v); err == nil || !strings.Contains(err.Error(), "corrupt") {
 			t.Errorf("parseRecord(%q): %v, want a corrupt-field error", v, err)
 		}
@@ -881,14 +839,14 @@ func TestParseRecord(t *testing.T) {
 
 // acquireOne acquires a worker id of datacenter 0 under contract "c" and
 // quarantine q, failing the test otherwise.
-func acquireOne(t *testing.T, w *Workers, owner string, q time.Duration) *claim {
+func acquireOne(t *testing.T, w *Workers, owner string, q time.Duration) worker.Claim {
 	t.Helper()
 	cl, err := w.Acquire(t.Context(), worker.Request{Workers: 4, Owner: owner, TTL: time.Minute,
 		Reserve: time.Now().Add(time.Second), Contract: "c", Quarantine: q})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cl.(*claim)
+	return cl
 }
 
 func nsRecord(t *testing.T, w *Workers) worker.Namespace {
@@ -938,14 +896,18 @@ func TestResetKinds(t *testing.T) {
 	t.Run("SlotGone", func(t *testing.T) {
 		w, raw := shared(t)
 		cl := acquireOne(t, w, "o", q)
-		raw.HDel(ctx, w.Key(0), strconv.FormatInt(cl.id, 10))
-		check(t, w, raw, cl.Release(ctx, time.Now()), true, "worker 0 of datacenter 0", "is gone")
+		raw.HDel(ctx, w.Key(0), strconv.FormatInt(cl.WorkerID(), 10))
+		check(t, w, raw, cl.Release(ctx, time.Now()), true, "worker 0's slot in", "is gone")
 	})
 	t.Run("MarkBelow", func(t *testing.T) {
 		w, raw := shared(t)
 		cl := acquireOne(t, w, "o", q)
-		raw.HSet(ctx, w.Key(0), "0", fmt.Sprintf("%d|%d|0|o", time.Now().Add(time.Minute).UnixMilli(), cl.stored-1))
-		check(t, w, raw, cl.Renew(ctx, time.Minute, time.Now()), true, "high-water mark is", "below the")
+		infos, err := w.List(ctx, 0)
+		if err != nil || len(infos) != 1 {
+			t.Fatalf("List = %+v, %v", infos, err)
+		}
+		raw.HSet(ctx, w.Key(0), "0", fmt.Sprintf("%d|%d|0|o", time.Now().Add(time.Minute).UnixMilli(), infos[0].HighWater.UnixMilli()-1))
+		check(t, w, raw, cl.Renew(ctx, time.Minute, time.Now()), true, "high-water mark in", "below the")
 	})
 	t.Run("OlderRecord", func(t *testing.T) {
 		w, raw := shared(t)
@@ -953,18 +915,20 @@ func TestResetKinds(t *testing.T) {
 		// A copy from before the claim's incarnation, with a floor far
 		// ahead and another contract: both are kept.
 		floor := time.Now().Add(time.Hour).UnixMilli()
-		raw.HSet(ctx, w.Key(0), "ns", fmt.Sprintf("%d|%d|00aa|old contract", cl.initialised-1000, floor))
-		check(t, w, raw, cl.Renew(ctx, time.Minute, time.Now()), true, "00aa", "before this holder's", cl.incarnation)
+		was := nsRecord(t, w)
+		raw.HSet(ctx, w.Key(0), "ns", fmt.Sprintf("%d|%d|00aa|old contract", was.Initialised.UnixMilli()-1000, floor))
+		check(t, w, raw, cl.Renew(ctx, time.Minute, time.Now()), true, "00aa", "before the one this holder acquired under", was.Incarnation)
 		if ns := nsRecord(t, w); ns.Floor.UnixMilli() != floor || ns.Contract != "old contract" {
-			t.Fatalf("re-initialised record %+v: want the old floor %v and contract kept", ns, msTime(floor))
+			t.Fatalf("re-initialised record %+v: want the old floor %v and contract kept", ns, time.UnixMilli(floor))
 		}
 	})
 	t.Run("AlreadyReinitialised", func(t *testing.T) {
 		w, raw := shared(t)
 		cl := acquireOne(t, w, "o", q)
-		raw.HSet(ctx, w.Key(0), "ns", fmt.Sprintf("%d|%d|00bb|c", cl.initialised+5, cl.initialised+5))
+		at := nsRecord(t, w).Initialised.UnixMilli() + 5
+		raw.HSet(ctx, w.Key(0), "ns", fmt.Sprintf("%d|%d|00bb|c", at, at))
 		before := nsRecord(t, w)
-		check(t, w, raw, cl.Renew(ctx, time.Minute, time.Now()), false, "00bb", "re-initialised since")
+		check(t, w, raw, cl.Renew(ctx, time.Minute, time.Now()), false, "00bb", "another client found it first")
 		if after := nsRecord(t, w); after != before {
 			t.Fatalf("the record changed: %+v, was %+v", after, before)
 		}
@@ -1038,18 +1002,18 @@ func TestReleaseRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := nsRecord(t, w)
-	wantErr(t, "Release again", cl.Release(ctx, time.Now()), worker.ErrNotHeld, "held by nobody")
+	wantErr(t, "Release again", cl.Release(ctx, time.Now()), worker.ErrNotHeld, "free")
 	if after := nsRecord(t, w); after != before {
 		t.Fatalf("a retried Release changed the record: %+v, was %+v", after, before)
 	}
 	cl = acquireOne(t, w, "p", 0)
-	field := strconv.FormatInt(cl.id, 10)
+	field := strconv.FormatInt(cl.WorkerID(), 10)
 	v := raw.HGet(ctx, w.Key(0), field).Val()
 	_, rest, _ := strings.Cut(v, "|")
 	h, _, _ := strings.Cut(rest, "|")
 	raw.HSet(ctx, w.Key(0), field, "0|"+h+"|0|") // freed in an older copy
 	wantErr(t, "Release of a slot freed before its end", cl.Release(ctx, time.Now()), worker.ErrReset,
-		fmt.Sprintf("worker %d of datacenter 0", cl.id), "is free", "older copy")
+		fmt.Sprintf("worker %d in datacenter 0", cl.WorkerID()), "is free", "older copy")
 }
 
 // TestAcquireWithoutRecord: a hash whose record is gone but whose slots
@@ -1066,7 +1030,7 @@ func TestAcquireWithoutRecord(t *testing.T) {
 	req := worker.Request{Workers: 2, Owner: "o", TTL: testTTL, Reserve: time.Now(), Contract: "c"}
 	cl, err := w.Acquire(ctx, req)
 	if err != nil || cl.WorkerID() != 0 || cl.Previous().UnixMilli() != mark {
-		t.Fatalf("Acquire = %v, %v; want worker 0 from its mark %v", cl, err, msTime(mark))
+		t.Fatalf("Acquire = %v, %v; want worker 0 from its mark %v", cl, err, time.UnixMilli(mark))
 	}
 	if ns := nsRecord(t, w); ns.Contract != "c" {
 		t.Fatalf("record %+v", ns)
@@ -1184,12 +1148,12 @@ func TestRestartWithoutPersistence(t *testing.T) {
 
 func TestParseSlot(t *testing.T) {
 	id, s, err := parseSlot("12", "5|6|7|a|b")
-	if err != nil || id != 12 || s != (slotValue{expires: 5, high: 6, prev: 7, holder: "a|b"}) {
+	if err != nil || id != 12 || s != (protocol.Slot{ExpiresMs: 5, HighMs: 6, Holder: "a|b"}) {
 		t.Fatalf("parseSlot = %d, %+v, %v", id, s, err)
 	}
 	for _, c := range [][2]string{
-		{"x", "0|0|0|"}, {"-1", "0|0|0|"}, {"+1", "0|0|0|"}, {"01", "0|0|0|"}, {"1234567890123456", "0|0|0|"},
-		{"1", ""}, {"1", "0|0|0"}, {"1", "0|-1|0|"}, {"1", "+1|0|0|"}, {"1", "|0|0|"}, {"1", "0|1234567890123456|0|"},
+		{"x", "0|0|0|"}, {"-1", "0|0|0|"}, {"+1", "0|0|0|"}, {"01", "0|0|0|"}, {"12345678901234567890", "0|0|0|"},
+		{"1", ""}, {"1", "0|0|0"}, {"1", "0|-1|0|"}, {"1", "+1|0|0|"}, {"1", "|0|0|"}, {"1", "0|1234567890123456789|0|"}, {"1", "0|x|0|"},
 	} {
 		if _, _, err := parseSlot(c[0], c[1]); err == nil || !strings.Contains(err.Error(), "corrupt") {
 			t.Errorf("parseSlot(%q, %q): %v, want a corrupt-field error", c[0], c[1], err)

@@ -54,7 +54,7 @@ func TestWorkersClaimsAndUnclaim(t *testing.T) {
 		ns, want string
 	}{
 		{base + ":a", "worker 0 is held by \"old\""},
-		{base + ":b", "is not claimed by " + base + ":b"},
+		{base + ":b", "not by this one (\"" + base + ":b\")"},
 	} {
 		if r := runCLI(t, "workers", "unclaim", "--coordinator", urlOf(tc.ns), "--datacenter", "0"); r.code != exitError || !strings.Contains(r.stderr, tc.want) {
 			t.Fatalf("unclaim by %s: exit %d, stderr %s; want it refused saying %q", tc.ns, r.code, r.stderr, tc.want)

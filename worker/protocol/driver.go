@@ -45,6 +45,9 @@ func New(s Store) *Driver {
 // race, up to MaxAttempts times. It returns decide's error, and the local
 // time at which the read of the committed attempt was sent.
 func (d *Driver) update(ctx context.Context, dc int64, decide func(State) (*State, error)) (time.Time, error) {
+	if dc < 0 {
+		return time.Time{}, fmt.Errorf("%w: datacenter %d", worker.ErrInvalidConfig, dc)
+	}
 	for attempt := 1; ; attempt++ {
 		sent := time.Now()
 		st, err := d.store.Read(ctx, dc)
@@ -76,6 +79,14 @@ func (d *Driver) update(ctx context.Context, dc int64, decide func(State) (*Stat
 	}
 }
 
+// read reads datacenter dc, refusing a negative id.
+func (d *Driver) read(ctx context.Context, dc int64) (State, error) {
+	if dc < 0 {
+		return State{}, fmt.Errorf("%w: datacenter %d", worker.ErrInvalidConfig, dc)
+	}
+	return d.store.Read(ctx, dc)
+}
+
 // Acquire implements worker.Coordinator.
 func (d *Driver) Acquire(ctx context.Context, req worker.Request) (worker.Claim, error) {
 	if err := req.Validate(); err != nil {
@@ -101,7 +112,7 @@ func (d *Driver) Acquire(ctx context.Context, req worker.Request) (worker.Claim,
 
 // List implements worker.Coordinator.
 func (d *Driver) List(ctx context.Context, dc int64) ([]worker.Info, error) {
-	st, err := d.store.Read(ctx, dc)
+	st, err := d.read(ctx, dc)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +130,7 @@ func (d *Driver) List(ctx context.Context, dc int64) ([]worker.Info, error) {
 
 // Namespace implements worker.Coordinator.
 func (d *Driver) Namespace(ctx context.Context, dc int64) (worker.Namespace, bool, error) {
-	st, err := d.store.Read(ctx, dc)
+	st, err := d.read(ctx, dc)
 	if err != nil || st.Record == nil {
 		return worker.Namespace{}, false, err
 	}
@@ -129,7 +140,7 @@ func (d *Driver) Namespace(ctx context.Context, dc int64) (worker.Namespace, boo
 // Clock implements worker.Coordinator: the clock of a read of the
 // request's datacenter, never stale.
 func (d *Driver) Clock(ctx context.Context, req worker.Request) (time.Time, time.Duration, error) {
-	st, err := d.store.Read(ctx, req.Datacenter)
+	st, err := d.read(ctx, req.Datacenter)
 	if err != nil {
 		return time.Time{}, 0, err
 	}
@@ -138,6 +149,9 @@ func (d *Driver) Clock(ctx context.Context, req worker.Request) (time.Time, time
 
 // LowerMark implements worker.MarkLowerer.
 func (d *Driver) LowerMark(ctx context.Context, dc, id int64, to time.Time) (time.Time, error) {
+	if id < 0 {
+		return time.Time{}, fmt.Errorf("%w: worker %d", worker.ErrInvalidConfig, id)
+	}
 	var from time.Time
 	_, err := d.update(ctx, dc, func(st State) (*State, error) {
 		next, f, err := lowering(st, d.names, id, to, d.gone)
@@ -191,6 +205,9 @@ func (c *claim) Clock() (time.Time, time.Duration) { return c.clock, 0 }
 
 // Renew implements worker.Claim.
 func (c *claim) Renew(ctx context.Context, ttl time.Duration, reserve time.Time) error {
+	if ttl <= 0 {
+		return fmt.Errorf("%w: renewing with TTL %v", worker.ErrInvalidConfig, ttl)
+	}
 	return c.change(ctx, true, ttl, reserve)
 }
 
