@@ -60,6 +60,37 @@ func TestAcquireRefusalsWriteNothing(t *testing.T) {
 	}
 }
 
+// TestInvalidArgumentsTouchNothing: a negative datacenter or worker id, or
+// a Renew without a TTL, is ErrInvalidConfig naming it, before the store
+// is read.
+func TestInvalidArgumentsTouchNothing(t *testing.T) {
+	ctx := context.Background()
+	m := newMemStore(t0)
+	d := New(m)
+	cl, err := d.Acquire(ctx, req("a", 2, t0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := m.commitCount()
+	for name, call := range map[string]func() error{
+		"List(-1)":          func() error { _, err := d.List(ctx, -1); return err },
+		"Namespace(-1)":     func() error { _, _, err := d.Namespace(ctx, -1); return err },
+		"Clock(dc -1)":      func() error { _, _, err := d.Clock(ctx, worker.Request{Datacenter: -1}); return err },
+		"Unclaim(-1)":       func() error { return d.Unclaim(ctx, -1) },
+		"LowerMark(-1, 0)":  func() error { _, err := d.LowerMark(ctx, -1, 0, t0); return err },
+		"LowerMark(0, -1)":  func() error { _, err := d.LowerMark(ctx, 0, -1, t0); return err },
+		"Renew with TTL 0":  func() error { return cl.Renew(ctx, 0, t0) },
+		"Renew with TTL -1": func() error { return cl.Renew(ctx, -time.Second, t0) },
+	} {
+		if err := call(); !errors.Is(err, worker.ErrInvalidConfig) || !strings.ContainsAny(err.Error(), "-0") {
+			t.Errorf("%s: %v, want ErrInvalidConfig naming the value", name, err)
+		}
+	}
+	if m.commitCount() != before {
+		t.Errorf("an invalid call committed")
+	}
+}
+
 // TestAcquireArithmetic: the first Acquire writes the space, the claim and
 // a record whose floor is the clock + the quarantine (at least the store's
 // floor); Previous is max(mark, floor); the mark is the reservation
