@@ -121,8 +121,9 @@ const DefaultRegistry = "flakeid_datacenters"
 // The row (datacenter, -1) is created by the first Acquire in a datacenter
 // and holds nothing: every Acquire locks it first (SELECT … FOR UPDATE), so
 // acquisitions in one datacenter are serialised, and a never-used id (no row
-// yet) cannot be handed out twice. Renew and Release are single conditional
-// UPDATEs that need no lock row.
+// yet) cannot be handed out twice. A renewal, a release or a lowered mark
+// (one slot changed) is one UPDATE guarded by the slot and the record row
+// being as read, and needs no lock row.
 //
 // The row (datacenter, -2) is the datacenter's namespace record
 // (worker.Namespace), in the same columns: holder is the incarnation (16 hex
@@ -237,27 +238,15 @@ type statements struct {
 	registrySchema string // the registry's CREATE TABLE
 	lockInsert     string // create the datacenter's lock row if missing
 	lockSelect     string // lock it
-	slots          string // the slots [0, n) of a datacenter, with the database's now
-	insert         string // take a never-used id
-	take           string // take a free or expired id whose mark is as read
-	renew          string // guarded by the slot and the namespace record; the new expiry
-	release        string // guarded by the slot and the namespace record
-	slot           string // one slot and the record row, with the database's now
-	list           string
-	record         string // the database's now and the record row (NULLs when none)
-	recordInsert   string
-	recordUpdate   string
+	read           string // a datacenter's rows, its registry rows and the space, each with the database's clock
+	insert         string // a new slot or record row
+	update         string // a slot or record row
+	guarded        string // a slot row, guarded by it and the record row being as read
 	regSelect      string // the registry row of a datacenter
 	regInsert      string // create it if absent
-	now            string // the database's clock, Unix ms
 	regAll         string // every registry row, by datacenter
 	regDelete      string // free a datacenter's row, if it names a table
-	lowerMark      string // set one slot's mark
 }
-
-// maxSpan is the mark bound's span that a renewal without a bound sends:
-// no reservation a store accepts is that far past its clock.
-const maxSpan = int64(1) << 52
 
 func newStatements(d Dialect, table, registry string) (statements, error) {
 	schema, err := workersSchemaSQL(d, table)
@@ -272,56 +261,40 @@ func newStatements(d Dialect, table, registry string) (statements, error) {
 		return statements{}, fmt.Errorf("%w: sqldb: the registry table %q is the worker table", worker.ErrInvalidConfig, registry)
 	}
 	t, reg, now := d.quote(table), d.quote(registry), d.nowMs()
-	// Renew and Release match only while the namespace record (r) is the
-	// one the claim acquired under and the slot (s) has at least the mark
-	// the claim stored, besides the holder and expiry checks.
-	slotGuard := " s.datacenter = ? AND s.worker = ? AND s.holder = ? AND s.expires_at_ms > " + now + " AND s.high_water_ms >= ?"
+	set := " holder = ?, expires_at_ms = ?, high_water_ms = ?"
+	guard := " WHERE s.datacenter = ? AND s.worker = ? AND s.holder = ? AND s.expires_at_ms = ? AND s.high_water_ms = ?" +
+		" AND r.holder = ? AND r.expires_at_ms = ? AND r.high_water_ms = ?"
 	s := statements{
 		schema:         schema,
 		registrySchema: regSchema,
 		lockSelect:     "SELECT worker FROM " + t + " WHERE datacenter = ? AND worker = -1 FOR UPDATE",
-		slots: "SELECT worker, holder, expires_at_ms, high_water_ms, " + now + " FROM " + t +
-			" WHERE datacenter = ? AND worker >= 0 AND worker < ? ORDER BY worker",
-		insert: "INSERT INTO " + t + " (datacenter, worker, holder, expires_at_ms, high_water_ms) VALUES (?, ?, ?, " + now + " + ?, ?)",
-		take: "UPDATE " + t + " SET holder = ?, expires_at_ms = " + now + " + ?, high_water_ms = GREATEST(high_water_ms, ?)" +
-			" WHERE datacenter = ? AND worker = ? AND high_water_ms = ? AND (holder = '' OR expires_at_ms <= " + now + ")",
-		slot: "SELECT worker, holder, expires_at_ms, high_water_ms, " + now + " FROM " + t +
-			" WHERE datacenter = ? AND worker IN (?, -2)",
-		list: "SELECT worker, holder, expires_at_ms, high_water_ms FROM " + t + " WHERE datacenter = ? AND worker >= 0 ORDER BY worker",
-		record: "SELECT " + now + ", r.holder, r.expires_at_ms, r.high_water_ms FROM (SELECT 1 AS one) AS o LEFT JOIN " + t +
-			" AS r ON r.datacenter = ? AND r.worker = -2",
-		recordInsert: "INSERT INTO " + t + " (datacenter, worker, holder, expires_at_ms, high_water_ms) VALUES (?, -2, ?, ?, ?)",
-		recordUpdate: "UPDATE " + t + " SET holder = ?, expires_at_ms = ?, high_water_ms = ? WHERE datacenter = ? AND worker = -2",
-		regSelect:    "SELECT namespace, contract, claimed_at_ms FROM " + reg + " WHERE datacenter = ?",
-		now:          "SELECT " + now,
-		regAll:       "SELECT datacenter, namespace, contract FROM " + reg + " ORDER BY datacenter",
-		regDelete:    "DELETE FROM " + reg + " WHERE datacenter = ? AND namespace = ?",
-		lowerMark:    "UPDATE " + t + " SET high_water_ms = ? WHERE datacenter = ? AND worker = ?",
+		// One statement, so one snapshot: kind 0 the table's rows but the
+		// lock row, 1 the registry's claim of the datacenter and (as
+		// datacenter -1) the space, 2 a row for the clock alone.
+		read: "SELECT 0, worker, holder, expires_at_ms, high_water_ms, " + now + " FROM " + t + " WHERE datacenter = ? AND worker <> -1" +
+			" UNION ALL SELECT 1, datacenter, CASE WHEN datacenter = -1 THEN contract ELSE namespace END, 0, 0, " + now +
+			" FROM " + reg + " WHERE datacenter = ? OR datacenter = -1" +
+			" UNION ALL SELECT 2, 0, '', 0, 0, " + now,
+		insert:    "INSERT INTO " + t + " (datacenter, worker, holder, expires_at_ms, high_water_ms) VALUES (?, ?, ?, ?, ?)",
+		update:    "UPDATE " + t + " SET" + set + " WHERE datacenter = ? AND worker = ?",
+		regSelect: "SELECT namespace, contract, claimed_at_ms FROM " + reg + " WHERE datacenter = ?",
+		regAll:    "SELECT datacenter, namespace, contract FROM " + reg + " ORDER BY datacenter",
+		regDelete: "DELETE FROM " + reg + " WHERE datacenter = ? AND namespace = ?",
 	}
-	// A renewal's reservation must be within its mark bound: reserve ≤ now + span.
-	bound := " AND ? <= " + now + " + ?"
 	if d == MySQL {
 		s.lockInsert = "INSERT INTO " + t + " (datacenter, worker) VALUES (?, -1) ON DUPLICATE KEY UPDATE worker = worker"
 		s.regInsert = "INSERT INTO " + reg + " (datacenter, namespace, contract, claimed_at_ms) VALUES (?, ?, ?, " + now + ")" +
 			" ON DUPLICATE KEY UPDATE datacenter = datacenter"
-		// A multi-table UPDATE (MySQL refuses a subquery on the updated
-		// table); LAST_INSERT_ID(expr) hands the new expiry back in the
-		// reply, in the same round trip.
-		join := "UPDATE " + t + " AS s JOIN " + t + " AS r ON r.datacenter = s.datacenter AND r.worker = -2"
-		s.renew = join + " SET s.expires_at_ms = LAST_INSERT_ID(" + now + " + ?), s.high_water_ms = GREATEST(s.high_water_ms, ?)" +
-			" WHERE" + slotGuard + " AND r.holder = ?" + bound
-		s.release = join + " SET s.holder = '', s.expires_at_ms = 0, s.high_water_ms = GREATEST(s.high_water_ms, ?)" +
-			" WHERE" + slotGuard + " AND r.holder = ?"
+		// A multi-table UPDATE: MySQL refuses a subquery on the updated table.
+		s.guarded = "UPDATE " + t + " AS s JOIN " + t + " AS r ON r.datacenter = s.datacenter AND r.worker = -2 SET" +
+			" s.holder = ?, s.expires_at_ms = ?, s.high_water_ms = ?" + guard
 	} else {
 		s.lockInsert = "INSERT INTO " + t + " (datacenter, worker) VALUES (?, -1) ON CONFLICT (datacenter, worker) DO NOTHING"
 		s.regInsert = "INSERT INTO " + reg + " (datacenter, namespace, contract, claimed_at_ms) VALUES (?, ?, ?, " + now + ")" +
 			" ON CONFLICT (datacenter) DO NOTHING"
-		record := " FROM " + t + " AS r WHERE" + slotGuard + " AND r.datacenter = s.datacenter AND r.worker = -2 AND r.holder = ?"
-		s.renew = "UPDATE " + t + " AS s SET expires_at_ms = " + now + " + ?, high_water_ms = GREATEST(s.high_water_ms, ?)" +
-			record + bound + " RETURNING s.expires_at_ms"
-		s.release = "UPDATE " + t + " AS s SET holder = '', expires_at_ms = 0, high_water_ms = GREATEST(s.high_water_ms, ?)" + record
-		for _, p := range []*string{&s.lockInsert, &s.lockSelect, &s.slots, &s.insert, &s.take, &s.renew, &s.release, &s.slot,
-			&s.list, &s.record, &s.recordInsert, &s.recordUpdate, &s.regSelect, &s.regInsert, &s.now, &s.regAll, &s.regDelete, &s.lowerMark} {
+		s.guarded = "UPDATE " + t + " AS s SET" + set + " FROM " + t + " AS r" + guard + " AND r.datacenter = s.datacenter AND r.worker = -2"
+		for _, p := range []*string{&s.lockInsert, &s.lockSelect, &s.read, &s.insert, &s.update, &s.guarded,
+			&s.regSelect, &s.regInsert, &s.regAll, &s.regDelete} {
 			*p = dollarParams(*p)
 		}
 	}

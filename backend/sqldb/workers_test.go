@@ -12,6 +12,7 @@ import (
 
 	"github.com/flakeid/flakeid/internal/testenv"
 	"github.com/flakeid/flakeid/worker"
+	"github.com/flakeid/flakeid/worker/protocol"
 	"github.com/flakeid/flakeid/worker/workertest"
 )
 
@@ -349,11 +350,11 @@ func TestWorkersMissingRegistry(t *testing.T) {
 			t.Fatalf("Acquire without the registry table: %v; want ErrUnavailable telling to create it", err)
 		}
 		t.Logf("without the registry: %v", err)
-		if ns, ok, err := w.Namespace(ctx, 0); err != nil || ok {
-			t.Fatalf("the refused Acquire wrote a record: %+v, %v, %v", ns, ok, err)
-		}
 		if err := w.CreateSchema(ctx); err != nil {
 			t.Fatal(err)
+		}
+		if ns, ok, err := w.Namespace(ctx, 0); err != nil || ok {
+			t.Fatalf("the refused Acquire wrote a record: %+v, %v, %v", ns, ok, err)
 		}
 		if _, err := w.Acquire(ctx, req("a", 1)); err != nil {
 			t.Fatalf("Acquire after CreateSchema: %v", err)
@@ -537,7 +538,7 @@ func TestWorkersConcurrentReset(t *testing.T) {
 			if !errors.Is(err, worker.ErrReset) || errors.Is(err, worker.ErrNotHeld) {
 				t.Fatalf("Renew after the loss: %v, want ErrReset", err)
 			}
-			if strings.Contains(err.Error(), "the namespace record is re-initialised") {
+			if strings.Contains(err.Error(), "the namespace is re-initialised") {
 				reinits++
 			}
 		}
@@ -734,21 +735,6 @@ func TestBadRequests(t *testing.T) {
 	}
 }
 
-func TestCeilMs(t *testing.T) {
-	base := time.UnixMilli(1_700_000_000_123)
-	for in, want := range map[time.Time]int64{
-		base:                       1_700_000_000_123,
-		base.Add(time.Nanosecond):  1_700_000_000_124,
-		base.Add(-time.Nanosecond): 1_700_000_000_123,
-		{}:                         0,
-		time.UnixMilli(-5):         0,
-	} {
-		if got := ceilMs(in); got != want {
-			t.Errorf("ceilMs(%v) = %d, want %d", in, got, want)
-		}
-	}
-}
-
 // A client partitioned away in the middle of Acquire, holding its
 // datacenter's lock row, blocks no renewal; on PostgreSQL and MariaDB the
 // server ends its transaction after the lock-hold limit, so other nodes
@@ -863,7 +849,7 @@ func TestAcquireChurn(t *testing.T) {
 					if h, dup := holders[k]; dup {
 						t.Errorf("worker %v handed to %s while %s holds it", k, r.Owner, h)
 					}
-					if prev := ceilMs(cl.Previous()); prev < released[k] {
+					if prev := protocol.CeilMs(cl.Previous()); prev < released[k] {
 						t.Errorf("worker %v: Previous %d before the last release's %d", k, prev, released[k])
 					}
 					holders[k] = r.Owner

@@ -1,7 +1,7 @@
 package main
 
 // The proof of issue 3, with the real binary: processes contending for worker
-// ids on each coordinator, kill -9, a newcomer whose clock is 3 s behind, a
+// ids on each coordinator, kill -9, a newcomer whose clock is 5 s behind, a
 // restart with the clock moved back, and a coordinator that becomes
 // unreachable. Every backend runs against the real service (see
 // internal/testenv); under CI=true a missing service fails the test.
@@ -306,7 +306,7 @@ func checkUnique(t *testing.T, procs []*proc) int {
 var proofBin builtBinary
 
 // TestProofContention: eight processes contend for four worker ids; exactly
-// four hold; kill -9 a holder and a newcomer whose clock is 3 s behind takes
+// four hold; kill -9 a holder and a newcomer whose clock is 5 s behind takes
 // its id after the TTL, issuing only IDs above every ID of the dead holder.
 func TestProofContention(t *testing.T) {
 	if testing.Short() {
@@ -318,17 +318,20 @@ func TestProofContention(t *testing.T) {
 			t.Parallel()
 			url := b.url(t)
 			// --max-clock-skew lets the newcomers below, whose clocks are
-			// 3 s behind, through, so that the high-water marks, not the
+			// 5 s behind, through, so that the high-water marks, not the
 			// clock check, are what keeps them from reissuing; every node
 			// of a datacenter has the same bound (it sets the quarantine,
-			// which is part of the contract).
+			// which is part of the contract). The 4 s TTL lets a holder
+			// ride out a stall of 3 s on a loaded machine: with 2 s, the
+			// renewals of a holder starved for 1.5 s lapsed, on every SQL
+			// coordinator, and a newcomer took its id before the count.
 			common := append([]string{"next", "--coordinator", url, "-n", "10000000", "--every", "2ms",
-				"--wait-lease", "--lease-ttl", "2s", "--max-wait", "30s", "--max-clock-skew", "4s"}, proofLayoutArgs...)
+				"--wait-lease", "--lease-ttl", "4s", "--max-wait", "30s", "--max-clock-skew", "6s"}, proofLayoutArgs...)
 			var procs []*proc
 			for i := range 4 {
 				procs = append(procs, startProc(t, bin, fmt.Sprintf("p%d", i), common...))
 			}
-			waitFor(t, "four holders issuing", 30*time.Second, func() bool {
+			waitFor(t, "four holders issuing", 60*time.Second, func() bool {
 				for _, p := range procs {
 					if p.worker() < 0 {
 						return false
@@ -336,11 +339,11 @@ func TestProofContention(t *testing.T) {
 				}
 				return true
 			})
-			// The newcomers' clocks are 3 s behind: more than the 2 s a
+			// The newcomers' clocks are 5 s behind: more than the 4 s a
 			// holder reserves ahead.
-			behind := append(slices.Clone(common), "--test-clock-offset=-3s")
+			behind := append(slices.Clone(common), "--test-clock-offset=-5s")
 			for i := 4; i < 8; i++ {
-				procs = append(procs, startProc(t, bin, fmt.Sprintf("p%d(-3s)", i), behind...))
+				procs = append(procs, startProc(t, bin, fmt.Sprintf("p%d(-5s)", i), behind...))
 			}
 			t.Cleanup(func() { // what each process said, when the test failed
 				if !t.Failed() {
@@ -352,11 +355,28 @@ func TestProofContention(t *testing.T) {
 				}
 			})
 			time.Sleep(time.Second)
-			if n := heldCount(t, bin, url); n != 4 {
+			// A holder that the machine stalled for longer than its TTL
+			// (a slow fsync of the coordinator, the CPU of a loaded CI
+			// machine) loses its lease, says so, stops issuing and a
+			// newcomer takes the id: correct, and the rest of the test
+			// still holds for it. Anything else is a fault.
+			lapsed := func() string {
+				for _, p := range procs[:4] {
+					if _, stderr := p.snapshot(); strings.Contains(stderr, "lease lost") {
+						return p.name
+					}
+				}
+				return ""
+			}
+			if n := heldCount(t, bin, url); n > 4 || n < 4 && lapsed() == "" {
 				t.Fatalf("%d worker ids held with eight contenders, want 4", n)
 			}
 			for _, p := range procs[4:] {
 				if ids, _ := p.snapshot(); len(ids) > 0 {
+					if who := lapsed(); who != "" {
+						t.Logf("%s issued %d IDs after %s lost its lease (a stall of the machine)", p.name, len(ids), who)
+						continue
+					}
 					t.Fatalf("%s issued %d IDs while four others hold all worker ids", p.name, len(ids))
 				}
 			}
@@ -367,7 +387,7 @@ func TestProofContention(t *testing.T) {
 			deadIDs, _ := victim.snapshot()
 			killedAt := time.Now()
 			// Usually a newcomer (clock behind) takes it; on a loaded machine a
-			// holder that missed a renewal of its 2 s lease may take it
+			// holder that missed a renewal of its 4 s lease may take it
 			// instead, and a newcomer the id that holder gave up. Whoever
 			// takes it must issue above the dead holder's IDs.
 			var newcomer *proc
@@ -387,7 +407,7 @@ func TestProofContention(t *testing.T) {
 				return len(ids) >= 20
 			})
 			// All four worker ids held again. Eventually: on a loaded
-			// machine a holder can miss a renewal of its 2 s lease, stop
+			// machine a holder can miss a renewal of its 4 s lease, stop
 			// issuing (fencing) and take an id again a moment later.
 			waitFor(t, "four worker ids held after the takeover", 15*time.Second, func() bool {
 				return heldCount(t, bin, url) == 4

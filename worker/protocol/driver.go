@@ -67,9 +67,10 @@ func (d *Driver) update(ctx context.Context, dc int64, decide func(State) (*Stat
 		case attempt == MaxAttempts:
 			return sent, fmt.Errorf("%w: datacenter %d in %s changed under %d attempts in a row: %w", worker.ErrUnavailable, dc, d.names.Place, attempt, err)
 		}
-		// Lost a race: back off a little, at random, so that the clients
-		// that collided do not collide again.
-		t := time.NewTimer(time.Duration(rand.Int64N(int64(attempt) * int64(2*time.Millisecond))))
+		// Lost a race: back off at random, up to twice as long after each
+		// (1 ms, 2 ms, … at most 64 ms), so that the clients that
+		// collided spread out however many they are.
+		t := time.NewTimer(time.Duration(rand.Int64N(int64(time.Millisecond) << min(attempt-1, 6))))
 		select {
 		case <-ctx.Done():
 			t.Stop()
