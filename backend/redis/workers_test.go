@@ -521,8 +521,15 @@ func TestScriptErrorsAreErrors(t *testing.T) {
 		wantErr(t, "Acquire with a read script that "+src, err, worker.ErrUnavailable, "replied")
 	}
 	w.read = good
+	goodCommit := w.commit
 	w.commit = goredis.NewScript(`return 'maybe'`)
 	wantErr(t, "Renew with a commit script that replies 'maybe'", cl.Renew(ctx, testTTL, time.Now()), worker.ErrUnavailable, "replied")
+	// Lost races back off for up to protocol.MaxAttempts × 64 ms: the
+	// lease must outlast them, or the last read finds it lapsed.
+	w.commit = goodCommit
+	if err := cl.Renew(ctx, time.Minute, time.Now()); err != nil {
+		t.Fatal(err)
+	}
 	w.commit = goredis.NewScript(`return 'changed'`)
 	err = cl.Release(ctx, time.Now())
 	wantErr(t, "Release that always finds the state changed", err, worker.ErrUnavailable, "changed under", "attempts")
