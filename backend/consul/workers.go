@@ -892,7 +892,7 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 		w.afterRead(regKV, kvs)
 	}
 	reserveMs := coord.CeilMs(req.Reserve)
-	nodeMs, ahead := coord.NodeClock(req, w.now)
+	nodeMs, ahead := protocol.NodeClock(req, w.now)
 	var session string // created once an id is picked; destroyed unless a claim keeps it
 	var sessTTL time.Duration
 	abandon := func(err error) error {
@@ -907,7 +907,7 @@ func (w *Workers) Acquire(ctx context.Context, req worker.Request) (worker.Claim
 			return nil, abandon(err)
 		}
 		// The coordinator's clock is the live peers': the latest it can be.
-		var peers coord.PeerClock
+		var peers protocol.PeerClock
 		peers.Read(w.newestPeer(dc, -1, kvs), readSent, readRecv)
 		if err := bound.Check(fmt.Sprintf("acquiring in datacenter %d of %s", dc, w.prefix), req.Reserve,
 			peers.Latest(time.Now(), peerStale(req.TTL))); err != nil {
@@ -1189,7 +1189,7 @@ type claim struct {
 	recIdx   uint64        // its ModifyIndex as last written or read
 	renewals int           // successful renewals, to re-read the peers' clocks now and then
 
-	peers coord.PeerClock // the other live holders' clock: Clock's answer
+	peers protocol.PeerClock // the other live holders' clock: Clock's answer
 }
 
 func (c *claim) WorkerID() int64     { return c.id }
@@ -1316,7 +1316,7 @@ func (c *claim) guarded(ctx context.Context, what string, reserve time.Time, clo
 		}
 		readPeers := false
 		if renewing {
-			b.add(consulapi.KVLock, ck, []byte(strconv.FormatInt(coord.NodeMs(c.ahead, reserve, c.w.now), 10)), 0, clockSession)
+			b.add(consulapi.KVLock, ck, []byte(strconv.FormatInt(protocol.NodeMs(c.ahead, reserve, c.w.now), 10)), 0, clockSession)
 		}
 		recAt := b.add(consulapi.KVGet, nk, nil, 0, "")
 		treeAt := -1

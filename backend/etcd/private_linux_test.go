@@ -197,8 +197,8 @@ func TestRestoredCopy(t *testing.T) {
 	if err != nil || len(holder.Kvs) != 1 {
 		t.Fatalf("the copy has no holder key (%v, %v): it did not come back", holder, err)
 	}
-	t.Logf("the restored holder key is on lease %x (the holder's: %x); etcd's revision went from %d to %d",
-		holder.Kvs[0].Lease, int64(cl.(*claim).lease), after.Header.Revision, holder.Header.Revision)
+	t.Logf("the restored holder key is on lease %x; etcd's revision went from %d to %d",
+		holder.Kvs[0].Lease, after.Header.Revision, holder.Header.Revision)
 	if holder.Header.Revision >= after.Header.Revision {
 		t.Fatalf("revision %d after the restore, %d before: the copy is not older", holder.Header.Revision, after.Header.Revision)
 	}

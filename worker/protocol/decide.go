@@ -20,6 +20,7 @@ type acquired struct {
 	slot     Slot   // the claim's slot as committed
 	bound    worker.MarkBound
 	contract string
+	ahead    time.Duration // the request's Reserve − Now (NodeClock)
 }
 
 // acquisition decides an Acquire of req on st: admission (worker.Admit),
@@ -38,10 +39,10 @@ func acquisition(req worker.Request, st State, n Names, gone func(string) bool, 
 	if err := worker.Admit(req, r); err != nil {
 		return acquired{}, err
 	}
-	if err := req.MarkBound().Check("acquiring", req.Reserve, st.Now); err != nil {
+	if err := req.MarkBound().Check("acquiring", req.Reserve, st.boundClock(-1, req.TTL)); err != nil {
 		return acquired{}, err
 	}
-	id, held, ok := Pick(Candidates(st.Slots, func(s Slot) (bool, int64) { return holds(s, nowMs, gone), s.HighMs }), nil, req.Workers, nowMs)
+	id, held, ok := Pick(Candidates(st.Slots, func(s Slot) (bool, int64) { return holds(st, s, gone), s.HighMs }), nil, req.Workers, nowMs)
 	if !ok {
 		return acquired{}, fmt.Errorf("%w: all %d worker ids of datacenter %d are held", worker.ErrExhausted, held, req.Datacenter)
 	}
@@ -61,15 +62,19 @@ func acquisition(req worker.Request, st State, n Names, gone func(string) bool, 
 	s := next.Slots[id]
 	prev := s.HighMs
 	s.Holder, s.ExpiresMs, s.HighMs = req.Owner, nowMs+req.TTL.Milliseconds(), max(s.HighMs, CeilMs(req.Reserve))
+	nodeMs, ahead := NodeClock(req, func() time.Time { return st.Now })
+	if st.Sessions {
+		s.ClockMs = nodeMs
+	}
 	next.Slots[id] = s
 	return acquired{next: next, id: id, prevMs: max(prev, next.Record.FloorMs), record: *next.Record, slot: s,
-		bound: req.MarkBound(), contract: req.Contract}, nil
+		bound: req.MarkBound(), contract: req.Contract, ahead: ahead}, nil
 }
 
-// holds reports whether slot s is held at nowMs by a holder that is not
-// known to be gone.
-func holds(s Slot, nowMs int64, gone func(string) bool) bool {
-	return s.Holder != "" && s.ExpiresMs > nowMs && (gone == nil || !gone(s.Holder))
+// holds reports whether slot s of st is held by a holder that is not known
+// to be gone.
+func holds(st State, s Slot, gone func(string) bool) bool {
+	return s.Holder != "" && st.expiresMs(s) > st.Now.UnixMilli() && (gone == nil || !gone(s.Holder))
 }
 
 // newRecord is a fresh namespace record of contract, initialised at nowMs,
@@ -84,6 +89,7 @@ type hold struct {
 	dc         int64
 	contract   string // of the record it acquired under
 	quarantine time.Duration
+	ahead      time.Duration // the request's Reserve − Now, for ClockMs (NodeClock); < 0 without Now
 	bound      worker.MarkBound
 }
 
@@ -104,7 +110,7 @@ func (h hold) renewal(st State, n Names, renew bool, ttl time.Duration, reserve 
 		f.Record = &ns
 	}
 	if s, ok := st.Slots[h.WorkerID]; ok {
-		f.Slot = &worker.Info{Datacenter: h.dc, Worker: h.WorkerID, Holder: s.Holder, Expires: MsTime(s.ExpiresMs), HighWater: MsTime(s.HighMs)}
+		f.Slot = &worker.Info{Datacenter: h.dc, Worker: h.WorkerID, Holder: s.Holder, Expires: MsTime(st.expiresMs(s)), HighWater: MsTime(s.HighMs)}
 	}
 	d := worker.Diagnose(h.Hold, f)
 	switch d.Verdict {
@@ -126,17 +132,21 @@ func (h hold) renewal(st State, n Names, renew bool, ttl time.Duration, reserve 
 		return nil, fmt.Errorf("%w: %s", worker.ErrNotHeld, d.Found)
 	}
 	if renew {
-		if err := h.bound.Check("renewing", reserve, st.Now); err != nil {
+		if err := h.bound.Check("renewing", reserve, st.boundClock(h.WorkerID, ttl)); err != nil {
 			return nil, err
 		}
 	}
 	next := st.clone()
 	s := next.Slots[h.WorkerID]
 	s.HighMs = max(s.HighMs, CeilMs(reserve))
-	if renew {
+	switch {
+	case !renew:
+		s.Holder, s.ExpiresMs, s.ClockMs = "", 0, 0
+	case st.Sessions:
+		s.ClockMs = NodeMs(h.ahead, reserve, func() time.Time { return st.Now })
+		s.ExpiresMs, s.Renewed = nowMs+ttl.Milliseconds(), true
+	default:
 		s.ExpiresMs = nowMs + ttl.Milliseconds()
-	} else {
-		s.Holder, s.ExpiresMs = "", 0
 	}
 	next.Slots[h.WorkerID] = s
 	return &next, nil
@@ -148,7 +158,7 @@ func info(st State, id int64, gone func(string) bool) worker.Info {
 	s := st.Slots[id]
 	in := worker.Info{Datacenter: st.Datacenter, Worker: id, HighWater: MsTime(s.HighMs)}
 	if s.Holder != "" && (gone == nil || !gone(s.Holder)) {
-		in.Holder, in.Expires = s.Holder, MsTime(s.ExpiresMs)
+		in.Holder, in.Expires = s.Holder, MsTime(st.expiresMs(s))
 	}
 	return in
 }

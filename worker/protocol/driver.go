@@ -46,30 +46,26 @@ func New(s Store) *Driver {
 
 // update reads datacenter dc, decides by decide, and commits the state it
 // returns (none: nothing to write), reading and deciding again after a lost
-// race, up to MaxAttempts times. It returns decide's error, and the local
-// time at which the read of the committed attempt was sent.
-func (d *Driver) update(ctx context.Context, dc int64, decide func(State) (*State, error)) (time.Time, error) {
-	if dc < 0 {
-		return time.Time{}, fmt.Errorf("%w: datacenter %d", worker.ErrInvalidConfig, dc)
-	}
+// race, up to MaxAttempts times. It returns decide's error, and the state
+// of the committed attempt's read.
+func (d *Driver) update(ctx context.Context, dc int64, decide func(State) (*State, error)) (State, error) {
 	for attempt := 1; ; attempt++ {
-		sent := time.Now()
-		st, err := d.store.Read(ctx, dc)
+		st, err := d.read(ctx, dc)
 		if err != nil {
-			return sent, err
+			return st, err
 		}
 		next, derr := decide(st)
 		if next == nil {
-			return sent, derr
+			return st, derr
 		}
-		next.Datacenter, next.Now, next.Version = st.Datacenter, st.Now, st.Version
+		next.Datacenter, next.Now, next.Version, next.Sessions = st.Datacenter, st.Now, st.Version, st.Sessions
 		switch err := d.store.Commit(ctx, st, *next); {
 		case err == nil:
-			return sent, derr
+			return st, derr
 		case !errors.Is(err, ErrConflict):
-			return sent, err
+			return st, err
 		case attempt == MaxAttempts:
-			return sent, fmt.Errorf("%w: datacenter %d in %s changed under %d attempts in a row: %w", worker.ErrUnavailable, dc, d.names.Place, attempt, err)
+			return st, fmt.Errorf("%w: datacenter %d in %s changed under %d attempts in a row: %w", worker.ErrUnavailable, dc, d.names.Place, attempt, err)
 		}
 		// Lost a race: back off at random, up to twice as long after each
 		// (1 ms, 2 ms, … at most 64 ms), so that the clients that
@@ -78,18 +74,22 @@ func (d *Driver) update(ctx context.Context, dc int64, decide func(State) (*Stat
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return sent, fmt.Errorf("%w: datacenter %d in %s: %w", worker.ErrUnavailable, dc, d.names.Place, ctx.Err())
+			return st, fmt.Errorf("%w: datacenter %d in %s: %w", worker.ErrUnavailable, dc, d.names.Place, ctx.Err())
 		case <-t.C:
 		}
 	}
 }
 
-// read reads datacenter dc, refusing a negative id.
+// read reads datacenter dc, refusing a negative id, and notes when the
+// read was sent.
 func (d *Driver) read(ctx context.Context, dc int64) (State, error) {
 	if dc < 0 {
 		return State{}, fmt.Errorf("%w: datacenter %d", worker.ErrInvalidConfig, dc)
 	}
-	return d.store.Read(ctx, dc)
+	sent := time.Now()
+	st, err := d.store.Read(ctx, dc)
+	st.sent, st.recv = sent, time.Now()
+	return st, err
 }
 
 // Acquire implements worker.Coordinator.
@@ -98,7 +98,7 @@ func (d *Driver) Acquire(ctx context.Context, req worker.Request) (worker.Claim,
 		return nil, err
 	}
 	var a acquired
-	taken, err := d.update(ctx, req.Datacenter, func(st State) (*State, error) {
+	st, err := d.update(ctx, req.Datacenter, func(st State) (*State, error) {
 		var err error
 		if a, err = acquisition(req, st, d.names, d.gone, NewIncarnation()); err != nil {
 			return nil, err
@@ -108,11 +108,13 @@ func (d *Driver) Acquire(ctx context.Context, req worker.Request) (worker.Claim,
 	if err != nil {
 		return nil, err
 	}
-	return &claim{d: d, taken: taken, prev: MsTime(a.prevMs), clock: a.next.Now, hold: hold{
+	c := &claim{d: d, taken: st.sent, prev: MsTime(a.prevMs), hold: hold{
 		Hold: worker.Hold{Owner: req.Owner, WorkerID: a.id, Incarnation: a.record.Incarnation, Initialised: MsTime(a.record.InitialisedMs),
-			Stored: MsTime(a.slot.HighMs), LeaseEnd: MsTime(a.slot.ExpiresMs)},
-		dc: req.Datacenter, contract: a.record.Contract, quarantine: req.Quarantine, bound: a.bound,
-	}}, nil
+			Stored: MsTime(a.slot.HighMs)},
+		dc: req.Datacenter, contract: a.record.Contract, quarantine: req.Quarantine, bound: a.bound, ahead: a.ahead,
+	}}
+	c.renewed(st, a.slot, req.TTL)
+	return c, nil
 }
 
 // List implements worker.Coordinator.
@@ -126,7 +128,7 @@ func (d *Driver) List(ctx context.Context, dc int64) ([]worker.Info, error) {
 		s := st.Slots[id]
 		in := worker.Info{Datacenter: dc, Worker: id, HighWater: MsTime(s.HighMs)}
 		if s.Holder != "" {
-			in.Holder, in.Expires = s.Holder, MsTime(s.ExpiresMs)
+			in.Holder, in.Expires = s.Holder, MsTime(st.expiresMs(s))
 		}
 		infos = append(infos, in)
 	}
@@ -143,13 +145,18 @@ func (d *Driver) Namespace(ctx context.Context, dc int64) (worker.Namespace, boo
 }
 
 // Clock implements worker.Coordinator: the clock of a read of the
-// request's datacenter, never stale.
+// request's datacenter, never stale; on a store with Sessions, the newest
+// clock of its live holders, stale by up to their lease's length (the zero
+// time when none is live).
 func (d *Driver) Clock(ctx context.Context, req worker.Request) (time.Time, time.Duration, error) {
 	st, err := d.read(ctx, req.Datacenter)
-	if err != nil {
-		return time.Time{}, 0, err
+	if err != nil || !st.Sessions {
+		return st.Now, 0, err
 	}
-	return st.Now, 0, nil
+	p := st.peerClock(-1)
+	p.Update(st.sent, st.recv, true, req.TTL)
+	at, stale := p.Clock()
+	return at, stale, nil
 }
 
 // LowerMark implements worker.MarkLowerer.
@@ -192,6 +199,10 @@ type claim struct {
 	prev  time.Time
 	taken time.Time // when the read of the committed Acquire was sent
 	clock time.Time // the coordinator's clock at the last Acquire or Renew
+	// peers is, on a store with Sessions, the other live holders' clock
+	// at the last Acquire or Renew: Clock's answer.
+	peers    PeerClock
+	sessions bool
 }
 
 var _ worker.TakenAt = (*claim)(nil)
@@ -205,8 +216,26 @@ func (c *claim) Previous() time.Time { return c.prev }
 func (c *claim) TakenAt() time.Time { return c.taken }
 
 // Clock implements worker.Claim: the coordinator's clock as the last
-// Acquire or Renew read it.
-func (c *claim) Clock() (time.Time, time.Duration) { return c.clock, 0 }
+// Acquire or Renew read it; on a store with Sessions, the other live
+// holders' clock then, advanced by the time since.
+func (c *claim) Clock() (time.Time, time.Duration) {
+	if c.sessions {
+		return c.peers.Clock()
+	}
+	return c.clock, 0
+}
+
+// renewed notes what the Acquire or Renew of ttl that read st and
+// committed slot found: the coordinator's clock, and the lease's end by it
+// (none on a store with Sessions, which has no clock to compare it with).
+func (c *claim) renewed(st State, slot Slot, ttl time.Duration) {
+	c.clock, c.sessions, c.hold.LeaseEnd = st.Now, st.Sessions, MsTime(slot.ExpiresMs)
+	if st.Sessions {
+		p := st.peerClock(c.hold.WorkerID)
+		p.Update(st.sent, st.recv, true, ttl)
+		c.peers, c.hold.LeaseEnd = p, time.Time{}
+	}
+}
 
 // Renew implements worker.Claim.
 func (c *claim) Renew(ctx context.Context, ttl time.Duration, reserve time.Time) error {
@@ -223,15 +252,14 @@ func (c *claim) Release(ctx context.Context, reserve time.Time) error {
 
 func (c *claim) change(ctx context.Context, renew bool, ttl time.Duration, reserve time.Time) error {
 	var slot Slot
-	var now time.Time
 	h := c.hold
 	if c.d.gone != nil {
 		h.OwnerGone = c.d.gone(h.Owner)
 	}
-	_, err := c.d.update(ctx, c.hold.dc, func(st State) (*State, error) {
+	st, err := c.d.update(ctx, c.hold.dc, func(st State) (*State, error) {
 		next, err := h.renewal(st, c.d.names, renew, ttl, reserve, NewIncarnation())
 		if next != nil {
-			slot, now = next.Slots[h.WorkerID], st.Now
+			slot = next.Slots[h.WorkerID]
 		}
 		return next, err
 	})
@@ -240,7 +268,7 @@ func (c *claim) change(ctx context.Context, renew bool, ttl time.Duration, reser
 	}
 	c.hold.Stored = MsTime(max(CeilMs(c.hold.Stored), slot.HighMs))
 	if renew {
-		c.clock, c.hold.LeaseEnd = now, MsTime(slot.ExpiresMs)
+		c.renewed(st, slot, ttl)
 	} else {
 		c.hold.LeaseEnd = time.Time{} // released: the claim holds no lease any more
 	}

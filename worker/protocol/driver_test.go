@@ -241,11 +241,18 @@ func TestLowerAndUnclaim(t *testing.T) {
 // and checks the protocol's promise after every step: a new holder of a
 // worker id starts (Previous) at or past every reservation any earlier
 // holder of it stored, and — unless the state was lost since — no two
-// holders' leases on one id overlap by the coordinator's clock.
+// holders' leases on one id overlap by the coordinator's clock. It runs on
+// a store with a clock, and on one with Sessions.
 func TestDriverRapid(t *testing.T) {
+	t.Run("clock", func(t *testing.T) { driverRapid(t, false) })
+	t.Run("sessions", func(t *testing.T) { driverRapid(t, true) })
+}
+
+func driverRapid(t *testing.T, sessions bool) {
 	rapid.Check(t, func(rt *rapid.T) {
 		ctx := context.Background()
 		m := newMemStore(t0)
+		m.sessions = sessions
 		d := New(m)
 		type holder struct {
 			cl         worker.Claim
@@ -340,4 +347,62 @@ func maxT(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// TestSessionsPeerClock: on a store with Sessions the coordinator's clock
+// is the other live holders' (Leaf's peer check): a node an hour ahead of
+// them is refused, one within the bound admitted, and without a live peer
+// nothing bounds; Claim.Clock and Driver.Clock report the peers' clock,
+// stale by the TTL.
+func TestSessionsPeerClock(t *testing.T) {
+	ctx := context.Background()
+	m := newMemStore(t0)
+	m.sessions = true
+	d := New(m)
+	alone := req("alone", 4, t0.Add(time.Hour))
+	alone.Now, alone.MaxClockSkew = t0.Add(time.Hour).Add(-time.Second), time.Second
+	cl, err := d.Acquire(ctx, alone)
+	if err != nil {
+		t.Fatalf("the first holder, with no peer to check it by: %v", err)
+	}
+	if at, _ := cl.Clock(); !at.IsZero() {
+		t.Fatalf("Clock() of the only holder = %v, want none", at)
+	}
+	if err := cl.Release(ctx, t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	peer := req("peer", 4, t0.Add(-10*time.Second))
+	peer.Now = t0.Add(-11 * time.Second) // 11s behind the store's clock, on a lease of 2s
+	pc, err := d.Acquire(ctx, peer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if at, stale, err := d.Clock(ctx, peer); err != nil || !at.Equal(peer.Now) || stale != peer.TTL {
+		t.Fatalf("Driver.Clock = %v, %v, %v; want the peer's %v, stale by its TTL", at, stale, err, peer.Now)
+	}
+	ahead := req("ahead", 4, t0.Add(time.Second))
+	ahead.Now, ahead.MaxClockSkew = t0, time.Second // 11s ahead of the peer, 9s past its TTL
+	if _, err := d.Acquire(ctx, ahead); !errors.Is(err, worker.ErrClockSkew) {
+		t.Fatalf("a node 11s ahead of its peer, bound 1s past the peer's TTL: %v, want ErrClockSkew", err)
+	}
+	within := req("within", 4, t0.Add(-8*time.Second))
+	within.Now, within.MaxClockSkew = t0.Add(-9*time.Second), time.Second // 2s ahead: the peer's TTL
+	wc, err := d.Acquire(ctx, within)
+	if err != nil {
+		t.Fatalf("a node within its peer's TTL and the bound: %v", err)
+	}
+	if wc.WorkerID() == pc.WorkerID() {
+		t.Fatalf("both holders have worker %d", wc.WorkerID())
+	}
+	if at, stale := wc.Clock(); !at.Equal(peer.Now) || stale != peer.TTL {
+		t.Fatalf("Claim.Clock = %v, %v; want the peer's %v, stale by its TTL", at, stale, peer.Now)
+	}
+	// Both are held while the store keeps their sessions, and renew.
+	infos, err := d.List(ctx, 0)
+	if err != nil || len(infos) != 3 || infos[pc.WorkerID()].Holder != "peer" || !infos[pc.WorkerID()].Held(t0) {
+		t.Fatalf("List = %+v, %v; want the peer held", infos, err)
+	}
+	if err := pc.Renew(ctx, 2*time.Second, t0.Add(-9*time.Second)); err != nil {
+		t.Fatalf("the peer's Renew: %v", err)
+	}
 }

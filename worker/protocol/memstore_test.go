@@ -12,7 +12,10 @@ import (
 
 // memStore is a Store in memory for the driver's own tests (a fake: the
 // backends' tests run the driver on the real services): one registry with
-// its namespaces, a clock the test sets, and a version per datacenter.
+// its namespaces, a clock the test sets, and a version per datacenter. With
+// sessions it keeps holders as etcd keeps keys on leases: a holder is gone
+// a TTL (its ExpiresMs − ClockMs) after its last write by the store's
+// clock, and the State says Sessions.
 type memStore struct {
 	*memShared
 	ns string
@@ -25,6 +28,8 @@ type memShared struct {
 	hasSpace bool
 	dcs      map[int64]*memDC
 	commits  int // successful commits, to see that a refusal wrote nothing
+	sessions bool
+	leases   map[string]time.Time // with sessions: when each holder's lease ends, by "dc/ns/id"
 }
 
 type memDC struct {
@@ -61,8 +66,16 @@ func (m *memStore) Read(ctx context.Context, dc int64) (State, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	d := m.dc(dc)
+	if m.sessions {
+		for id, s := range d.slots[m.ns] {
+			if s.Holder != "" && !m.leases[fmt.Sprint(dc, "/", m.ns, "/", id)].After(m.now) {
+				d.slots[m.ns][id] = Slot{HighMs: s.HighMs}
+				d.version++
+			}
+		}
+	}
 	st := State{Datacenter: dc, Now: m.now, Space: m.space, HasSpace: m.hasSpace, Claim: d.claim,
-		Slots: maps.Clone(d.slots[m.ns]), Version: d.version}
+		Slots: maps.Clone(d.slots[m.ns]), Version: d.version, Sessions: m.sessions}
 	if st.Slots == nil {
 		st.Slots = map[int64]Slot{}
 	}
@@ -85,6 +98,14 @@ func (m *memStore) Commit(ctx context.Context, read, next State) error {
 	d.claim = next.Claim
 	if next.Record != nil {
 		d.records[m.ns] = *next.Record
+	}
+	for id, s := range next.Slots {
+		if m.sessions && s.Holder != "" && s != read.Slots[id] {
+			if m.leases == nil {
+				m.leases = map[string]time.Time{}
+			}
+			m.leases[fmt.Sprint(read.Datacenter, "/", m.ns, "/", id)] = time.UnixMilli(s.ExpiresMs)
+		}
 	}
 	d.slots[m.ns] = maps.Clone(next.Slots)
 	d.version++

@@ -86,9 +86,20 @@ type State struct {
 	// FloorMs is a floor no namespace record is (re)initialised below:
 	// the one `flakeid recover` set on the file coordinator; 0 for none.
 	FloorMs int64
+	// Sessions says that the store keeps each holder on a session of its
+	// own (an etcd lease, a ZooKeeper ephemeral node, a Consul session) and
+	// has no clock: a slot with a Holder is held until the store removes
+	// it, whatever its ExpiresMs says; Now is this process's clock when the
+	// read was answered; and the coordinator's clock, for the mark bound
+	// and Claim.Clock, is the other live holders' (see peerClock).
+	Sessions bool
 	// Version is the store's own token of what it read (revisions, a
 	// copy), for Commit; the driver never looks at it.
 	Version any
+
+	// sent and recv are when the driver sent the read and had its answer,
+	// by this process's clock (a store's Read leaves them zero).
+	sent, recv time.Time
 }
 
 // Claim is a registry's claim on a datacenter.
@@ -106,6 +117,14 @@ type Slot struct {
 	Holder    string `json:"holder,omitempty"`        // the owner; "" when free
 	ExpiresMs int64  `json:"expires_ms,omitempty"`    // the lease's end; 0 when free
 	HighMs    int64  `json:"high_water_ms,omitempty"` // the high-water mark; 0 when never set
+	// ClockMs is, on a store with Sessions, the holder's clock when it
+	// last wrote the slot (the node's, req.Now at Acquire); 0 elsewhere.
+	ClockMs int64 `json:"clock_ms,omitempty"`
+	// Renewed marks, on a store with Sessions, the slot of a Renew in the
+	// state the driver commits: the store keeps its holder's session alive
+	// (and the slot differs from the one read, even when nothing else
+	// moved). It is never stored.
+	Renewed bool `json:"-"`
 }
 
 // Record is a datacenter's namespace record (see worker.Namespace) with its
@@ -128,6 +147,43 @@ func (r Record) Namespace() worker.Namespace {
 func (r Record) Encode() []byte {
 	b, _ := json.Marshal(r) // cannot fail: strings and integers
 	return b
+}
+
+// expiresMs is when slot s of st lapses, for the decisions: on a store
+// with Sessions a slot with a holder is held (past now) for as long as the
+// store keeps it.
+func (st State) expiresMs(s Slot) int64 {
+	if st.Sessions && s.Holder != "" {
+		return max(s.ExpiresMs, st.Now.UnixMilli()+1)
+	}
+	return s.ExpiresMs
+}
+
+// peerClock is, on a store with Sessions, the newest clock among the live
+// holders other than worker id self (-1: none excluded), read as st was.
+// Its zero value when there is none.
+func (st State) peerClock(self int64) (p PeerClock) {
+	var newest Slot
+	for id, s := range st.Slots {
+		if id != self && s.Holder != "" && s.ClockMs > newest.ClockMs {
+			newest = s
+		}
+	}
+	p.Read(newest.ClockMs, st.sent, st.recv)
+	return p
+}
+
+// boundClock is the coordinator's clock a reservation by worker id self is
+// bounded by (worker.MarkBound): the store's, or on a store with Sessions
+// the latest the other live holders' clock can read, each having written
+// its ClockMs at most ttl before (peers share the TTL); zero when there is
+// none, which bounds nothing.
+func (st State) boundClock(self int64, ttl time.Duration) time.Time {
+	if !st.Sessions {
+		return st.Now
+	}
+	p := st.peerClock(self)
+	return p.Latest(st.recv, ttl)
 }
 
 // clone is a copy of s whose Slots and Record the driver may change.

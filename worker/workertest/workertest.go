@@ -82,6 +82,7 @@ func Run(t *testing.T, h Harness) {
 		{"ExclusiveAcquisition", s.exclusive},
 		{"ExhaustionNamesCount", s.exhaustion},
 		{"RenewExtendsAndRaises", s.renew},
+		{"RenewWithTheSameReservationHolds", s.renewSame},
 		{"HighWaterNeverDecreases", s.highWaterMonotone},
 		{"MarkNeverBelowReservation", s.markCoversReservation},
 		{"ReleaseFreesKeepingHighWater", s.release},
@@ -253,6 +254,28 @@ func (s *suite) renew(t *testing.T) {
 	}
 	if after.Holder != "renewer" {
 		t.Fatalf("holder after Renew = %q", after.Holder)
+	}
+}
+
+// renewSame: renewals that reserve nothing new (the same reservation, by
+// a node that gives its clock) still keep the lease for as long as they
+// come, past several TTLs: a renewal extends the lease whatever it writes.
+func (s *suite) renewSame(t *testing.T) {
+	c := s.h.Open(t).Connect(t)
+	now := ms(time.Now())
+	r := s.req("steady", 1, now.Add(time.Second))
+	r.Now = now
+	cl := mustAcquire(t, c, r)
+	for end := time.Now().Add(2 * s.h.TTL); time.Now().Before(end); time.Sleep(s.h.TTL / 4) {
+		if err := cl.Renew(ctxT(t), s.h.TTL, r.Reserve); err != nil {
+			t.Fatalf("Renew with the same reservation: %v", err)
+		}
+	}
+	if in := slot(t, c, 0, cl.WorkerID()); in.Holder != "steady" || !in.Held(time.Now()) {
+		t.Fatalf("after renewals with the same reservation over two TTLs the slot is %+v, want held by steady", in)
+	}
+	if _, err := c.Acquire(ctxT(t), s.req("other", 1, ms(time.Now()))); !errors.Is(err, worker.ErrExhausted) {
+		t.Fatalf("another Acquire while the renewed lease runs: %v, want ErrExhausted", err)
 	}
 }
 
