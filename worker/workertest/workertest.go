@@ -517,8 +517,13 @@ func (s *suite) leaseRenews(t *testing.T) {
 	if until, _ := f.state(); !until.After(start.Add(s.h.TTL + s.h.TTL/2)) {
 		t.Fatalf("reservation did not follow the renewals: %v, 1.5×TTL after %v", until, start)
 	}
-	if got := slot(t, c, 0, l.WorkerID()); got.HighWater.Before(l.Until()) {
-		t.Fatalf("coordinator high-water %v is behind the reservation the generator may use (%v)", got.HighWater, l.Until())
+	// The reservation first: a renewal between the two reads raises both,
+	// the stored mark before the fence, so the mark read after must cover
+	// the fence read before (read the other way round, a renewal landing
+	// in between fails the check).
+	until := l.Until()
+	if got := slot(t, c, 0, l.WorkerID()); got.HighWater.Before(until) {
+		t.Fatalf("coordinator high-water %v is behind the reservation the generator may use (%v)", got.HighWater, until)
 	}
 }
 
