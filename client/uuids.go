@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/flakeid/flakeid/snowflake"
+	"github.com/flakeid/flakeid/idview"
 )
 
 // NextUUIDs returns n Snowflake IDs as UUID-shaped texts, in the order the
@@ -26,12 +26,12 @@ func (c *Client) NextUUIDs(ctx context.Context, n int, format, prefix string) ([
 		return nil, err
 	}
 	switch {
-	case snowflake.UUIDFormOf(format) == 0:
+	case idview.FormOf(format) == 0:
 		return nil, fmt.Errorf("%w: format %q, want uuid7, typeid or ulid", ErrInvalidArgument, format)
 	case prefix != "" && format != "typeid":
 		return nil, fmt.Errorf("%w: a prefix is for format typeid (got %q)", ErrInvalidArgument, format)
 	}
-	if err := snowflake.CheckTypeIDPrefix(prefix); err != nil {
+	if err := idview.CheckTypeIDPrefix(prefix); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
 	}
 	q := url.Values{"count": {strconv.Itoa(n)}, "format": {format}}
@@ -50,7 +50,7 @@ func (c *Client) NextUUIDs(ctx context.Context, n int, format, prefix string) ([
 			return fmt.Errorf("%d IDs, asked for %d", len(resp.IDs), n)
 		}
 		for i, s := range resp.IDs {
-			u, _, _, err := snowflake.ParseUUIDText(s)
+			u, _, _, err := idview.ParseText(s)
 			if err == nil {
 				err = u.CheckV7()
 			}

@@ -3,6 +3,7 @@ package idmask
 import (
 	"fmt"
 
+	"github.com/flakeid/flakeid/idview"
 	"github.com/flakeid/flakeid/snowflake"
 )
 
@@ -11,7 +12,7 @@ import (
 const (
 	uuidKeyBits    = 5
 	uuidIDBits     = 63
-	uuidRandomBits = snowflake.PayloadBits - uuidKeyBits - uuidIDBits
+	uuidRandomBits = idview.PayloadBits - uuidKeyBits - uuidIDBits
 )
 
 // MaskUUID returns the masked UUIDv7 of id, an ID of v's layout: its time
@@ -22,17 +23,17 @@ const (
 // see Mask) and 6 bits of random. Two IDs never give the same UUID. It
 // fails with ErrOutOfRange for an ID the keyring cannot mask or that does
 // not fit the layout.
-func (k *Keyring) MaskUUID(id snowflake.ID, v *snowflake.UUIDView, random uint64) (snowflake.UUID, error) {
+func (k *Keyring) MaskUUID(id snowflake.ID, v *idview.View, random uint64) (idview.UUID, error) {
 	if _, err := v.Layout().Decode(id); err != nil {
-		return snowflake.UUID{}, fmt.Errorf("%w: %v", ErrOutOfRange, err)
+		return idview.UUID{}, fmt.Errorf("%w: %v", ErrOutOfRange, err)
 	}
 	masked, err := k.current.Mask(int64(id))
 	if err != nil {
-		return snowflake.UUID{}, err
+		return idview.UUID{}, err
 	}
 	lo := uint64(masked)<<uuidRandomBits | random&(1<<uuidRandomBits-1)
 	hi := uint16(k.current.keyID)<<uuidKeyBits | uint16(uint64(masked)>>(64-uuidRandomBits))
-	return snowflake.NewUUIDv7(v.UnixMilli(id), hi, lo), nil
+	return idview.NewUUIDv7(v.UnixMilli(id), hi, lo), nil
 }
 
 // UnmaskUUID returns the ID of v's layout that a masked UUID holds, and the
@@ -42,7 +43,7 @@ func (k *Keyring) MaskUUID(id snowflake.ID, v *snowflake.UUIDView, random uint64
 // changed or foreign UUID passes that check about once in the number of
 // milliseconds the layout spans); and with ErrUnknownKeyID for a key the
 // ring does not have.
-func (k *Keyring) UnmaskUUID(u snowflake.UUID, v *snowflake.UUIDView) (id snowflake.ID, keyID uint8, err error) {
+func (k *Keyring) UnmaskUUID(u idview.UUID, v *idview.View) (id snowflake.ID, keyID uint8, err error) {
 	if err := u.CheckV7(); err != nil {
 		return 0, 0, fmt.Errorf("%w: %v", ErrInvalidText, err)
 	}

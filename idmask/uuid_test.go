@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 	"pgregory.net/rapid"
 
+	"github.com/flakeid/flakeid/idview"
 	"github.com/flakeid/flakeid/snowflake"
 )
 
@@ -22,7 +23,7 @@ func TestMaskUUIDRoundTrip(t *testing.T) {
 		if bits == Bits53 {
 			l, _ = snowflake.Preset("jssafe")
 		}
-		v, err := snowflake.NewUUIDView(l)
+		v, err := idview.New(l)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,7 +67,7 @@ func TestMaskUUIDRoundTrip(t *testing.T) {
 }
 
 func TestUnmaskUUIDRefusals(t *testing.T) {
-	v, _ := snowflake.NewUUIDView(snowflake.DefaultLayout())
+	v, _ := idview.New(snowflake.DefaultLayout())
 	m, _ := New(make([]byte, KeySize), 2, Bits63)
 	ring, _ := NewKeyring(m)
 	other, _ := New(make([]byte, KeySize), 3, Bits63)
@@ -81,7 +82,7 @@ func TestUnmaskUUIDRefusals(t *testing.T) {
 		t.Fatalf("a plain UUID: %v, want it refused", err)
 	}
 	v4 := uuid.New()
-	if _, _, err := ring.UnmaskUUID(snowflake.UUID(v4), v); !errors.Is(err, ErrInvalidText) {
+	if _, _, err := ring.UnmaskUUID(idview.UUID(v4), v); !errors.Is(err, ErrInvalidText) {
 		t.Fatalf("a version 4 UUID: %v, want ErrInvalidText", err)
 	}
 	if _, err := ring.MaskUUID(-1, v, 0); !errors.Is(err, ErrOutOfRange) {

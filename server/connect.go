@@ -14,6 +14,7 @@ import (
 
 	flakeidv1 "github.com/flakeid/flakeid/gen/flakeid/v1"
 	"github.com/flakeid/flakeid/gen/flakeid/v1/flakeidv1connect"
+	"github.com/flakeid/flakeid/idview"
 	"github.com/flakeid/flakeid/segment"
 	"github.com/flakeid/flakeid/snowflake"
 )
@@ -203,8 +204,8 @@ func (x idService) StreamSnowflake(ctx context.Context, req *connect.Request[fla
 
 // rpcFormat reads an RPC's format and prefix: the UUID form (0 for the
 // IDs themselves) and the TypeID prefix.
-func (s *Server) rpcFormat(format, prefix string) (snowflake.UUIDForm, string, error) {
-	if format != "" && snowflake.UUIDFormOf(format) == 0 {
+func (s *Server) rpcFormat(format, prefix string) (idview.Form, string, error) {
+	if format != "" && idview.FormOf(format) == 0 {
 		return 0, "", apiErrorf(http.StatusBadRequest, codeInvalid, "format %q: want uuid7, typeid or ulid (or none, for the IDs)", clip(format))
 	}
 	return s.uuids.query(format, prefix, prefix != "")
@@ -215,7 +216,7 @@ func (s *Server) rpcFormat(format, prefix string) (snowflake.UUIDForm, string, e
 // when f is not 0. The datacenter and worker ids are those the IDs were
 // issued under (decoded from the last batch), which may differ from the
 // node's status if its lease changed since.
-func (s *Server) fillSnowflake(res *flakeidv1.NextSnowflakeResponse, batches []snowflake.Batch, f snowflake.UUIDForm, prefix string) error {
+func (s *Server) fillSnowflake(res *flakeidv1.NextSnowflakeResponse, batches []snowflake.Batch, f idview.Form, prefix string) error {
 	var rarr [4]run
 	var err error
 	runs := batchRuns(rarr[:0], batches)
@@ -404,7 +405,7 @@ func (x idService) Decode(_ context.Context, req *connect.Request[flakeidv1.Deco
 }
 
 // formName is f's name, or "" for none.
-func formName(f snowflake.UUIDForm) string {
+func formName(f idview.Form) string {
 	if f == 0 {
 		return ""
 	}

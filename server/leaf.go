@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/flakeid/flakeid/idview"
 	"github.com/flakeid/flakeid/segment"
 	"github.com/flakeid/flakeid/snowflake"
 )
@@ -16,11 +17,11 @@ func (s *Server) handleLeafSnowflake(w http.ResponseWriter, r *http.Request) err
 	if err := s.authorize(r.Header, "", true, false); err != nil {
 		return err
 	}
-	var f snowflake.UUIDForm
+	var f idview.Form
 	var prefix string
 	if r.URL.RawQuery != "" {
 		format := query(r, "format")
-		if format != "" && snowflake.UUIDFormOf(format) == 0 {
+		if format != "" && idview.FormOf(format) == 0 {
 			return apiErrorf(http.StatusBadRequest, codeInvalid, "format %q: want uuid7, typeid or ulid (or none, for the decimal ID)", clip(format))
 		}
 		var err error
@@ -40,7 +41,7 @@ func (s *Server) handleLeafSnowflake(w http.ResponseWriter, r *http.Request) err
 }
 
 // writeOneUUID answers one ID as its UUIDv7, TypeID or ULID text.
-func (s *Server) writeOneUUID(w http.ResponseWriter, id int64, f snowflake.UUIDForm, prefix string, mk *masking) error {
+func (s *Server) writeOneUUID(w http.ResponseWriter, id int64, f idview.Form, prefix string, mk *masking) error {
 	bp := s.getBuf()
 	defer s.putBuf(bp)
 	r := s.uuids.rng()

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/flakeid/flakeid/idmask"
+	"github.com/flakeid/flakeid/idview"
 	"github.com/flakeid/flakeid/segment"
 	"github.com/flakeid/flakeid/snowflake"
 )
@@ -312,8 +313,8 @@ type decodeInput struct {
 	keyID  uint8
 	// form is set when the text was a UUIDv7, TypeID or ULID: the form,
 	// the 128-bit value and the TypeID's prefix.
-	form   snowflake.UUIDForm
-	uuid   snowflake.UUID
+	form   idview.Form
+	uuid   idview.UUID
 	prefix string
 }
 
@@ -337,7 +338,7 @@ type decodeInput struct {
 // is a key id the server has) is refused likewise.
 func (s *Server) readID(text, as string, mayUnmask func() error) (decodeInput, error) {
 	text = strings.TrimSpace(text)
-	if snowflake.LooksLikeUUIDText(text) {
+	if idview.LooksLikeText(text) {
 		return s.readUUIDAs(text, as, mayUnmask)
 	}
 	plain := func() (decodeInput, error) {

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/flakeid/flakeid/snowflake"
+	"github.com/flakeid/flakeid/idview"
 )
 
 // endpoint is what the JSON API knows of a path before its handler runs:
@@ -151,7 +151,7 @@ type idsQuery struct {
 	text    bool  // Accept: text/plain
 	// uuid is set by ?format=uuid7, typeid or ulid (Snowflake IDs only),
 	// and prefix is the TypeID prefix.
-	uuid   snowflake.UUIDForm
+	uuid   idview.Form
 	prefix string
 }
 

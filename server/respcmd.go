@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tidwall/redcon"
 
+	"github.com/flakeid/flakeid/idview"
 	"github.com/flakeid/flakeid/segment"
 	"github.com/flakeid/flakeid/snowflake"
 )
@@ -451,7 +452,7 @@ func (c *respConn) idNext(args [][]byte) error {
 		}
 		rest = rest[2:]
 	}
-	var f snowflake.UUIDForm // FORMAT: the IDs' UUID-shaped texts
+	var f idview.Form // FORMAT: the IDs' UUID-shaped texts
 	if format != "" || prefix != "" {
 		if !isSnowflakeKey(key) {
 			return respErrorf("ERR", "FORMAT and PREFIX are for Snowflake IDs (ID.NEXT snowflake): segment IDs carry no time")

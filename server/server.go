@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/flakeid/flakeid/idmask"
+	"github.com/flakeid/flakeid/idview"
 	"github.com/flakeid/flakeid/node"
 	"github.com/flakeid/flakeid/segment"
 	"github.com/flakeid/flakeid/snowflake"
@@ -234,7 +235,7 @@ func (c Config) Validate() error {
 	if err := c.Mask.validate(); err != nil {
 		return bad("%v", err)
 	}
-	if err := snowflake.CheckTypeIDPrefix(c.TypeIDPrefix); err != nil {
+	if err := idview.CheckTypeIDPrefix(c.TypeIDPrefix); err != nil {
 		return bad("typeid prefix: %v", err)
 	}
 	if err := c.RESP.validate(); err != nil {

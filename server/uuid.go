@@ -8,11 +8,12 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/flakeid/flakeid/idview"
 	"github.com/flakeid/flakeid/snowflake"
 )
 
 // uuidMaker writes Snowflake IDs as UUIDv7, TypeID and ULID texts (see
-// snowflake.UUIDView; docs/API.md has the bit map). The bits below the
+// idview.View; docs/API.md has the bit map). The bits below the
 // counter come from ChaCha8 generators seeded from crypto/rand (one per
 // goroutine at a time, from a pool), a CSPRNG at a few nanoseconds a UUID.
 //
@@ -21,13 +22,13 @@ import (
 // sequence) does not show. Such UUIDs sort by their millisecond only, as
 // masked IDs do not sort at all.
 type uuidMaker struct {
-	view   *snowflake.UUIDView
+	view   *idview.View
 	prefix string // the default TypeID prefix
 	rngs   sync.Pool
 }
 
 func newUUIDMaker(l snowflake.Layout, prefix string) (*uuidMaker, error) {
-	v, err := snowflake.NewUUIDView(l)
+	v, err := idview.New(l)
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +48,7 @@ func (u *uuidMaker) rng() *rand.ChaCha8 {
 func (u *uuidMaker) putRNG(r *rand.ChaCha8) { u.rngs.Put(r) }
 
 // uuid returns the UUID of id: plain, or keyed by mk.
-func (u *uuidMaker) uuid(id int64, mk *masking, r *rand.ChaCha8) (snowflake.UUID, error) {
+func (u *uuidMaker) uuid(id int64, mk *masking, r *rand.ChaCha8) (idview.UUID, error) {
 	var random [10]byte
 	binary.LittleEndian.PutUint64(random[2:], r.Uint64())
 	if mk == nil {
@@ -66,7 +67,7 @@ func (u *uuidMaker) uuid(id int64, mk *masking, r *rand.ChaCha8) (snowflake.UUID
 }
 
 // appendText appends the text of id in form f (with prefix for a TypeID).
-func (u *uuidMaker) appendText(dst []byte, id int64, f snowflake.UUIDForm, prefix string, mk *masking, r *rand.ChaCha8) ([]byte, error) {
+func (u *uuidMaker) appendText(dst []byte, id int64, f idview.Form, prefix string, mk *masking, r *rand.ChaCha8) ([]byte, error) {
 	v, err := u.uuid(id, mk, r)
 	if err != nil {
 		return dst, err
@@ -77,7 +78,7 @@ func (u *uuidMaker) appendText(dst []byte, id int64, f snowflake.UUIDForm, prefi
 // appendTexts appends the texts of the IDs of runs to buf: JSON strings
 // separated by commas when json is set, else one per line. It writes buf
 // out to w whenever it passes flushAt.
-func (u *uuidMaker) appendTexts(w io.Writer, buf []byte, runs []run, f snowflake.UUIDForm, prefix string, mk *masking, json bool) ([]byte, error) {
+func (u *uuidMaker) appendTexts(w io.Writer, buf []byte, runs []run, f idview.Form, prefix string, mk *masking, json bool) ([]byte, error) {
 	r := u.rng()
 	defer u.putRNG(r)
 	for i, id := range ids(runs) {
@@ -105,7 +106,7 @@ func (u *uuidMaker) appendTexts(w io.Writer, buf []byte, runs []run, f snowflake
 }
 
 // texts appends the texts of the IDs of runs to dst (the RPCs' texts).
-func (u *uuidMaker) texts(dst []string, runs []run, f snowflake.UUIDForm, prefix string, mk *masking) ([]string, error) {
+func (u *uuidMaker) texts(dst []string, runs []run, f idview.Form, prefix string, mk *masking) ([]string, error) {
 	r := u.rng()
 	defer u.putRNG(r)
 	var total int64
@@ -113,7 +114,7 @@ func (u *uuidMaker) texts(dst []string, runs []run, f snowflake.UUIDForm, prefix
 		total += rn.count
 	}
 	n := 36
-	if f != snowflake.FormUUID {
+	if f != idview.FormUUID {
 		n = 27 + len(prefix)
 	}
 	buf := make([]byte, 0, int(total)*n)
@@ -126,7 +127,7 @@ func (u *uuidMaker) texts(dst []string, runs []run, f snowflake.UUIDForm, prefix
 	all := string(buf) // one allocation for every text
 	for len(all) > 0 {
 		k := n
-		if f == snowflake.FormULID || f == snowflake.FormTypeID && prefix == "" {
+		if f == idview.FormULID || f == idview.FormTypeID && prefix == "" {
 			k = 26
 		}
 		dst = append(dst, all[:k])
@@ -139,18 +140,18 @@ func (u *uuidMaker) texts(dst []string, runs []run, f snowflake.UUIDForm, prefix
 // form, or 0 when format is not a UUID form, and the TypeID prefix (the
 // server's default when not given). A prefix with another format, or a bad
 // prefix, is refused.
-func (u *uuidMaker) query(format, prefix string, prefixGiven bool) (snowflake.UUIDForm, string, error) {
-	f := snowflake.UUIDFormOf(format)
-	if prefixGiven && f != snowflake.FormTypeID {
+func (u *uuidMaker) query(format, prefix string, prefixGiven bool) (idview.Form, string, error) {
+	f := idview.FormOf(format)
+	if prefixGiven && f != idview.FormTypeID {
 		return 0, "", apiErrorf(http.StatusBadRequest, codeInvalid, "prefix is for format=typeid (got format %q)", clip(format))
 	}
-	if f != snowflake.FormTypeID {
+	if f != idview.FormTypeID {
 		return f, "", nil
 	}
 	if !prefixGiven {
 		return f, u.prefix, nil
 	}
-	if err := snowflake.CheckTypeIDPrefix(prefix); err != nil {
+	if err := idview.CheckTypeIDPrefix(prefix); err != nil {
 		return 0, "", apiErrorf(http.StatusBadRequest, codeInvalid, "prefix: %v", err)
 	}
 	return f, prefix, nil
@@ -160,7 +161,7 @@ func (u *uuidMaker) query(format, prefix string, prefixGiven bool) (snowflake.UU
 // Snowflake IDs. masked says whether the text is read as a masked UUID
 // (keyed payload; mayUnmask must allow it) or a plain one.
 func (s *Server) readUUID(text string, masked bool, mayUnmask func() error) (decodeInput, error) {
-	v, form, prefix, err := snowflake.ParseUUIDText(text)
+	v, form, prefix, err := idview.ParseText(text)
 	if err != nil {
 		return decodeInput{}, apiErrorf(http.StatusBadRequest, codeInvalid, "%v", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"go.jetify.com/typeid"
 
 	flakeidv1 "github.com/flakeid/flakeid/gen/flakeid/v1"
+	"github.com/flakeid/flakeid/idview"
 	"github.com/flakeid/flakeid/internal/testenv"
 	"github.com/flakeid/flakeid/snowflake"
 )
@@ -170,7 +171,7 @@ func TestUUIDFormsMasked(t *testing.T) {
 	app := []string{"Authorization", "Bearer app-token-0123456789"}
 	support := []string{"Authorization", "Bearer support-token-0123456789"}
 	texts := f.nextTexts(t, 50, "format=uuid7", app...)
-	view, _ := snowflake.NewUUIDView(f.node.Layout())
+	view, _ := idview.New(f.node.Layout())
 	var prev snowflake.ID
 	counters := map[uint64]bool{}
 	for i, text := range texts {
@@ -189,13 +190,13 @@ func TestUUIDFormsMasked(t *testing.T) {
 		if sec, nsec := u.Time().UnixTime(); sec*1000+nsec/1e6 != view.UnixMilli(d.ID) {
 			t.Fatalf("masked UUID %s: time %d, ID's %d", text, sec*1000+nsec/1e6, view.UnixMilli(d.ID))
 		}
-		if plain, err := view.ID(snowflake.UUID(u)); err == nil && plain == d.ID {
+		if plain, err := view.ID(idview.UUID(u)); err == nil && plain == d.ID {
 			t.Fatalf("masked UUID %s reads as its ID without the key", text)
 		}
-		hi, lo := snowflake.UUID(u).Payload()
+		hi, lo := idview.UUID(u).Payload()
 		counters[uint64(hi&0x1f)<<42|lo>>22] = true
 		// A changed bit of the keyed payload is refused.
-		bad := snowflake.UUID(u)
+		bad := idview.UUID(u)
 		bad[12] ^= 0x10
 		wantError(t, f.do(t, "GET", "/v1/decode/"+bad.String(), "", support...), 400, codeInvalid, "is not a masked UUID of layout")
 	}

@@ -1,8 +1,6 @@
 package snowflake
 
 import (
-	"encoding/binary"
-	"math/rand/v2"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -87,28 +85,13 @@ func BenchmarkClockRead(b *testing.B) {
 	}
 }
 
-// BenchmarkText is the cost of an ID's text forms, the UUID-shaped ones
-// beside the plain ones: each appends one ID's text to a reused buffer.
-// The UUID forms include building the UUID (the view's arithmetic and 80
-// bits from a ChaCha8 generator, as the server draws them).
+// BenchmarkText is the cost of an ID's plain text forms: each appends one
+// ID's text to a reused buffer (idview's BenchmarkText adds the UUID-shaped
+// ones).
 func BenchmarkText(b *testing.B) {
 	l := DefaultLayout()
 	id, _ := l.Compose(Parts{Tick: 60_000_000_000, Datacenter: 3, Worker: 17, Sequence: 42})
-	v, err := NewUUIDView(l)
-	if err != nil {
-		b.Fatal(err)
-	}
-	rng := rand.NewChaCha8([32]byte{1})
 	buf := make([]byte, 0, 64)
-	uuidText := func(f UUIDForm, prefix string) func() {
-		return func() {
-			var random [10]byte
-			binary.LittleEndian.PutUint64(random[2:], rng.Uint64())
-			binary.LittleEndian.PutUint16(random[:2], uint16(rng.Uint64()))
-			u, _ := v.UUID(id, random)
-			buf = u.AppendForm(buf[:0], f, prefix)
-		}
-	}
 	for _, tc := range []struct {
 		name string
 		do   func()
@@ -116,9 +99,6 @@ func BenchmarkText(b *testing.B) {
 		{"decimal", func() { buf = strconv.AppendInt(buf[:0], int64(id), 10) }},
 		{"base32", func() { buf = append(buf[:0], id.Base32()...) }},
 		{"base58", func() { buf = append(buf[:0], id.Base58()...) }},
-		{"uuid7", uuidText(FormUUID, "")},
-		{"typeid", uuidText(FormTypeID, "order")},
-		{"ulid", uuidText(FormULID, "")},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -127,32 +107,4 @@ func BenchmarkText(b *testing.B) {
 			}
 		})
 	}
-}
-
-// BenchmarkNextText is an issued ID and its text: NextID then the decimal
-// or the UUIDv7 text, so that the UUID's cost shows on top of the ID's.
-func BenchmarkNextText(b *testing.B) {
-	l := wideLayout()
-	g, err := New(Settings{Layout: l})
-	if err != nil {
-		b.Fatal(err)
-	}
-	v, _ := NewUUIDView(l)
-	rng := rand.NewChaCha8([32]byte{1})
-	buf := make([]byte, 0, 64)
-	b.Run("decimal", func(b *testing.B) {
-		for b.Loop() {
-			id, _ := g.NextID()
-			buf = strconv.AppendInt(buf[:0], int64(id), 10)
-		}
-	})
-	b.Run("uuid7", func(b *testing.B) {
-		for b.Loop() {
-			id, _ := g.NextID()
-			var random [10]byte
-			binary.LittleEndian.PutUint64(random[2:], rng.Uint64())
-			u, _ := v.UUID(id, random)
-			buf = u.AppendForm(buf[:0], FormUUID, "")
-		}
-	})
 }

@@ -2,6 +2,7 @@ package snowflake
 
 import (
 	"fmt"
+	"github.com/flakeid/flakeid/internal/quote"
 	"math"
 	"math/big"
 	"strconv"
@@ -108,7 +109,7 @@ func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 func ParseTime(s string, now time.Time) (time.Time, error) {
 	bad := func(why string) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("%w: %s%s; want RFC 3339 (2026-03-01T00:00:00Z), a date (2026-03-01), Unix milliseconds, now, or an offset from now (-1h, -7d)",
-			ErrInvalidTime, quoteInput(s), why)
+			ErrInvalidTime, quote.Input(s), why)
 	}
 	switch {
 	case s == "":

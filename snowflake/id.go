@@ -2,9 +2,9 @@ package snowflake
 
 import (
 	"fmt"
+	"github.com/flakeid/flakeid/internal/quote"
 	"math"
 	"strconv"
-	"unicode/utf8"
 )
 
 // ID is a generated identifier: a non-negative int64 whose bits are laid out
@@ -39,8 +39,6 @@ const (
 	base32Len = 13
 	// base58Len is the width of the base58 form: 58^11 ≈ 2.4e19 > 2^64.
 	base58Len = 11
-	// maxQuoted is how much of a bad input an error message quotes.
-	maxQuoted = 40
 )
 
 // Alphabets of the text forms, in digit order. Both are in ascending ASCII
@@ -192,7 +190,7 @@ func (id *ID) UnmarshalJSON(b []byte) error {
 	switch c := b[0]; {
 	case c == '"':
 		if len(b) < 2 || b[len(b)-1] != '"' {
-			return fmt.Errorf("%w: JSON value %s: unterminated string", ErrInvalidID, quoteInput(b))
+			return fmt.Errorf("%w: JSON value %s: unterminated string", ErrInvalidID, quote.Input(b))
 		}
 		v, err = parseDecimal("JSON string", b[1:len(b)-1])
 	case c == '-':
@@ -201,20 +199,20 @@ func (id *ID) UnmarshalJSON(b []byte) error {
 		for i := 1; i < len(b); i++ {
 			switch b[i] {
 			case '.':
-				return fmt.Errorf("%w: JSON number %s has a fraction; an ID must be an integer", ErrInvalidID, quoteInput(b))
+				return fmt.Errorf("%w: JSON number %s has a fraction; an ID must be an integer", ErrInvalidID, quote.Input(b))
 			case 'e', 'E':
-				return fmt.Errorf("%w: JSON number %s has an exponent; an ID must be written as a plain integer", ErrInvalidID, quoteInput(b))
+				return fmt.Errorf("%w: JSON number %s has an exponent; an ID must be written as a plain integer", ErrInvalidID, quote.Input(b))
 			}
 		}
 		if c == '0' && len(b) > 1 {
-			return fmt.Errorf("%w: JSON number %s has a leading zero, which JSON does not allow", ErrInvalidID, quoteInput(b))
+			return fmt.Errorf("%w: JSON number %s has a leading zero, which JSON does not allow", ErrInvalidID, quote.Input(b))
 		}
 		v, err = parseDecimal("JSON number", b)
 	case string(b) == "null":
 		return nil
 	default:
 		return fmt.Errorf("%w: JSON %s %s is not an ID; want a string of decimal digits or an integer",
-			ErrInvalidID, jsonKind(b), quoteInput(b))
+			ErrInvalidID, jsonKind(b), quote.Input(b))
 	}
 	if err != nil {
 		return err
@@ -238,7 +236,7 @@ func parseDecimal[T text](form string, s T) (ID, error) {
 	for i := range len(s) {
 		c := s[i]
 		if c < '0' || c > '9' {
-			return 0, errInvalid(form, s, fmt.Sprintf("non-digit %s at position %d", charAt(s, i), i+1))
+			return 0, errInvalid(form, s, fmt.Sprintf("non-digit %s at position %d", quote.CharAt(s, i), i+1))
 		}
 		if i < maxDecimalLen { // 19 digits cannot overflow a uint64
 			v = v*10 + uint64(c-'0')
@@ -294,7 +292,7 @@ func parseBase32[T text](s T) (ID, error) {
 			if s[i] == 'U' || s[i] == 'u' {
 				why = " (U is not in Crockford's alphabet)"
 			}
-			return 0, errInvalid(form, s, fmt.Sprintf("invalid character %s at position %d%s", charAt(s, i), i+1, why))
+			return 0, errInvalid(form, s, fmt.Sprintf("invalid character %s at position %d%s", quote.CharAt(s, i), i+1, why))
 		}
 		v = v<<5 | uint64(d)
 	}
@@ -302,7 +300,7 @@ func parseBase32[T text](s T) (ID, error) {
 	// 60–62 fit below the sign bit.
 	if d := base32Digit(s[0]); d > 7 {
 		return 0, errInvalid(form, s, fmt.Sprintf("first character %s is past '7', so the value is at least 2^63 and overflows int64 (max %q)",
-			charAt(s, 0), ID(math.MaxInt64).Base32()))
+			quote.CharAt(s, 0), ID(math.MaxInt64).Base32()))
 	}
 	return ID(v), nil
 }
@@ -343,7 +341,7 @@ func parseBase58[T text](s T) (ID, error) {
 			case '0', 'O', 'I', 'l':
 				why = " (0, O, I and l are not in the base58 alphabet)"
 			}
-			return 0, errInvalid(form, s, fmt.Sprintf("invalid character %s at position %d%s", charAt(s, i), i+1, why))
+			return 0, errInvalid(form, s, fmt.Sprintf("invalid character %s at position %d%s", quote.CharAt(s, i), i+1, why))
 		}
 		// v×58 + d ≤ MaxInt64 exactly when v ≤ (MaxInt64 − d) / 58.
 		if v > (math.MaxInt64-uint64(d))/58 {
@@ -400,7 +398,7 @@ func parseAny[T text](s T) (ID, error) {
 // errInvalid wraps ErrInvalidID with the form, the quoted input and why it is
 // not an ID.
 func errInvalid[T text](form string, s T, why string) error {
-	return fmt.Errorf("%w: %s %s: %s", ErrInvalidID, form, quoteInput(s), why)
+	return fmt.Errorf("%w: %s %s: %s", ErrInvalidID, form, quote.Input(s), why)
 }
 
 // errLength reports an input of the wrong length for a fixed-width form.
@@ -414,29 +412,6 @@ func errLength[T text](form string, s T, want int) error {
 // errNegative reports a negative ID being marshaled.
 func errNegative(id ID) error {
 	return fmt.Errorf("%w: %d is negative and has no text form that parses back", ErrInvalidID, int64(id))
-}
-
-// quoteInput quotes s for an error message, cutting it to about maxQuoted
-// bytes (on a UTF-8 boundary) and noting the full length.
-func quoteInput[T text](s T) string {
-	if len(s) <= maxQuoted {
-		return strconv.Quote(string(s))
-	}
-	n := maxQuoted
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(string(s[:n])), len(s))
-}
-
-// charAt describes the character starting at byte i of s for an error
-// message: the quoted rune, or the byte in hex if it is not valid UTF-8.
-func charAt[T text](s T, i int) string {
-	r, size := utf8.DecodeRuneInString(string(s[i:]))
-	if r == utf8.RuneError && size <= 1 {
-		return fmt.Sprintf("byte 0x%02x", s[i])
-	}
-	return strconv.QuoteRune(r)
 }
 
 // trimJSONSpace strips the whitespace JSON allows around a value.

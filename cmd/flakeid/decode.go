@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flakeid/flakeid/idmask"
+	"github.com/flakeid/flakeid/idview"
 	"github.com/flakeid/flakeid/segment"
 	"github.com/flakeid/flakeid/snowflake"
 )
@@ -61,7 +62,7 @@ func (c *decodeCmd) Run(ctx context.Context, out *streams) error {
 	return c.each(out, "IDs", func(arg string) (any, [][2]string, error) {
 		var d decoded
 		var err error
-		if arg = strings.TrimSpace(arg); snowflake.LooksLikeUUIDText(arg) {
+		if arg = strings.TrimSpace(arg); idview.LooksLikeText(arg) {
 			d, err = uuids(arg)
 		} else {
 			d, err = decodeOne(l, arg)
@@ -98,7 +99,7 @@ func (c *decodeCmd) Run(ctx context.Context, out *streams) error {
 // layout l: plain (the layout's view) without mask keys, masked (keyed
 // payload, unmasked with --mask-key or --mask-keyring) with them.
 func (c *decodeCmd) uuidReader(l snowflake.Layout) (func(string) (decoded, error), error) {
-	view, err := snowflake.NewUUIDView(l)
+	view, err := idview.New(l)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +112,7 @@ func (c *decodeCmd) uuidReader(l snowflake.Layout) (func(string) (decoded, error
 		return nil, err
 	}
 	return func(arg string) (decoded, error) {
-		u, form, prefix, err := snowflake.ParseUUIDText(arg)
+		u, form, prefix, err := idview.ParseText(arg)
 		if err != nil {
 			return decoded{}, err
 		}
@@ -176,8 +177,8 @@ type decoded struct {
 	snowflake.Parts
 	// form, uuid and prefix are set for a UUID-shaped argument, and keyID
 	// for a masked one.
-	form   snowflake.UUIDForm
-	uuid   snowflake.UUID
+	form   idview.Form
+	uuid   idview.UUID
 	prefix string
 	keyID  *uint8
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/flakeid/flakeid/idview"
 	"github.com/flakeid/flakeid/internal/humanize"
 	"github.com/flakeid/flakeid/snowflake"
 )
@@ -64,7 +65,7 @@ func (c *nextCmd) Run(ctx context.Context, out *streams) error {
 }
 
 // uuidForm is the UUID form --format names, or 0.
-func (c *nextCmd) uuidForm() snowflake.UUIDForm { return snowflake.UUIDFormOf(c.Format) }
+func (c *nextCmd) uuidForm() idview.Form { return idview.FormOf(c.Format) }
 
 // checkUUIDFormat checks --format's UUID forms and --prefix.
 func (c *nextCmd) checkUUIDFormat() error {
@@ -72,10 +73,10 @@ func (c *nextCmd) checkUUIDFormat() error {
 	switch {
 	case f != 0 && c.Tag != "":
 		return fmt.Errorf("--format %s is for Snowflake IDs: segment IDs (--tag) carry no time", c.Format)
-	case c.Prefix != "" && f != snowflake.FormTypeID:
+	case c.Prefix != "" && f != idview.FormTypeID:
 		return fmt.Errorf("--prefix is for --format typeid (got --format %s)", c.Format)
 	}
-	if err := snowflake.CheckTypeIDPrefix(c.Prefix); err != nil {
+	if err := idview.CheckTypeIDPrefix(c.Prefix); err != nil {
 		return fmt.Errorf("--prefix: %w", err)
 	}
 	return nil
@@ -84,14 +85,14 @@ func (c *nextCmd) checkUUIDFormat() error {
 // uuidWriter writes IDs of layout l as the UUID form of --format, with
 // random bits from a ChaCha8 generator seeded from crypto/rand.
 type uuidWriter struct {
-	view   *snowflake.UUIDView
+	view   *idview.View
 	rng    *rand.ChaCha8
-	form   snowflake.UUIDForm
+	form   idview.Form
 	prefix string
 }
 
-func newUUIDWriter(l snowflake.Layout, f snowflake.UUIDForm, prefix string) (*uuidWriter, error) {
-	v, err := snowflake.NewUUIDView(l)
+func newUUIDWriter(l snowflake.Layout, f idview.Form, prefix string) (*uuidWriter, error) {
+	v, err := idview.New(l)
 	if err != nil {
 		return nil, err
 	}

@@ -1,18 +1,21 @@
-package snowflake
+package idview
 
 import (
 	"fmt"
 	"strings"
+
+	"github.com/flakeid/flakeid/internal/quote"
+	"github.com/flakeid/flakeid/snowflake"
 )
 
-// UUIDForm is a text form of a UUID: see UUID.AppendForm.
-type UUIDForm uint8
+// Form is a text form of a UUID: see UUID.AppendForm.
+type Form uint8
 
 // The text forms of a UUID.
 const (
 	// FormUUID is RFC 9562's: 36 characters, lowercase hex in groups of 8,
 	// 4, 4, 4 and 12 (0195f1a2-7c00-7000-8000-000000000000).
-	FormUUID UUIDForm = iota + 1
+	FormUUID Form = iota + 1
 	// FormTypeID is TypeID's (spec v0.3): a prefix of up to 63 lowercase
 	// letters and underscores (not first or last), an underscore, and the
 	// 128 bits in 26 lowercase Crockford base32 characters
@@ -26,7 +29,7 @@ const (
 
 // String names the form as the APIs' format parameter does: "uuid7",
 // "typeid" or "ulid".
-func (f UUIDForm) String() string {
+func (f Form) String() string {
 	switch f {
 	case FormUUID:
 		return "uuid7"
@@ -35,13 +38,13 @@ func (f UUIDForm) String() string {
 	case FormULID:
 		return "ulid"
 	}
-	return fmt.Sprintf("UUIDForm(%d)", uint8(f))
+	return fmt.Sprintf("Form(%d)", uint8(f))
 }
 
-// UUIDFormOf returns the form a format name names ("uuid7", "typeid",
-// "ulid"; see UUIDForm.String), or 0 for any other name.
-func UUIDFormOf(name string) UUIDForm {
-	for _, f := range [...]UUIDForm{FormUUID, FormTypeID, FormULID} {
+// FormOf returns the form a format name names ("uuid7", "typeid",
+// "ulid"; see Form.String), or 0 for any other name.
+func FormOf(name string) Form {
+	for _, f := range [...]Form{FormUUID, FormTypeID, FormULID} {
 		if name == f.String() {
 			return f
 		}
@@ -52,21 +55,21 @@ func UUIDFormOf(name string) UUIDForm {
 // MaxTypeIDPrefix is the longest TypeID prefix: 63 characters.
 const MaxTypeIDPrefix = 63
 
-// CheckTypeIDPrefix fails with ErrInvalidID, naming the problem, when p is
+// CheckTypeIDPrefix fails with snowflake.ErrInvalidID, naming the problem, when p is
 // not a TypeID prefix: at most 63 characters, each a lowercase ASCII letter
 // or an underscore, not starting or ending with an underscore. The empty
 // prefix is valid (a TypeID without one).
 func CheckTypeIDPrefix(p string) error {
 	if len(p) > MaxTypeIDPrefix {
-		return fmt.Errorf("%w: TypeID prefix %s is %d characters long, want at most %d", ErrInvalidID, quoteInput(p), len(p), MaxTypeIDPrefix)
+		return fmt.Errorf("%w: TypeID prefix %s is %d characters long, want at most %d", snowflake.ErrInvalidID, quote.Input(p), len(p), MaxTypeIDPrefix)
 	}
 	for i := 0; i < len(p); i++ {
 		if c := p[i]; (c < 'a' || c > 'z') && c != '_' {
-			return fmt.Errorf("%w: TypeID prefix %s has %s at %d: want lowercase letters a–z and underscores", ErrInvalidID, quoteInput(p), charAt(p, i), i)
+			return fmt.Errorf("%w: TypeID prefix %s has %s at %d: want lowercase letters a–z and underscores", snowflake.ErrInvalidID, quote.Input(p), quote.CharAt(p, i), i)
 		}
 	}
 	if p != "" && (p[0] == '_' || p[len(p)-1] == '_') {
-		return fmt.Errorf("%w: TypeID prefix %s starts or ends with an underscore", ErrInvalidID, quoteInput(p))
+		return fmt.Errorf("%w: TypeID prefix %s starts or ends with an underscore", snowflake.ErrInvalidID, quote.Input(p))
 	}
 	return nil
 }
@@ -86,7 +89,7 @@ func (u UUID) String() string { return string(u.AppendForm(make([]byte, 0, 36), 
 // characters, FormULID's 26, or FormTypeID's prefix, '_' and 26 (the
 // prefix alone is left out when empty). The caller checks the prefix
 // (CheckTypeIDPrefix); other forms ignore it.
-func (u UUID) AppendForm(dst []byte, f UUIDForm, prefix string) []byte {
+func (u UUID) AppendForm(dst []byte, f Form, prefix string) []byte {
 	switch f {
 	case FormULID:
 		return appendBase32(dst, &u, crockfordUpper)
@@ -120,14 +123,14 @@ func appendBase32(dst []byte, u *UUID, alphabet string) []byte {
 	return append(dst, out[:]...)
 }
 
-// ParseUUIDText reads a UUID in any of its text forms, told apart by their
+// ParseText reads a UUID in any of its text forms, told apart by their
 // shape: 36 characters with hyphens (a UUID, either case), a text with an
 // underscore (a TypeID), 26 characters with lowercase letters and no
 // uppercase ones (a TypeID without a prefix), or other 26 characters (a
 // ULID, either case). It returns the form and, for a TypeID,
-// its prefix. It fails with ErrInvalidID naming what is wrong; it does not
-// look at the version or variant (UUIDView.ID does).
-func ParseUUIDText(s string) (u UUID, f UUIDForm, prefix string, err error) {
+// its prefix. It fails with snowflake.ErrInvalidID naming what is wrong; it does not
+// look at the version or variant (View.ID does).
+func ParseText(s string) (u UUID, f Form, prefix string, err error) {
 	switch {
 	case strings.IndexByte(s, '_') >= 0:
 		u, prefix, err = ParseTypeID(s)
@@ -142,13 +145,13 @@ func ParseUUIDText(s string) (u UUID, f UUIDForm, prefix string, err error) {
 		u, err = ParseULID(s)
 		return u, FormULID, "", err
 	}
-	return u, 0, "", fmt.Errorf("%w: %s is %d characters long: a UUID has 36, a ULID 26, a TypeID a prefix, '_' and 26", ErrInvalidID, quoteInput(s), len(s))
+	return u, 0, "", fmt.Errorf("%w: %s is %d characters long: a UUID has 36, a ULID 26, a TypeID a prefix, '_' and 26", snowflake.ErrInvalidID, quote.Input(s), len(s))
 }
 
-// LooksLikeUUIDText reports whether s has the shape of a UUID text form
-// (see ParseUUIDText) rather than of a plain or masked ID: 26 or 36
+// LooksLikeText reports whether s has the shape of a UUID text form
+// (see ParseText) rather than of a plain or masked ID: 26 or 36
 // characters, or an underscore.
-func LooksLikeUUIDText(s string) bool {
+func LooksLikeText(s string) bool {
 	return len(s) == 26 || len(s) == 36 || strings.IndexByte(s, '_') >= 0
 }
 
@@ -159,13 +162,13 @@ func parseUUID(s string) (UUID, error) {
 	for i := 0; i < len(s); i++ {
 		if i == 8 || i == 13 || i == 18 || i == 23 {
 			if s[i] != '-' {
-				return u, fmt.Errorf("%w: UUID %s has %s at %d, want '-' (8-4-4-4-12 hex digits)", ErrInvalidID, quoteInput(s), charAt(s, i), i)
+				return u, fmt.Errorf("%w: UUID %s has %s at %d, want '-' (8-4-4-4-12 hex digits)", snowflake.ErrInvalidID, quote.Input(s), quote.CharAt(s, i), i)
 			}
 			continue
 		}
 		d := hexDigit(s[i])
 		if d < 0 {
-			return u, fmt.Errorf("%w: UUID %s has %s at %d, not a hex digit", ErrInvalidID, quoteInput(s), charAt(s, i), i)
+			return u, fmt.Errorf("%w: UUID %s has %s at %d, not a hex digit", snowflake.ErrInvalidID, quote.Input(s), quote.CharAt(s, i), i)
 		}
 		u[j/2] |= byte(d) << (4 * (1 - j%2))
 		j++
@@ -187,7 +190,7 @@ func hexDigit(c byte) int {
 
 // ParseULID reads a ULID: 26 Crockford base32 characters, either case,
 // without Crockford's read-alikes (I, L, O, U) or hyphens, the first 0–7
-// (128 bits). It fails with ErrInvalidID naming what is wrong.
+// (128 bits). It fails with snowflake.ErrInvalidID naming what is wrong.
 func ParseULID(s string) (UUID, error) {
 	return parseBase32UUID("ULID", s, true)
 }
@@ -195,14 +198,14 @@ func ParseULID(s string) (UUID, error) {
 // ParseTypeID reads a TypeID (spec v0.3): prefix_suffix, or the suffix
 // alone, where the prefix passes CheckTypeIDPrefix and is not empty when
 // the underscore is there, and the suffix is 26 lowercase Crockford base32
-// characters, the first 0–7. It fails with ErrInvalidID naming what is
-// wrong. Any UUID version passes: UUIDView.ID checks for version 7.
+// characters, the first 0–7. It fails with snowflake.ErrInvalidID naming what is
+// wrong. Any UUID version passes: View.ID checks for version 7.
 func ParseTypeID(s string) (u UUID, prefix string, err error) {
 	suffix := s
 	if i := strings.LastIndexByte(s, '_'); i >= 0 {
 		prefix, suffix = s[:i], s[i+1:]
 		if prefix == "" {
-			return u, "", fmt.Errorf("%w: TypeID %s has an empty prefix before its '_' (leave both out)", ErrInvalidID, quoteInput(s))
+			return u, "", fmt.Errorf("%w: TypeID %s has an empty prefix before its '_' (leave both out)", snowflake.ErrInvalidID, quote.Input(s))
 		}
 		if err := CheckTypeIDPrefix(prefix); err != nil {
 			return u, "", err
@@ -217,7 +220,7 @@ func ParseTypeID(s string) (u UUID, prefix string, err error) {
 func parseBase32UUID(what, s string, anyCase bool) (UUID, error) {
 	var u UUID
 	if len(s) != 26 {
-		return u, fmt.Errorf("%w: %s %s is %d characters long, want 26", ErrInvalidID, what, quoteInput(s), len(s))
+		return u, fmt.Errorf("%w: %s %s is %d characters long, want 26", snowflake.ErrInvalidID, what, quote.Input(s), len(s))
 	}
 	var hi, lo uint64
 	for i := 0; i < len(s); i++ {
@@ -231,10 +234,10 @@ func parseBase32UUID(what, s string, anyCase bool) (UUID, error) {
 			if !anyCase && s[i] >= 'A' && s[i] <= 'Z' {
 				why = "an uppercase letter: TypeID suffixes are lowercase"
 			}
-			return u, fmt.Errorf("%w: %s %s has %s at %d: %s", ErrInvalidID, what, quoteInput(s), charAt(s, i), i, why)
+			return u, fmt.Errorf("%w: %s %s has %s at %d: %s", snowflake.ErrInvalidID, what, quote.Input(s), quote.CharAt(s, i), i, why)
 		}
 		if i == 0 && d > 7 {
-			return u, fmt.Errorf("%w: %s %s starts with %q: more than 128 bits (the first character is 0–7)", ErrInvalidID, what, quoteInput(s), s[0])
+			return u, fmt.Errorf("%w: %s %s starts with %q: more than 128 bits (the first character is 0–7)", snowflake.ErrInvalidID, what, quote.Input(s), s[0])
 		}
 		hi = hi<<5 | lo>>59
 		lo = lo<<5 | uint64(d)

@@ -1,4 +1,4 @@
-package snowflake
+package idview
 
 import (
 	"bufio"
@@ -16,12 +16,14 @@ import (
 	"github.com/oklog/ulid/v2"
 	"go.jetify.com/typeid"
 	"pgregory.net/rapid"
+
+	"github.com/flakeid/flakeid/snowflake"
 )
 
 // uuidDrawLayout draws a layout whose IDs the view can map: any widths,
 // units from 1 µs to 1 h (sub-millisecond ones included), epochs, with a
 // time field that ends before year 9999's cap.
-func uuidDrawLayout(t *rapid.T) (Layout, int64) {
+func uuidDrawLayout(t *rapid.T) (snowflake.Layout, int64) {
 	_, n := layoutDraw(t)
 	maxTick := usableTicks(n)
 	if maxTick < 0 {
@@ -39,7 +41,7 @@ func uuidDrawLayout(t *rapid.T) (Layout, int64) {
 func TestUUIDViewJudged(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		n, maxTick := uuidDrawLayout(t)
-		v, err := NewUUIDView(n)
+		v, err := New(n)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,15 +75,15 @@ func TestUUIDViewJudged(t *testing.T) {
 		if err != nil || tid.Prefix() != prefix || tid.UUID() != u.String() {
 			t.Fatalf("typeid.FromString(%s) = %v %v, %v", text, tid.Prefix(), tid.UUID(), err)
 		}
-		for _, f := range []UUIDForm{FormUUID, FormTypeID, FormULID} {
+		for _, f := range []Form{FormUUID, FormTypeID, FormULID} {
 			text := string(u.AppendForm(nil, f, prefix))
-			back, form, gotPrefix, err := ParseUUIDText(text)
+			back, form, gotPrefix, err := ParseText(text)
 			wantForm := f
 			if f == FormTypeID && prefix == "" && !strings.ContainsAny(text, "abcdefghjkmnpqrstvwxyz") {
 				wantForm = FormULID // digits only: read as the ULID it also is
 			}
 			if err != nil || back != u || form != wantForm || (form == FormTypeID && gotPrefix != prefix) {
-				t.Fatalf("ParseUUIDText(%s) = %x %v %q, %v", text, back, form, gotPrefix, err)
+				t.Fatalf("ParseText(%s) = %x %v %q, %v", text, back, form, gotPrefix, err)
 			}
 		}
 		got, err := v.ID(u)
@@ -98,14 +100,14 @@ func TestUUIDViewJudged(t *testing.T) {
 func TestUUIDViewSortsInIssueOrder(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		unit := rapid.SampledFrom([]time.Duration{time.Microsecond, 7 * time.Microsecond, time.Millisecond, 1500 * time.Microsecond, 10 * time.Millisecond, time.Second}).Draw(rt, "unit")
-		l := Layout{TimeBits: 41, DatacenterBits: rapid.IntRange(0, 5).Draw(rt, "dc"), WorkerBits: rapid.IntRange(0, 5).Draw(rt, "worker"),
+		l := snowflake.Layout{TimeBits: 41, DatacenterBits: rapid.IntRange(0, 5).Draw(rt, "dc"), WorkerBits: rapid.IntRange(0, 5).Draw(rt, "worker"),
 			SequenceBits: rapid.IntRange(0, 8).Draw(rt, "seq"), Epoch: time.Date(2026, 2, 20, 0, 0, 0, 0, time.UTC).Add(time.Duration(rapid.Int64Range(0, 1e9).Draw(rt, "epochShift"))), TimeUnit: unit}
-		v, err := NewUUIDView(l)
+		v, err := New(l)
 		if err != nil {
 			rt.Fatal(err)
 		}
 		clk := &stepClock{now: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)}
-		g, err := New(Settings{Layout: l, Now: clk.Now, Policy: Borrow, MaxBorrow: time.Hour,
+		g, err := snowflake.New(snowflake.Settings{Layout: l, Now: clk.Now, Policy: snowflake.Borrow, MaxBorrow: time.Hour,
 			DatacenterID: int64(rapid.IntRange(0, 1<<l.DatacenterBits-1).Draw(rt, "dcID")), WorkerID: int64(rapid.IntRange(0, 1<<l.WorkerBits-1).Draw(rt, "workerID"))})
 		if err != nil {
 			rt.Fatal(err)
@@ -124,7 +126,7 @@ func TestUUIDViewSortsInIssueOrder(t *testing.T) {
 				rt.Fatal(err)
 			}
 			if i > 0 {
-				for _, f := range []UUIDForm{FormUUID, FormTypeID, FormULID} {
+				for _, f := range []Form{FormUUID, FormTypeID, FormULID} {
 					a, b := string(prev.AppendForm(nil, f, "x")), string(u.AppendForm(nil, f, "x"))
 					if a >= b {
 						rt.Fatalf("layout %v: UUID %s of ID %d does not sort after %s (form %v)", l, b, id, a, f)
@@ -142,9 +144,9 @@ func TestUUIDViewSortsInIssueOrder(t *testing.T) {
 // TestUUIDViewRefusals checks that texts and values that are not
 // flakeid's UUIDs are refused, naming why.
 func TestUUIDViewRefusals(t *testing.T) {
-	v, _ := NewUUIDView(DefaultLayout())
-	sony, _ := NewUUIDView(sonyflakeLayout())
-	id, _ := DefaultLayout().Compose(Parts{Tick: 1000, Worker: 3, Sequence: 7})
+	v, _ := New(snowflake.DefaultLayout())
+	sony, _ := New(sonyflakeLayout())
+	id, _ := snowflake.DefaultLayout().Compose(snowflake.Parts{Tick: 1000, Worker: 3, Sequence: 7})
 	good, _ := v.UUID(id, [10]byte{})
 	v4 := good
 	v4[6] = 0x40 | v4[6]&0x0f
@@ -152,19 +154,19 @@ func TestUUIDViewRefusals(t *testing.T) {
 	variant[8] &= 0x3f
 	for _, tc := range []struct {
 		name string
-		v    *UUIDView
+		v    *View
 		u    UUID
 		want string
 	}{
 		{"version 4", v, v4, "version 4"},
 		{"variant", v, variant, "variant bits 00"},
-		{"before the epoch", v, NewUUIDv7(DefaultLayout().Epoch.UnixMilli()-1, 0, 0), "outside layout"},
+		{"before the epoch", v, NewUUIDv7(snowflake.DefaultLayout().Epoch.UnixMilli()-1, 0, 0), "outside layout"},
 		{"not a tick start", sony, NewUUIDv7(sonyflakeLayout().Epoch.UnixMilli()+15, 0, 0), "not the start of a tick"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := tc.v.ID(tc.u)
-			if !errors.Is(err, ErrInvalidID) || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("ID(%s) = %v, want ErrInvalidID saying %q", tc.u, err, tc.want)
+			if !errors.Is(err, snowflake.ErrInvalidID) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("snowflake.ID(%s) = %v, want snowflake.ErrInvalidID saying %q", tc.u, err, tc.want)
 			}
 		})
 	}
@@ -180,16 +182,16 @@ func TestUUIDViewRefusals(t *testing.T) {
 		{"order__01jpgt4z000000000000000000", "underscore"},
 		{"12345", "characters long"},
 	} {
-		if _, _, _, err := ParseUUIDText(tc.in); !errors.Is(err, ErrInvalidID) || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("ParseUUIDText(%q) = %v, want ErrInvalidID saying %q", tc.in, err, tc.want)
+		if _, _, _, err := ParseText(tc.in); !errors.Is(err, snowflake.ErrInvalidID) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ParseText(%q) = %v, want snowflake.ErrInvalidID saying %q", tc.in, err, tc.want)
 		}
 	}
-	if _, err := v.UUID(-1, [10]byte{}); !errors.Is(err, ErrInvalidID) {
-		t.Errorf("UUID(-1) = %v, want ErrInvalidID", err)
+	if _, err := v.UUID(-1, [10]byte{}); !errors.Is(err, snowflake.ErrInvalidID) {
+		t.Errorf("UUID(-1) = %v, want snowflake.ErrInvalidID", err)
 	}
-	jssafe, _ := NewUUIDView(jsSafeLayout())
-	if _, err := jssafe.UUID(1<<60, [10]byte{}); !errors.Is(err, ErrInvalidID) {
-		t.Errorf("UUID of an ID past the layout = %v, want ErrInvalidID", err)
+	jssafe, _ := New(jsSafeLayout())
+	if _, err := jssafe.UUID(1<<60, [10]byte{}); !errors.Is(err, snowflake.ErrInvalidID) {
+		t.Errorf("UUID of an snowflake.ID past the layout = %v, want snowflake.ErrInvalidID", err)
 	}
 }
 
@@ -257,8 +259,8 @@ func TestTypeIDSpec(t *testing.T) {
 		}
 	}
 	for _, tc := range typeIDSpecCases(t, "invalid.yml") {
-		if _, _, err := ParseTypeID(tc.typeid); !errors.Is(err, ErrInvalidID) {
-			t.Errorf("invalid %s: ParseTypeID(%q) = %v, want ErrInvalidID", tc.name, tc.typeid, err)
+		if _, _, err := ParseTypeID(tc.typeid); !errors.Is(err, snowflake.ErrInvalidID) {
+			t.Errorf("invalid %s: ParseTypeID(%q) = %v, want snowflake.ErrInvalidID", tc.name, tc.typeid, err)
 		}
 		if _, err := typeid.FromString(tc.typeid); err == nil {
 			t.Errorf("invalid %s: jetify accepts %q", tc.name, tc.typeid)
@@ -267,7 +269,7 @@ func TestTypeIDSpec(t *testing.T) {
 }
 
 // FuzzParseUUIDText checks that any text either is refused with
-// ErrInvalidID or reads as a value that writes back, in its form, as the
+// snowflake.ErrInvalidID or reads as a value that writes back, in its form, as the
 // same text (up to case, for UUIDs and ULIDs).
 func FuzzParseUUIDText(f *testing.F) {
 	for _, s := range []string{"0195f1a2-7c00-7000-8000-000000000000", "01JPGT4Z000000000000000000", "order_01jpgt4z000000000000000000",
@@ -275,16 +277,16 @@ func FuzzParseUUIDText(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		u, form, prefix, err := ParseUUIDText(s)
+		u, form, prefix, err := ParseText(s)
 		if err != nil {
-			if !errors.Is(err, ErrInvalidID) {
-				t.Fatalf("ParseUUIDText(%q): %v, not ErrInvalidID", s, err)
+			if !errors.Is(err, snowflake.ErrInvalidID) {
+				t.Fatalf("ParseText(%q): %v, not snowflake.ErrInvalidID", s, err)
 			}
 			return
 		}
 		back := string(u.AppendForm(nil, form, prefix))
 		if form == FormTypeID && back != s || !strings.EqualFold(back, s) {
-			t.Fatalf("ParseUUIDText(%q) = %x %v %q, which writes back as %q", s, u, form, prefix, back)
+			t.Fatalf("ParseText(%q) = %x %v %q, which writes back as %q", s, u, form, prefix, back)
 		}
 	})
 }
@@ -293,11 +295,11 @@ func FuzzParseUUIDText(f *testing.F) {
 // presets.
 func TestUUIDLayoutCounterBits(t *testing.T) {
 	for _, tc := range []struct {
-		l    Layout
+		l    snowflake.Layout
 		want int
-	}{{DefaultLayout(), 22}, {twitterLayout(), 22}, {sonyflakeLayout(), 24}, {jsSafeLayout(), 15}, {leafLayout(), 22},
-		{Layout{TimeBits: 41, WorkerBits: 10, SequenceBits: 12, TimeUnit: time.Microsecond}, 32}} {
-		v, err := NewUUIDView(tc.l)
+	}{{snowflake.DefaultLayout(), 22}, {twitterLayout(), 22}, {sonyflakeLayout(), 24}, {jsSafeLayout(), 15}, {leafLayout(), 22},
+		{snowflake.Layout{TimeBits: 41, WorkerBits: 10, SequenceBits: 12, TimeUnit: time.Microsecond}, 32}} {
+		v, err := New(tc.l)
 		if err != nil || v.CounterBits() != tc.want {
 			t.Errorf("layout %v: counter bits %d, %v; want %d", tc.l, v.CounterBits(), err, tc.want)
 		}

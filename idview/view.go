@@ -1,14 +1,24 @@
-package snowflake
+// Package idview writes a Snowflake ID as a UUIDv7, and as the TypeID and
+// ULID texts of that UUID, and reads it back: View maps one layout's IDs to
+// UUIDs (the ID's time in unix_ts_ms, its datacenter, worker and sequence in
+// the counter bits, random bits below), UUID.AppendForm and ParseText write
+// and read the three texts. It lives beside package snowflake, whose
+// generator needs none of it.
+package idview
 
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
+	"math/big"
 	"math/bits"
 	"time"
+
+	"github.com/flakeid/flakeid/snowflake"
 )
 
 // UUID is a 128-bit value in RFC 9562 byte order (big-endian): the value
-// behind the UUIDv7, TypeID and ULID texts of an ID (see UUIDView). The
+// behind the UUIDv7, TypeID and ULID texts of an ID (see View). The
 // three texts are one value written three ways: a ULID or a TypeID suffix
 // is the same 128 bits in Crockford base32.
 type UUID [16]byte
@@ -55,19 +65,19 @@ func (u UUID) Payload() (hi uint16, lo uint64) {
 	return uint16(top>>2) & 0x3ff, top<<62 | bottom&(1<<62-1)
 }
 
-// CheckV7 fails with ErrInvalidID, naming what is wrong, when u is not a
+// CheckV7 fails with snowflake.ErrInvalidID, naming what is wrong, when u is not a
 // UUIDv7 of the RFC 9562 variant.
 func (u UUID) CheckV7() error {
 	if v := u.Version(); v != 7 {
-		return fmt.Errorf("%w: %s is a version %d UUID, not version 7", ErrInvalidID, u, v)
+		return fmt.Errorf("%w: %s is a version %d UUID, not version 7", snowflake.ErrInvalidID, u, v)
 	}
 	if !u.RFCVariant() {
-		return fmt.Errorf("%w: %s has variant bits %02b, not 10 (RFC 9562)", ErrInvalidID, u, u[8]>>6)
+		return fmt.Errorf("%w: %s has variant bits %02b, not 10 (RFC 9562)", snowflake.ErrInvalidID, u, u[8]>>6)
 	}
 	return nil
 }
 
-// UUIDView maps the IDs of a layout to UUIDv7 values and back. A UUID of an
+// View maps the IDs of a layout to UUIDv7 values and back. A UUID of an
 // ID is, from the most significant bit:
 //
 //	unix_ts_ms (48) | ver 0111 | counter (C bits) and random (74 − C bits) | …
@@ -86,67 +96,82 @@ func (u UUID) CheckV7() error {
 // the counter are random, from the caller (a CSPRNG). One generator's
 // UUIDs sort, as bytes and as text, in the order it issued the IDs.
 //
-// A UUIDView is immutable and safe for concurrent use.
-type UUIDView struct {
-	c            codec
+// A View is immutable and safe for concurrent use.
+type View struct {
+	layout       snowflake.Layout // normalized
+	nodeBits     uint             // datacenter + worker + sequence: the bits under the time field
+	totalBits    uint             // time + nodeBits
+	maxTick      int64
 	subBits      uint  // S
-	nodeBits     uint  // datacenter + worker + sequence
 	counterBits  uint  // S + nodeBits, at most 72
 	perMilli     int64 // ticks starting in one millisecond, at most (unit < 1 ms)
 	fastMs       bool  // epoch and unit are whole milliseconds
 	epochMs      int64
 	unitMs       int64
-	subUnitTicks bool // unit < 1 ms
+	subUnitTicks bool     // unit < 1 ms
+	epochNs      *big.Int // the epoch in Unix nanoseconds, for layouts that are not fastMs
 }
 
-// NewUUIDView returns the UUIDView of layout l. It fails with
-// ErrInvalidLayout for a layout that does not normalize.
-func NewUUIDView(l Layout) (*UUIDView, error) {
-	c, err := newCodec(l)
+// New returns the View of layout l. It fails with
+// snowflake.ErrInvalidLayout for a layout that does not normalize.
+func New(l snowflake.Layout) (*View, error) {
+	n, err := l.Normalize()
 	if err != nil {
 		return nil, err
 	}
-	v := &UUIDView{c: c, nodeBits: c.timeShift}
-	if c.unitNs < int64(time.Millisecond) {
+	v := &View{layout: n, nodeBits: uint(n.DatacenterBits + n.WorkerBits + n.SequenceBits)}
+	v.totalBits, v.maxTick = v.nodeBits+uint(n.TimeBits), int64(uint64(1)<<n.TimeBits-1)
+	unitNs := int64(n.TimeUnit)
+	if unitNs < int64(time.Millisecond) {
 		v.subUnitTicks = true
-		v.perMilli = (int64(time.Millisecond) + c.unitNs - 1) / c.unitNs
+		v.perMilli = (int64(time.Millisecond) + unitNs - 1) / unitNs
 		v.subBits = uint(bits.Len64(uint64(v.perMilli - 1)))
 	}
 	v.counterBits = v.subBits + v.nodeBits
-	if c.epochNs%int64(time.Millisecond) == 0 && c.unitNs%int64(time.Millisecond) == 0 {
-		v.fastMs, v.epochMs, v.unitMs = true, c.epochNs/int64(time.Millisecond), c.unitNs/int64(time.Millisecond)
+	if n.Epoch.Nanosecond()%int(time.Millisecond) == 0 && unitNs%int64(time.Millisecond) == 0 {
+		v.fastMs, v.epochMs, v.unitMs = true, n.Epoch.UnixMilli(), unitNs/int64(time.Millisecond)
 	}
+	v.epochNs = new(big.Int).Add(new(big.Int).Mul(big.NewInt(n.Epoch.Unix()), big.NewInt(int64(time.Second))), big.NewInt(int64(n.Epoch.Nanosecond())))
 	return v, nil
 }
 
 // Layout returns the view's normalized layout.
-func (v *UUIDView) Layout() Layout { return v.c.layout }
+func (v *View) Layout() snowflake.Layout { return v.layout }
+
+// tickTime is the start of tick (at most maxTick).
+func (v *View) tickTime(tick int64) time.Time {
+	if v.fastMs {
+		return time.UnixMilli(v.epochMs + tick*v.unitMs)
+	}
+	p, _ := v.layout.Decode(snowflake.ID(tick << v.nodeBits)) // cannot fail: the tick fits
+	return p.Time
+}
 
 // CounterBits returns the width of the counter under unix_ts_ms: the
 // sub-millisecond tick, datacenter, worker and sequence bits (22 for the
 // default layout). The other 74 − CounterBits bits of rand_a and rand_b are
 // random.
-func (v *UUIDView) CounterBits() int { return int(v.counterBits) }
+func (v *View) CounterBits() int { return int(v.counterBits) }
 
 // UnixMilli returns the time of id's tick in Unix milliseconds, rounded
 // down: a UUIDv7's unix_ts_ms. The ID must fit the layout.
-func (v *UUIDView) UnixMilli(id ID) int64 {
-	tick := int64(id) >> v.c.timeShift
+func (v *View) UnixMilli(id snowflake.ID) int64 {
+	tick := int64(id) >> v.nodeBits
 	if v.fastMs {
 		return v.epochMs + tick*v.unitMs
 	}
-	return v.c.tickTime(tick).UnixMilli()
+	return v.tickTime(tick).UnixMilli()
 }
 
 // UUID returns the UUIDv7 of id, with the bits below its counter taken
-// from random (the low bits of its 80). It fails with ErrInvalidID for an
+// from random (the low bits of its 80). It fails with snowflake.ErrInvalidID for an
 // ID that does not fit the layout.
-func (v *UUIDView) UUID(id ID, random [10]byte) (UUID, error) {
-	if id < 0 || v.c.totalBits < MaxBits && uint64(id)>>v.c.totalBits != 0 {
-		_, err := v.c.decode(id)
+func (v *View) UUID(id snowflake.ID, random [10]byte) (UUID, error) {
+	if id < 0 || v.totalBits < snowflake.MaxBits && uint64(id)>>v.totalBits != 0 {
+		_, err := v.layout.Decode(id)
 		return UUID{}, err
 	}
-	tick := int64(id) >> v.c.timeShift
+	tick := int64(id) >> v.nodeBits
 	ms := v.UnixMilli(id)
 	var sub uint64
 	if v.subUnitTicks {
@@ -163,11 +188,11 @@ func (v *UUIDView) UUID(id ID, random [10]byte) (UUID, error) {
 }
 
 // ID returns the ID whose UUIDv7 u is (whatever its random bits). It fails
-// with ErrInvalidID, naming why, when u is not a UUIDv7 of the RFC variant,
+// with snowflake.ErrInvalidID, naming why, when u is not a UUIDv7 of the RFC variant,
 // or not one of this layout's: its time is before the epoch, past the
 // layout's end or (for units over 1 ms) not the start of a tick, or its
 // sub-millisecond tick is not one that starts in that millisecond.
-func (v *UUIDView) ID(u UUID) (ID, error) {
+func (v *View) ID(u UUID) (snowflake.ID, error) {
 	if err := u.CheckV7(); err != nil {
 		return 0, err
 	}
@@ -179,24 +204,24 @@ func (v *UUIDView) ID(u UUID) (ID, error) {
 	sub := int64(sl & (1<<v.subBits - 1))
 	first := v.firstTickOf(ms)
 	tick := first + sub
-	if first < 0 || first > v.c.maxTick || tick > v.c.maxTick {
-		return 0, fmt.Errorf("%w: UUID %s: its time %s is outside layout %s", ErrInvalidID, u,
-			rfc3339(time.UnixMilli(ms)), v.c.layout)
+	if first < 0 || first > v.maxTick || tick > v.maxTick {
+		return 0, fmt.Errorf("%w: UUID %s: its time %s is outside layout %s", snowflake.ErrInvalidID, u,
+			rfc3339(time.UnixMilli(ms)), v.layout)
 	}
-	if got := v.c.tickTime(tick).UnixMilli(); got != ms {
+	if got := v.tickTime(tick).UnixMilli(); got != ms {
 		if sub == 0 {
-			return 0, fmt.Errorf("%w: UUID %s: its time %s is not the start of a tick of layout %s", ErrInvalidID, u,
-				rfc3339(time.UnixMilli(ms)), v.c.layout)
+			return 0, fmt.Errorf("%w: UUID %s: its time %s is not the start of a tick of layout %s", snowflake.ErrInvalidID, u,
+				rfc3339(time.UnixMilli(ms)), v.layout)
 		}
 		return 0, fmt.Errorf("%w: UUID %s: sub-millisecond tick %d does not start in its millisecond (%d ticks of %v do)",
-			ErrInvalidID, u, sub, v.perMilli, v.c.layout.TimeUnit)
+			snowflake.ErrInvalidID, u, sub, v.perMilli, v.layout.TimeUnit)
 	}
-	return ID(tick<<v.c.timeShift | node), nil
+	return snowflake.ID(tick<<v.nodeBits | node), nil
 }
 
 // firstTickOf returns the first tick that starts at or after the start of
 // Unix millisecond ms: ceil((ms − epoch) / unit), which may be negative.
-func (v *UUIDView) firstTickOf(ms int64) int64 {
+func (v *View) firstTickOf(ms int64) int64 {
 	if v.fastMs {
 		d := ms - v.epochMs
 		q := d / v.unitMs
@@ -205,11 +230,18 @@ func (v *UUIDView) firstTickOf(ms int64) int64 {
 		}
 		return q
 	}
-	tick, exact := tickOf(v.c.layout, time.UnixMilli(ms))
-	if !exact && tick < v.c.maxTick+1 {
-		tick++
+	// In nanoseconds since the epoch, which may not fit an int64.
+	d := new(big.Int).Sub(new(big.Int).Mul(big.NewInt(ms), big.NewInt(int64(time.Millisecond))), v.epochNs)
+	unit := big.NewInt(int64(v.layout.TimeUnit))
+	d.Add(d, unit).Sub(d, big.NewInt(1)) // ceil, as floor of d + unit − 1
+	d.Div(d, unit)                       // Euclidean: floor for a positive divisor
+	switch {
+	case d.IsInt64():
+		return d.Int64()
+	case d.Sign() > 0:
+		return math.MaxInt64
 	}
-	return tick
+	return math.MinInt64
 }
 
 // shl128 shifts the 128-bit hi‖lo left by n (< 128).
@@ -244,3 +276,6 @@ func mask128(hi, lo uint64, n uint) (uint64, uint64) {
 	}
 	return 0, lo & (1<<n - 1)
 }
+
+// rfc3339 writes t for an error: RFC 3339 in UTC, with the fraction it has.
+func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
