@@ -240,7 +240,7 @@ type statements struct {
 	lockSelect     string // lock it
 	read           string // a datacenter's rows, its registry rows and the space, each with the database's clock
 	insert         string // a new slot or record row
-	update         string // a slot or record row
+	update         string // a slot or record row, guarded by it being as read
 	guarded        string // a slot row, guarded by it and the record row being as read
 	regSelect      string // the registry row of a datacenter
 	regInsert      string // create it if absent
@@ -276,7 +276,7 @@ func newStatements(d Dialect, table, registry string) (statements, error) {
 			" FROM " + reg + " WHERE datacenter = ? OR datacenter = -1" +
 			" UNION ALL SELECT 2, 0, '', 0, 0, " + now,
 		insert:    "INSERT INTO " + t + " (datacenter, worker, holder, expires_at_ms, high_water_ms) VALUES (?, ?, ?, ?, ?)",
-		update:    "UPDATE " + t + " SET" + set + " WHERE datacenter = ? AND worker = ?",
+		update:    "UPDATE " + t + " SET" + set + " WHERE datacenter = ? AND worker = ? AND holder = ? AND expires_at_ms = ? AND high_water_ms = ?",
 		regSelect: "SELECT namespace, contract, claimed_at_ms FROM " + reg + " WHERE datacenter = ?",
 		regAll:    "SELECT datacenter, namespace, contract FROM " + reg + " ORDER BY datacenter",
 		regDelete: "DELETE FROM " + reg + " WHERE datacenter = ? AND namespace = ?",

@@ -24,17 +24,21 @@
 //   - Commit of one changed slot under an unchanged record, registry and
 //     space (a renewal, a release, a lowered mark) is one UPDATE guarded by
 //     the slot row and the record row being as read: one round trip, and
-//     no lock. Every other commit (an Acquire, a re-initialisation, an
-//     Unclaim) is one READ COMMITTED transaction that locks the
-//     datacenter's lock row (worker −1, created if missing), reads the
-//     datacenter again and compares it with what was read
-//     (protocol.Same), writes the registry rows it creates or frees, the
-//     record and the slots that differ, and reads the registry rows back:
-//     a space or claim that another table's transaction created meanwhile
-//     (the unique key made this one wait for it) is a conflict, and the
-//     transaction rolls back. So acquisitions in a datacenter are
-//     serialised, a renewal never waits for one, and a slow or partitioned
-//     acquirer delays other acquisitions, never a renewal. On PostgreSQL the
+//     no lock. Every other commit (a re-initialisation, an Unclaim) is one
+//     READ COMMITTED transaction that locks the datacenter's lock row
+//     (worker −1, created if missing), reads the datacenter again and
+//     compares it with what was read (protocol.Same), writes the registry
+//     rows it creates or frees, the record and the slots that differ —
+//     each UPDATE guarded by its row being as read, since a one-slot
+//     commit does not wait for the lock row — and reads the registry rows
+//     back: a space or claim that another table's transaction created
+//     meanwhile (the unique key made this one wait for it) is a conflict,
+//     and the transaction rolls back. An Acquire is decided inside such a
+//     transaction (protocol.LockedUpdater: read, decide, write under the
+//     lock row), so that nodes acquiring at once queue instead of losing
+//     races to one another; a refusal rolls it back. So acquisitions in a
+//     datacenter are serialised, a renewal never waits for one, and a slow
+//     or partitioned acquirer delays other acquisitions, never a renewal. On PostgreSQL the
 //     transaction sets idle_in_transaction_session_timeout (5s), on MariaDB
 //     its session's idle_transaction_timeout (5s, reset afterwards), so that
 //     a client partitioned mid-transaction frees the lock row; on MySQL,
@@ -114,6 +118,9 @@ type Workers struct {
 	// testHookLocked, when set, runs in a locked transaction right after
 	// the lock row is locked.
 	testHookLocked func()
+	// testHookCompared, when set, runs in a locked commit right after it
+	// found the datacenter as read, before it writes.
+	testHookCompared func()
 }
 
 // NewWorkers returns a coordinator that keeps its slots in table ("" means
@@ -353,12 +360,7 @@ func (w *Workers) parseRecord(dc int64, holder string, initMs, floorMs int64) (p
 // and nothing else, else a locked transaction (see the package doc).
 func (s store) Commit(ctx context.Context, read, next protocol.State) error {
 	dc := read.Datacenter
-	var changed []int64
-	for id, sl := range next.Slots {
-		if old, ok := read.Slots[id]; !ok || old != sl {
-			changed = append(changed, id)
-		}
-	}
+	changed := changedSlots(read, next)
 	recordChanged := next.Record != nil && (read.Record == nil || *next.Record != *read.Record)
 	others := recordChanged || next.Claim != read.Claim || next.HasSpace != read.HasSpace
 	if !others && len(changed) == 0 {
@@ -380,7 +382,7 @@ func (s store) Commit(ctx context.Context, read, next protocol.State) error {
 		}
 		return nil
 	}
-	err := s.w.inLockedTx(ctx, dc, func(tx *sql.Tx) error {
+	return s.locked(ctx, dc, func(tx *sql.Tx) error {
 		cur, err := s.read(ctx, tx, dc)
 		if err != nil {
 			return err
@@ -388,15 +390,60 @@ func (s store) Commit(ctx context.Context, read, next protocol.State) error {
 		if !protocol.Same(read, cur) {
 			return protocol.ErrConflict
 		}
+		if s.w.testHookCompared != nil {
+			s.w.testHookCompared()
+		}
 		return s.write(ctx, tx, read, next, changed)
 	})
+}
+
+// UpdateLocked implements protocol.LockedUpdater: the read, the decision
+// and the writes in one transaction on the lock row.
+func (s store) UpdateLocked(ctx context.Context, dc int64, decide func(protocol.State, time.Time) *protocol.State) error {
+	err := s.locked(ctx, dc, func(tx *sql.Tx) error {
+		sent := time.Now()
+		read, err := s.read(ctx, tx, dc)
+		if err != nil {
+			return err
+		}
+		next := decide(read, sent)
+		if next == nil {
+			return errNothing // rolled back: a refusal writes nothing, not even the lock row
+		}
+		return s.write(ctx, tx, read, *next, changedSlots(read, *next))
+	})
+	if errors.Is(err, errNothing) {
+		return nil
+	}
+	return err
+}
+
+// errNothing ends a locked transaction that has nothing to write.
+var errNothing = errors.New("nothing to write")
+
+// locked runs fn in a transaction on datacenter dc's lock row
+// (inLockedTx), with a lost race or a serialization failure as
+// protocol.ErrConflict.
+func (s store) locked(ctx context.Context, dc int64, fn func(*sql.Tx) error) error {
+	err := s.w.inLockedTx(ctx, dc, fn)
 	switch {
 	case errors.Is(err, protocol.ErrConflict) || retryable(err):
 		return protocol.ErrConflict
-	case err != nil && !errors.Is(err, worker.ErrUnavailable):
+	case err != nil && !errors.Is(err, worker.ErrUnavailable) && !errors.Is(err, errNothing):
 		return s.w.unavailable(ctx, fmt.Sprintf("writing datacenter %d", dc), err)
 	}
 	return err
+}
+
+// changedSlots are the worker ids whose slots differ between read and next.
+func changedSlots(read, next protocol.State) []int64 {
+	var changed []int64
+	for id, sl := range next.Slots {
+		if old, ok := read.Slots[id]; !ok || old != sl {
+			changed = append(changed, id)
+		}
+	}
+	return changed
 }
 
 // changed0 is the first of ids, or -1.
@@ -433,30 +480,49 @@ func (s store) write(ctx context.Context, tx *sql.Tx, read, next protocol.State,
 			return err
 		}
 	}
-	type put struct {
-		id            int64
+	// A row's columns: holder, expires_at_ms, high_water_ms.
+	type row struct {
 		holder        string
 		expires, high int64
-		existed       bool
+	}
+	type put struct {
+		id       int64
+		old, new row
+		existed  bool
 	}
 	var puts []put
 	if r := next.Record; r != nil && (read.Record == nil || *r != *read.Record) {
-		puts = append(puts, put{recordRow, r.Incarnation + " " + r.Contract, r.InitialisedMs, r.FloorMs, read.Record != nil})
+		p := put{id: recordRow, new: row{r.Incarnation + " " + r.Contract, r.InitialisedMs, r.FloorMs}, existed: read.Record != nil}
+		if o := read.Record; o != nil {
+			p.old = row{o.Incarnation + " " + o.Contract, o.InitialisedMs, o.FloorMs}
+		}
+		puts = append(puts, p)
 	}
 	for _, id := range changed {
-		sl := next.Slots[id]
+		sl, old := next.Slots[id], read.Slots[id]
 		_, existed := read.Slots[id]
-		puts = append(puts, put{id, sl.Holder, sl.ExpiresMs, sl.HighMs, existed})
+		puts = append(puts, put{id, row{old.Holder, old.ExpiresMs, old.HighMs}, row{sl.Holder, sl.ExpiresMs, sl.HighMs}, existed})
 	}
 	for _, p := range puts {
-		var err error
-		if p.existed {
-			_, err = tx.ExecContext(ctx, q.update, p.holder, p.expires, p.high, dc, p.id)
-		} else {
-			_, err = tx.ExecContext(ctx, q.insert, dc, p.id, p.holder, p.expires, p.high)
+		if !p.existed {
+			if _, err := tx.ExecContext(ctx, q.insert, dc, p.id, p.new.holder, p.new.expires, p.new.high); err != nil {
+				return err
+			}
+			continue
 		}
-		if err != nil {
+		// Guarded by the row as read: a one-slot commit (a renewal's
+		// guarded UPDATE) does not wait for the lock row, and may have
+		// changed it since.
+		res, err := tx.ExecContext(ctx, q.update, p.new.holder, p.new.expires, p.new.high, dc, p.id, p.old.holder, p.old.expires, p.old.high)
+		var n int64
+		if err == nil {
+			n, err = res.RowsAffected()
+		}
+		switch {
+		case err != nil:
 			return err
+		case n != 1:
+			return protocol.ErrConflict
 		}
 	}
 	for _, row := range []struct {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -962,6 +963,59 @@ func TestCreateSchemaRace(t *testing.T) {
 			if _, err := w.List(ctx, 0); err != nil {
 				t.Fatalf("round %d: the table is not usable after the race: %v", round, err)
 			}
+		}
+	})
+}
+
+// TestLockedWriteGuardedAgainstOneSlotCommit: a one-slot commit (a
+// renewal's guarded UPDATE) does not wait for the lock row, so it can land
+// between a locked commit's re-read and its writes. The locked commit's
+// writes are guarded by the rows as read, so it then loses the race
+// (protocol.ErrConflict) instead of overwriting the renewal: otherwise the
+// renewed holder and the locked commit's new holder would both hold the id.
+func TestLockedWriteGuardedAgainstOneSlotCommit(t *testing.T) {
+	forEach(t, func(t *testing.T, dsn string) {
+		w, _ := newTable(t, dsn)
+		ctx := ctx10(t)
+		if _, err := w.Acquire(ctx, req("a", 4)); err != nil {
+			t.Fatal(err)
+		}
+		s := store{w}
+		st, err := s.Read(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slots := func(change func(map[int64]protocol.Slot)) protocol.State {
+			n := st
+			n.Slots = maps.Clone(st.Slots)
+			change(n.Slots)
+			return n
+		}
+		renewed := slots(func(m map[int64]protocol.Slot) { a := m[0]; a.ExpiresMs += 60_000; m[0] = a })
+		// Two slots change: a locked commit, which gives worker 0 to b.
+		taken := slots(func(m map[int64]protocol.Slot) {
+			m[0] = protocol.Slot{Holder: "b", ExpiresMs: st.Now.UnixMilli() + 60_000, HighMs: m[0].HighMs}
+			m[1] = protocol.Slot{HighMs: 1}
+		})
+		var renewErr error
+		w.testHookCompared = func() { renewErr = s.Commit(ctx, st, renewed) }
+		err = s.Commit(ctx, st, taken)
+		w.testHookCompared = nil
+		if renewErr != nil {
+			t.Fatalf("the one-slot commit between the locked commit's read and write: %v", renewErr)
+		}
+		if !errors.Is(err, protocol.ErrConflict) {
+			t.Fatalf("the locked commit after a renewal changed its slot: %v, want ErrConflict", err)
+		}
+		after, err := s.Read(ctx, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := after.Slots[0]; got != renewed.Slots[0] {
+			t.Fatalf("worker 0 after both commits: %+v, want the renewal %+v", got, renewed.Slots[0])
+		}
+		if _, ok := after.Slots[1]; ok {
+			t.Fatalf("the refused locked commit wrote worker 1: %+v", after.Slots[1])
 		}
 	})
 }

@@ -46,20 +46,39 @@ func New(s Store) *Driver {
 
 // update reads datacenter dc, decides by decide, and commits the state it
 // returns (none: nothing to write), reading and deciding again after a lost
-// race, up to MaxAttempts times. It returns decide's error, and the state
-// of the committed attempt's read.
-func (d *Driver) update(ctx context.Context, dc int64, decide func(State) (*State, error)) (State, error) {
+// race, up to MaxAttempts times; locked asks for a Store's LockedUpdater,
+// when it has one, so that the decision is made under its lock. It returns
+// decide's error, and the state of the committed attempt's read.
+func (d *Driver) update(ctx context.Context, dc int64, locked bool, decide func(State) (*State, error)) (State, error) {
+	if dc < 0 {
+		return State{}, fmt.Errorf("%w: datacenter %d", worker.ErrInvalidConfig, dc)
+	}
+	lu, _ := d.store.(LockedUpdater)
 	for attempt := 1; ; attempt++ {
-		st, err := d.read(ctx, dc)
-		if err != nil {
-			return st, err
+		var st State
+		var derr, err error
+		if locked && lu != nil {
+			err = lu.UpdateLocked(ctx, dc, func(read State, sent time.Time) *State {
+				read.sent, read.recv, st = sent, time.Now(), read
+				next, e := decide(read)
+				derr = e
+				if next != nil {
+					next.Datacenter, next.Now, next.Version, next.Sessions = read.Datacenter, read.Now, read.Version, read.Sessions
+				}
+				return next
+			})
+		} else {
+			if st, err = d.read(ctx, dc); err != nil {
+				return st, err
+			}
+			var next *State
+			if next, derr = decide(st); next == nil {
+				return st, derr
+			}
+			next.Datacenter, next.Now, next.Version, next.Sessions = st.Datacenter, st.Now, st.Version, st.Sessions
+			err = d.store.Commit(ctx, st, *next)
 		}
-		next, derr := decide(st)
-		if next == nil {
-			return st, derr
-		}
-		next.Datacenter, next.Now, next.Version, next.Sessions = st.Datacenter, st.Now, st.Version, st.Sessions
-		switch err := d.store.Commit(ctx, st, *next); {
+		switch {
 		case err == nil:
 			return st, derr
 		case !errors.Is(err, ErrConflict):
@@ -98,7 +117,7 @@ func (d *Driver) Acquire(ctx context.Context, req worker.Request) (worker.Claim,
 		return nil, err
 	}
 	var a acquired
-	st, err := d.update(ctx, req.Datacenter, func(st State) (*State, error) {
+	st, err := d.update(ctx, req.Datacenter, true, func(st State) (*State, error) {
 		var err error
 		if a, err = acquisition(req, st, d.names, d.gone, NewIncarnation()); err != nil {
 			return nil, err
@@ -165,7 +184,7 @@ func (d *Driver) LowerMark(ctx context.Context, dc, id int64, to time.Time) (tim
 		return time.Time{}, fmt.Errorf("%w: worker %d", worker.ErrInvalidConfig, id)
 	}
 	var from time.Time
-	_, err := d.update(ctx, dc, func(st State) (*State, error) {
+	_, err := d.update(ctx, dc, false, func(st State) (*State, error) {
 		next, f, err := lowering(st, d.names, id, to, d.gone)
 		from = f
 		return next, err
@@ -188,7 +207,7 @@ func (d *Driver) Claims(ctx context.Context) (worker.Claims, error) {
 
 // Unclaim implements worker.Registry.
 func (d *Driver) Unclaim(ctx context.Context, dc int64) error {
-	_, err := d.update(ctx, dc, func(st State) (*State, error) { return unclaiming(st, d.names, d.gone) })
+	_, err := d.update(ctx, dc, false, func(st State) (*State, error) { return unclaiming(st, d.names, d.gone) })
 	return err
 }
 
@@ -256,7 +275,7 @@ func (c *claim) change(ctx context.Context, renew bool, ttl time.Duration, reser
 	if c.d.gone != nil {
 		h.OwnerGone = c.d.gone(h.Owner)
 	}
-	st, err := c.d.update(ctx, c.hold.dc, func(st State) (*State, error) {
+	st, err := c.d.update(ctx, c.hold.dc, false, func(st State) (*State, error) {
 		next, err := h.renewal(st, c.d.names, renew, ttl, reserve, NewIncarnation())
 		if next != nil {
 			slot = next.Slots[h.WorkerID]

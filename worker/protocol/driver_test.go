@@ -244,16 +244,20 @@ func TestLowerAndUnclaim(t *testing.T) {
 // holders' leases on one id overlap by the coordinator's clock. It runs on
 // a store with a clock, and on one with Sessions.
 func TestDriverRapid(t *testing.T) {
-	t.Run("clock", func(t *testing.T) { driverRapid(t, false) })
-	t.Run("sessions", func(t *testing.T) { driverRapid(t, true) })
+	t.Run("clock", func(t *testing.T) { driverRapid(t, false, false) })
+	t.Run("sessions", func(t *testing.T) { driverRapid(t, true, false) })
+	t.Run("locked", func(t *testing.T) { driverRapid(t, false, true) })
 }
 
-func driverRapid(t *testing.T, sessions bool) {
+func driverRapid(t *testing.T, sessions, locked bool) {
 	rapid.Check(t, func(rt *rapid.T) {
 		ctx := context.Background()
 		m := newMemStore(t0)
 		m.sessions = sessions
 		d := New(m)
+		if locked {
+			d = New(lockedMemStore{m})
+		}
 		type holder struct {
 			cl         worker.Claim
 			prev       time.Time

@@ -65,6 +65,11 @@ func (m *memStore) Read(ctx context.Context, dc int64) (State, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.read(dc), nil
+}
+
+// read is Read with m.mu held.
+func (m *memStore) read(dc int64) State {
 	d := m.dc(dc)
 	if m.sessions {
 		for id, s := range d.slots[m.ns] {
@@ -82,12 +87,17 @@ func (m *memStore) Read(ctx context.Context, dc int64) (State, error) {
 	if r, ok := d.records[m.ns]; ok {
 		st.Record = &r
 	}
-	return st, nil
+	return st
 }
 
 func (m *memStore) Commit(ctx context.Context, read, next State) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.commit(read, next)
+}
+
+// commit is Commit with m.mu held.
+func (m *memStore) commit(read, next State) error {
 	d := m.dc(read.Datacenter)
 	if d.version != read.Version.(int) || m.hasSpace != read.HasSpace {
 		return ErrConflict
@@ -144,4 +154,23 @@ func (m *memStore) commitCount() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.commits
+}
+
+// lockedMemStore is a memStore that is also a LockedUpdater: it reads,
+// lets the driver decide and commits under its mutex.
+type lockedMemStore struct{ *memStore }
+
+func (m lockedMemStore) UpdateLocked(ctx context.Context, dc int64, decide func(State, time.Time) *State) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %w", worker.ErrUnavailable, err)
+	}
+	sent := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	read := m.read(dc)
+	next := decide(read, sent)
+	if next == nil {
+		return nil
+	}
+	return m.commit(read, *next)
 }

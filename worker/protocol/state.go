@@ -46,6 +46,20 @@ type ClaimsReader interface {
 	Claims(ctx context.Context) (worker.Claims, error)
 }
 
+// LockedUpdater is implemented by a Store that can hold a lock of its own
+// across a read and a commit (SQL's lock row of a datacenter). The driver
+// then decides each Acquire inside it, so that clients acquiring at once
+// queue on the lock instead of losing races to one another.
+type LockedUpdater interface {
+	// UpdateLocked takes the lock of datacenter dc, reads the datacenter
+	// (sent: this process's clock when the read was sent), calls decide
+	// with what it read, commits the state decide returns (nil: nothing to
+	// write) and releases the lock. Its writes are guarded by what it read
+	// all the same: a commit that does not take the lock may have changed
+	// it since (then ErrConflict, writing nothing).
+	UpdateLocked(ctx context.Context, dc int64, decide func(read State, sent time.Time) *State) error
+}
+
 // HolderChecker is implemented by a Store that can tell that a holder's
 // process is gone (the file coordinator, for processes of its own host): a
 // slot whose holder is gone is free, and does not count as a rollback.
