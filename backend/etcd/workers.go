@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -42,6 +43,9 @@ type Workers struct {
 	prefix   string
 	registry string
 	owned    bool // Close closes the client: OpenWorkers made it
+
+	mu   sync.Mutex
+	ttls map[clientv3.LeaseID]int64 // the granted TTL of the leases this Workers holds, in seconds
 }
 
 // NewWorkers returns a coordinator that keeps its slots under prefix
@@ -52,7 +56,8 @@ func NewWorkers(client *clientv3.Client, prefix string) *Workers {
 }
 
 func newWorkers(client *clientv3.Client, prefix, registry string) *Workers {
-	w := &Workers{client: client, prefix: strings.TrimRight(cmp.Or(prefix, DefaultPrefix), "/"), registry: registry}
+	w := &Workers{client: client, prefix: strings.TrimRight(cmp.Or(prefix, DefaultPrefix), "/"), registry: registry,
+		ttls: map[clientv3.LeaseID]int64{}}
 	w.Driver = protocol.New(store{w})
 	return w
 }
@@ -258,6 +263,7 @@ func (s store) Commit(ctx context.Context, read, next protocol.State) error {
 		ops = append(ops, clientv3.OpPut(k.Namespace(dc), string(next.Record.Encode())))
 	}
 	var granted, revoke []clientv3.LeaseID // leases to revoke if the commit fails, and if it lands
+	var alive []clientv3.LeaseID           // leases to keep alive beside the transaction
 	slotChanged := false
 	for id, to := range next.Slots {
 		from := read.Slots[id]
@@ -286,9 +292,13 @@ func (s store) Commit(ctx context.Context, read, next protocol.State) error {
 		lease := old
 		if to.Holder != from.Holder || to.Renewed {
 			var err error
-			if lease, err = s.lease(ctx, old, to.Holder == from.Holder, to.ExpiresMs-read.Now.UnixMilli()); err != nil {
+			var keep bool
+			if lease, keep, err = s.lease(ctx, old, to.Holder == from.Holder, to.ExpiresMs-read.Now.UnixMilli()); err != nil {
 				s.revoke(ctx, granted)
 				return err
+			}
+			if keep {
+				alive = append(alive, lease)
 			}
 		}
 		if lease != old {
@@ -301,8 +311,23 @@ func (s store) Commit(ctx context.Context, read, next protocol.State) error {
 	if !slotChanged {
 		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k.DC(dc)), "<", v.rev+1).WithPrefix())
 	}
+	// The keep-alives go beside the transaction, not before it: its
+	// compares of the holder keys' leases fence it either way, and a lease
+	// that turns out gone took its key with it (a lost race).
+	kaErrs := make([]error, len(alive))
+	var wg sync.WaitGroup
+	for i, id := range alive {
+		wg.Go(func() { _, kaErrs[i] = s.w.client.KeepAliveOnce(ctx, id) })
+	}
 	tr, err := s.w.client.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	wg.Wait()
+	kaErr := errors.Join(kaErrs...)
 	switch {
+	case errors.Is(err, rpctypes.ErrLeaseNotFound) || errors.Is(kaErr, rpctypes.ErrLeaseNotFound):
+		s.revoke(ctx, granted)
+		return protocol.ErrConflict
+	case err == nil && kaErr != nil:
+		return coord.Unavailable(ctx, kaErr, "renewing the lease of a holder in datacenter %d in %s", dc, s.w.prefix)
 	case err != nil:
 		// The transaction may have been applied: revoking a new lease
 		// frees its id again (a raised mark only errs on the safe side).
@@ -317,27 +342,37 @@ func (s store) Commit(ctx context.Context, read, next protocol.State) error {
 }
 
 // lease is the lease a holder key goes on for ttlMs more: a renewal
-// (renewing) keeps old alive, or moves to a new lease when ttlMs is longer
-// than old's; a new holder gets a new lease. An old lease that is gone is
-// a lost race: the key went with it.
-func (s store) lease(ctx context.Context, old clientv3.LeaseID, renewing bool, ttlMs int64) (clientv3.LeaseID, error) {
+// (renewing) keeps old (keep: the caller keeps it alive beside its
+// transaction, its granted TTL being known), or moves to a new lease when
+// ttlMs is longer than old's; a new holder gets a new lease. An old lease
+// that is gone is a lost race: the key went with it.
+func (s store) lease(ctx context.Context, old clientv3.LeaseID, renewing bool, ttlMs int64) (lease clientv3.LeaseID, keep bool, err error) {
 	secs := max(1, (ttlMs+999)/1000)
 	if renewing && old != clientv3.NoLease {
+		s.w.mu.Lock()
+		ttl, known := s.w.ttls[old]
+		s.w.mu.Unlock()
+		if known && ttl >= secs {
+			return old, true, nil
+		}
 		ka, err := s.w.client.KeepAliveOnce(ctx, old)
 		switch {
 		case errors.Is(err, rpctypes.ErrLeaseNotFound):
-			return 0, protocol.ErrConflict
+			return 0, false, protocol.ErrConflict
 		case err != nil:
-			return 0, coord.Unavailable(ctx, err, "renewing lease %x in %s", int64(old), s.w.prefix)
+			return 0, false, coord.Unavailable(ctx, err, "renewing lease %x in %s", int64(old), s.w.prefix)
 		case ka.TTL >= secs:
-			return old, nil
+			return old, false, nil
 		}
 	}
 	g, err := s.w.client.Grant(ctx, secs)
 	if err != nil {
-		return 0, coord.Unavailable(ctx, err, "granting a %ds lease in %s", secs, s.w.prefix)
+		return 0, false, coord.Unavailable(ctx, err, "granting a %ds lease in %s", secs, s.w.prefix)
 	}
-	return g.ID, nil
+	s.w.mu.Lock()
+	s.w.ttls[g.ID] = g.TTL
+	s.w.mu.Unlock()
+	return g.ID, false, nil
 }
 
 // revoke revokes leases that hold nothing of ours (any more), on a
@@ -350,6 +385,9 @@ func (s store) revoke(ctx context.Context, ids []clientv3.LeaseID) {
 		if id == clientv3.NoLease {
 			continue
 		}
+		s.w.mu.Lock()
+		delete(s.w.ttls, id)
+		s.w.mu.Unlock()
 		if ctx.Err() == nil {
 			_, _ = s.w.client.Revoke(ctx, id)
 			continue

@@ -133,7 +133,7 @@ func TestVerifyBrokenConfig(t *testing.T) {
 	}
 	// The offending IDs, decoded, with the requests that returned them.
 	for _, want := range []*regexp.Regexp{
-		regexp.MustCompile(`### duplicate Snowflake IDs: [0-9,]+ \(the first 10\)`),
+		regexp.MustCompile(`### duplicate Snowflake IDs: [0-9,]+ \(the first [0-9]+\)`),
 		regexp.MustCompile(`- (ID \d+|IDs \d+…\d+ \(\d+ IDs\)) acknowledged twice`),
 		regexp.MustCompile(`ID \d+: time \d\d:\d\d:\d\d\.\d{3}, datacenter 0, worker 0, sequence \d+`),
 		regexp.MustCompile(`request: #\d+ .* to n1 \(http://127\.0\.0\.1:\d+\), sent \+\d+\.\d{3}s, answered \+\d+\.\d{3}s`),
