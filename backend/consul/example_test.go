@@ -28,9 +28,10 @@ func ExampleOpenWorkers() {
 	}
 	defer coord.Close()
 
-	// A 20s lease gets 10s sessions, which Consul keeps 20s: an agent with
-	// the default session_ttl_min of 10s accepts them, and a dead holder's
-	// id is free again 20s + the lock-delay after its last renewal.
+	// A 20s lease gets 20s sessions, which Consul keeps up to 40s: an
+	// agent with the default session_ttl_min of 10s accepts them, and a dead
+	// holder's id is free again at most 40s + the lock-delay after its last
+	// renewal.
 	leaser, err := worker.NewLeaser(coord, worker.Config{Datacenter: 1, Workers: 32, TTL: 20 * time.Second})
 	if err != nil {
 		log.Fatal(err)
@@ -43,7 +44,7 @@ func ExampleOpenWorkers() {
 	fmt.Println("worker id", lease.WorkerID(), "issue from", lease.NotBefore())
 }
 
-// Over HTTPS, with the registry and lock-delay in the URL; the ACL token may
+// Over HTTPS, with the lock-delay in the URL; the ACL token may
 // also come from CONSUL_HTTP_TOKEN (the URL's wins).
 func ExampleOpenWorkers_https() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

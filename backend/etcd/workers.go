@@ -155,53 +155,21 @@ func (s store) Read(ctx context.Context, dc int64) (protocol.State, error) {
 	if err != nil {
 		return protocol.State{}, coord.Unavailable(ctx, err, "reading datacenter %d in %s", dc, s.w.prefix)
 	}
-	st := protocol.State{Datacenter: dc, Now: time.Now(), Slots: map[int64]protocol.Slot{}, Sessions: true}
 	v := version{rev: resp.Header.Revision, kvs: map[string]*mvccpb.KeyValue{}}
+	values := map[string][]byte{}
 	for _, r := range resp.Responses {
 		for _, kv := range r.GetResponseRange().Kvs {
-			v.kvs[string(kv.Key)] = kv
+			v.kvs[string(kv.Key)], values[string(kv.Key)] = kv, kv.Value
 		}
 	}
-	st.Version = v
-	if kv := v.kvs[k.Space()]; kv != nil {
-		st.Space, st.HasSpace = string(kv.Value), true
-	}
-	if kv := v.kvs[k.Registration(dc)]; kv != nil {
-		r, err := coord.ParseRegistration(string(kv.Key), kv.Value)
-		if err != nil {
-			return st, err
-		}
-		st.Claim = protocol.Claim{Namespace: r.Namespace, Freeing: r.Freeing}
-	}
-	if kv := v.kvs[k.Namespace(dc)]; kv != nil {
-		r, err := coord.ParseRecord(string(kv.Key), kv.Value)
-		if err != nil {
-			return st, err
-		}
-		st.Record = &r
-	}
-	for key, kv := range v.kvs {
-		idStr, kind, ok := strings.Cut(strings.TrimPrefix(key, k.DC(dc)), "/")
-		id, isID := coord.ParseID(idStr)
-		if !ok || !isID || !strings.HasPrefix(key, k.DC(dc)) || kind != "holder" && kind != "high" {
-			continue // the record, or a clock key of an older flakeid
-		}
-		sl := st.Slots[id]
-		if kind == "high" {
-			if sl.HighMs, err = strconv.ParseInt(string(kv.Value), 10, 64); err != nil {
-				return st, fmt.Errorf("%w: corrupt high-water mark %s = %q", worker.ErrUnavailable, key, kv.Value)
-			}
-		} else if sl, err = parseHolder(kv.Value, sl.HighMs); err != nil {
-			return st, fmt.Errorf("%w: corrupt holder key %s = %q: %v", worker.ErrUnavailable, key, kv.Value, err)
-		}
-		st.Slots[id] = sl
-	}
-	return st, nil
+	st, err := k.Parse(dc, values, func(_ string, value []byte) (protocol.Slot, error) { return parseHolder(value) })
+	st.Now, st.Sessions, st.Version = time.Now(), true, v
+	return st, err
 }
 
-// parseHolder is a holder key's slot, with the mark highMs: JSON, or the
-// owner token alone as an older flakeid wrote it.
-func parseHolder(v []byte, highMs int64) (protocol.Slot, error) {
+// parseHolder is a holder key's slot: JSON, or the owner token alone as an
+// older flakeid wrote it.
+func parseHolder(v []byte) (protocol.Slot, error) {
 	sl := protocol.Slot{Holder: string(v)}
 	if bytes.HasPrefix(v, []byte("{")) {
 		sl = protocol.Slot{}
@@ -214,7 +182,6 @@ func parseHolder(v []byte, highMs int64) (protocol.Slot, error) {
 	if sl.Holder == "" || sl.HighMs != 0 {
 		return sl, errors.New("no owner, or a mark in it")
 	}
-	sl.HighMs = highMs
 	return sl, nil
 }
 
@@ -253,11 +220,7 @@ func (s store) Commit(ctx context.Context, read, next protocol.State) error {
 	case next.Claim.Namespace == "":
 		ops = append(ops, clientv3.OpDelete(k.Registration(dc)))
 	default:
-		r := coord.Registration{Namespace: next.Claim.Namespace, Freeing: next.Claim.Freeing}
-		if next.Record != nil {
-			r.Contract = next.Record.Contract
-		}
-		ops = append(ops, clientv3.OpPut(k.Registration(dc), string(r.Encode())))
+		ops = append(ops, clientv3.OpPut(k.Registration(dc), string(coord.Registered(next))))
 	}
 	if next.Record != nil && (read.Record == nil || *next.Record != *read.Record) {
 		ops = append(ops, clientv3.OpPut(k.Namespace(dc), string(next.Record.Encode())))

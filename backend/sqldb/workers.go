@@ -72,11 +72,13 @@
 package sqldb
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -366,21 +368,17 @@ func (s store) Commit(ctx context.Context, read, next protocol.State) error {
 	if !others && len(changed) == 0 {
 		return nil
 	}
-	if _, existed := read.Slots[changed0(changed)]; !others && len(changed) == 1 && existed && read.Record != nil {
-		id, old, sl, r := changed[0], read.Slots[changed[0]], next.Slots[changed[0]], read.Record
-		res, err := s.w.db.ExecContext(ctx, s.w.q.guarded, sl.Holder, sl.ExpiresMs, sl.HighMs, dc, id, old.Holder, old.ExpiresMs, old.HighMs,
-			r.Incarnation+" "+r.Contract, r.InitialisedMs, r.FloorMs)
-		var n int64
-		if err == nil {
-			n, err = res.RowsAffected()
+	if len(changed) == 1 && !others && read.Record != nil {
+		id := changed[0]
+		if old, existed := read.Slots[id]; existed { // a new row is inserted under the lock row
+			sl, r := next.Slots[id], read.Record
+			err := execOne(ctx, s.w.db, s.w.q.guarded, sl.Holder, sl.ExpiresMs, sl.HighMs, dc, id, old.Holder, old.ExpiresMs, old.HighMs,
+				r.Incarnation+" "+r.Contract, r.InitialisedMs, r.FloorMs)
+			if err != nil && !errors.Is(err, protocol.ErrConflict) {
+				return s.w.unavailable(ctx, fmt.Sprintf("writing worker %d of datacenter %d", id, dc), err)
+			}
+			return err
 		}
-		switch {
-		case err != nil:
-			return s.w.unavailable(ctx, fmt.Sprintf("writing worker %d of datacenter %d", id, dc), err)
-		case n != 1:
-			return protocol.ErrConflict
-		}
-		return nil
 	}
 	return s.locked(ctx, dc, func(tx *sql.Tx) error {
 		cur, err := s.read(ctx, tx, dc)
@@ -446,12 +444,19 @@ func changedSlots(read, next protocol.State) []int64 {
 	return changed
 }
 
-// changed0 is the first of ids, or -1.
-func changed0(ids []int64) int64 {
-	if len(ids) == 0 {
-		return -1
+// execOne runs a guarded UPDATE through ex: one row affected, or
+// protocol.ErrConflict.
+func execOne(ctx context.Context, ex interface {
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
+}, query string, args ...any) error {
+	res, err := ex.ExecContext(ctx, query, args...)
+	if err != nil {
+		return err
 	}
-	return ids[0]
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return cmp.Or(err, protocol.ErrConflict)
+	}
+	return nil
 }
 
 // write writes, in the locked transaction tx, the registry rows next
@@ -480,32 +485,22 @@ func (s store) write(ctx context.Context, tx *sql.Tx, read, next protocol.State,
 			return err
 		}
 	}
-	// A row's columns: holder, expires_at_ms, high_water_ms.
-	type row struct {
-		holder        string
-		expires, high int64
-	}
-	type put struct {
-		id       int64
-		old, new row
-		existed  bool
-	}
-	var puts []put
+	// The rows to write, by worker id: the record row's columns as a
+	// slot's (holder, expires_at_ms, high_water_ms), and the slots.
+	rows, olds := map[int64]protocol.Slot{}, maps.Clone(read.Slots)
 	if r := next.Record; r != nil && (read.Record == nil || *r != *read.Record) {
-		p := put{id: recordRow, new: row{r.Incarnation + " " + r.Contract, r.InitialisedMs, r.FloorMs}, existed: read.Record != nil}
+		rows[recordRow] = protocol.Slot{Holder: r.Incarnation + " " + r.Contract, ExpiresMs: r.InitialisedMs, HighMs: r.FloorMs}
 		if o := read.Record; o != nil {
-			p.old = row{o.Incarnation + " " + o.Contract, o.InitialisedMs, o.FloorMs}
+			olds[recordRow] = protocol.Slot{Holder: o.Incarnation + " " + o.Contract, ExpiresMs: o.InitialisedMs, HighMs: o.FloorMs}
 		}
-		puts = append(puts, p)
 	}
 	for _, id := range changed {
-		sl, old := next.Slots[id], read.Slots[id]
-		_, existed := read.Slots[id]
-		puts = append(puts, put{id, row{old.Holder, old.ExpiresMs, old.HighMs}, row{sl.Holder, sl.ExpiresMs, sl.HighMs}, existed})
+		rows[id] = next.Slots[id]
 	}
-	for _, p := range puts {
-		if !p.existed {
-			if _, err := tx.ExecContext(ctx, q.insert, dc, p.id, p.new.holder, p.new.expires, p.new.high); err != nil {
+	for id, sl := range rows {
+		old, existed := olds[id]
+		if !existed {
+			if _, err := tx.ExecContext(ctx, q.insert, dc, id, sl.Holder, sl.ExpiresMs, sl.HighMs); err != nil {
 				return err
 			}
 			continue
@@ -513,16 +508,8 @@ func (s store) write(ctx context.Context, tx *sql.Tx, read, next protocol.State,
 		// Guarded by the row as read: a one-slot commit (a renewal's
 		// guarded UPDATE) does not wait for the lock row, and may have
 		// changed it since.
-		res, err := tx.ExecContext(ctx, q.update, p.new.holder, p.new.expires, p.new.high, dc, p.id, p.old.holder, p.old.expires, p.old.high)
-		var n int64
-		if err == nil {
-			n, err = res.RowsAffected()
-		}
-		switch {
-		case err != nil:
+		if err := execOne(ctx, tx, q.update, sl.Holder, sl.ExpiresMs, sl.HighMs, dc, id, old.Holder, old.ExpiresMs, old.HighMs); err != nil {
 			return err
-		case n != 1:
-			return protocol.ErrConflict
 		}
 	}
 	for _, row := range []struct {

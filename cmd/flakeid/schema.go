@@ -73,9 +73,9 @@ func treeFor(u *url.URL, out *streams) error {
 		lines = []string{
 			"# Consul KV keys of the coordinator (created when missing), and one session per held worker id",
 			path + "/<datacenter>/namespace         the namespace record (JSON: incarnation, ID-space contract, floor)",
-			path + "/<datacenter>/<worker>/holder   the holder, locked by its session (TTL = --lease-ttl, behavior=delete)",
+			path + "/<datacenter>/<worker>/holder   the holder (JSON: owner, lease, clock), locked by its session (TTL = --lease-ttl, behavior=delete)",
 			path + "/<datacenter>/<worker>/high     the high-water mark, Unix milliseconds; only grows",
-			path + "/<datacenter>/clock/<worker>    the holder's clock, Unix milliseconds, locked by its session",
+			registry + "/space                     the ID space every namespace on the registry shares",
 			registry + "/<datacenter>              which namespace claimed the datacenter id (JSON)",
 			"# ACL policy the token needs:",
 			fmt.Sprintf("#   key_prefix %q { policy = \"write\" }", path+"/"),

@@ -20,7 +20,7 @@ type acquired struct {
 	slot     Slot   // the claim's slot as committed
 	bound    worker.MarkBound
 	contract string
-	ahead    time.Duration // the request's Reserve − Now (NodeClock)
+	ahead    time.Duration // the request's Reserve − Now (nodeClock)
 }
 
 // acquisition decides an Acquire of req on st: admission (worker.Admit),
@@ -42,9 +42,13 @@ func acquisition(req worker.Request, st State, n Names, gone func(string) bool, 
 	if err := req.MarkBound().Check("acquiring", req.Reserve, st.boundClock(-1, req.TTL)); err != nil {
 		return acquired{}, err
 	}
-	id, held, ok := Pick(Candidates(st.Slots, func(s Slot) (bool, int64) { return holds(st, s, gone), s.HighMs }), nil, req.Workers, nowMs)
+	id, held, ok := Pick(Candidates(st.Slots, func(s Slot) (bool, int64) { return holds(st, s, gone), s.HighMs }), st.Delayed, req.Workers, nowMs)
 	if !ok {
-		return acquired{}, fmt.Errorf("%w: all %d worker ids of datacenter %d are held", worker.ErrExhausted, held, req.Datacenter)
+		note := ""
+		if len(st.Delayed) > 0 {
+			note = fmt.Sprintf(" (%d of them free, but in %s's lock-delay after their holders' sessions ended)", len(st.Delayed), n.Store)
+		}
+		return acquired{}, fmt.Errorf("%w: all %d worker ids of datacenter %d are held%s", worker.ErrExhausted, held, req.Datacenter, note)
 	}
 	next := st.clone()
 	if !next.HasSpace {
@@ -62,7 +66,7 @@ func acquisition(req worker.Request, st State, n Names, gone func(string) bool, 
 	s := next.Slots[id]
 	prev := s.HighMs
 	s.Holder, s.ExpiresMs, s.HighMs = req.Owner, nowMs+req.TTL.Milliseconds(), max(s.HighMs, CeilMs(req.Reserve))
-	nodeMs, ahead := NodeClock(req, func() time.Time { return st.Now })
+	nodeMs, ahead := nodeClock(req, func() time.Time { return st.Now })
 	if st.Sessions {
 		s.ClockMs = nodeMs
 	}
@@ -89,7 +93,7 @@ type hold struct {
 	dc         int64
 	contract   string // of the record it acquired under
 	quarantine time.Duration
-	ahead      time.Duration // the request's Reserve − Now, for ClockMs (NodeClock); < 0 without Now
+	ahead      time.Duration // the request's Reserve − Now, for ClockMs (nodeClock); < 0 without Now
 	bound      worker.MarkBound
 }
 
@@ -143,7 +147,7 @@ func (h hold) renewal(st State, n Names, renew bool, ttl time.Duration, reserve 
 	case !renew:
 		s.Holder, s.ExpiresMs, s.ClockMs = "", 0, 0
 	case st.Sessions:
-		s.ClockMs = NodeMs(h.ahead, reserve, func() time.Time { return st.Now })
+		s.ClockMs = nodeMs(h.ahead, reserve, func() time.Time { return st.Now })
 		s.ExpiresMs, s.Renewed = nowMs+ttl.Milliseconds(), true
 	default:
 		s.ExpiresMs = nowMs + ttl.Milliseconds()

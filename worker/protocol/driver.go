@@ -26,7 +26,8 @@ const MaxAttempts = 64
 type Driver struct {
 	store Store
 	names Names
-	gone  func(string) bool // nil: no holder is known to be gone
+	gone  func(string) bool                 // nil: no holder is known to be gone
+	age   func(time.Duration) time.Duration // the Store's PeerAge; nil when it has none
 }
 
 var (
@@ -40,6 +41,9 @@ func New(s Store) *Driver {
 	d := &Driver{store: s, names: s.Names()}
 	if hc, ok := s.(HolderChecker); ok {
 		d.gone = hc.HolderGone
+	}
+	if pa, ok := s.(PeerAger); ok {
+		d.age = pa.PeerAge
 	}
 	return d
 }
@@ -59,7 +63,7 @@ func (d *Driver) update(ctx context.Context, dc int64, locked bool, decide func(
 		var derr, err error
 		if locked && lu != nil {
 			err = lu.UpdateLocked(ctx, dc, func(read State, sent time.Time) *State {
-				read.sent, read.recv, st = sent, time.Now(), read
+				read.sent, read.recv, read.age, st = sent, time.Now(), d.age, read
 				next, e := decide(read)
 				derr = e
 				if next != nil {
@@ -107,7 +111,7 @@ func (d *Driver) read(ctx context.Context, dc int64) (State, error) {
 	}
 	sent := time.Now()
 	st, err := d.store.Read(ctx, dc)
-	st.sent, st.recv = sent, time.Now()
+	st.sent, st.recv, st.age = sent, time.Now(), d.age
 	return st, err
 }
 
@@ -173,7 +177,7 @@ func (d *Driver) Clock(ctx context.Context, req worker.Request) (time.Time, time
 		return st.Now, 0, err
 	}
 	p := st.peerClock(-1)
-	p.Update(st.sent, st.recv, true, req.TTL)
+	p.Update(st.sent, st.recv, true, st.peerAge(req.TTL))
 	at, stale := p.Clock()
 	return at, stale, nil
 }
@@ -220,7 +224,7 @@ type claim struct {
 	clock time.Time // the coordinator's clock at the last Acquire or Renew
 	// peers is, on a store with Sessions, the other live holders' clock
 	// at the last Acquire or Renew: Clock's answer.
-	peers    PeerClock
+	peers    peerTime
 	sessions bool
 }
 
@@ -251,7 +255,7 @@ func (c *claim) renewed(st State, slot Slot, ttl time.Duration) {
 	c.clock, c.sessions, c.hold.LeaseEnd = st.Now, st.Sessions, MsTime(slot.ExpiresMs)
 	if st.Sessions {
 		p := st.peerClock(c.hold.WorkerID)
-		p.Update(st.sent, st.recv, true, ttl)
+		p.Update(st.sent, st.recv, true, st.peerAge(ttl))
 		c.peers, c.hold.LeaseEnd = p, time.Time{}
 	}
 }

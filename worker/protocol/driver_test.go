@@ -410,3 +410,57 @@ func TestSessionsPeerClock(t *testing.T) {
 		t.Fatalf("the peer's Renew: %v", err)
 	}
 }
+
+// agedStore is a memStore with sessions whose coordinator keeps a holder's
+// slot up to three TTLs after its last write (protocol.PeerAger), and
+// whose reads say that the worker ids in delayed are in a lock-delay.
+type agedStore struct {
+	*memStore
+	delayed map[int64]bool
+}
+
+func (a agedStore) PeerAge(ttl time.Duration) time.Duration { return 3 * ttl }
+
+func (a agedStore) Read(ctx context.Context, dc int64) (State, error) {
+	st, err := a.memStore.Read(ctx, dc)
+	st.Delayed = a.delayed
+	return st, err
+}
+
+// TestPeerAgeAndDelayed: a store's PeerAge widens the peer clock's
+// staleness (the bound admits a node as far ahead of its peer as the peer's
+// slot may be old), and its Delayed ids are not picked, and are counted
+// held, with the exhausted error saying why.
+func TestPeerAgeAndDelayed(t *testing.T) {
+	ctx := context.Background()
+	m := newMemStore(t0)
+	m.sessions = true
+	d := New(agedStore{m, map[int64]bool{0: true}})
+	peer := req("peer", 4, t0.Add(-10*time.Second))
+	peer.Now = t0.Add(-11 * time.Second)
+	pc, err := d.Acquire(ctx, peer)
+	if err != nil || pc.WorkerID() != 1 {
+		t.Fatalf("Acquire with worker 0 delayed: %v, %v; want worker 1", pc, err)
+	}
+	if at, stale, err := d.Clock(ctx, peer); err != nil || !at.Equal(peer.Now) || stale != 3*peer.TTL {
+		t.Fatalf("Driver.Clock = %v, %v, %v; want the peer's %v, stale by its PeerAge", at, stale, err, peer.Now)
+	}
+	ahead := req("ahead", 4, t0.Add(-4*time.Second))
+	ahead.Now, ahead.MaxClockSkew = t0.Add(-5*time.Second), time.Second // 6s ahead of the peer: its PeerAge
+	ac, err := d.Acquire(ctx, ahead)
+	if err != nil {
+		t.Fatalf("a node within its peer's PeerAge and the bound: %v", err)
+	}
+	if at, stale := ac.Clock(); !at.Equal(peer.Now) || stale != 3*peer.TTL {
+		t.Fatalf("Claim.Clock = %v, %v; want the peer's %v, stale by its PeerAge", at, stale, peer.Now)
+	}
+	beyond := req("beyond", 4, t0.Add(6*time.Second))
+	beyond.Now, beyond.MaxClockSkew = t0.Add(5*time.Second), time.Second // 10s ahead of the newest peer (ahead)
+	if _, err := d.Acquire(ctx, beyond); !errors.Is(err, worker.ErrClockSkew) {
+		t.Fatalf("a node 10s ahead of its newest peer, bound 1s past its PeerAge: %v, want ErrClockSkew", err)
+	}
+	last := req("last", 3, time.Time{})
+	if _, err := d.Acquire(ctx, last); !errors.Is(err, worker.ErrExhausted) || !strings.Contains(err.Error(), "1 of them free, but in the memory's lock-delay") {
+		t.Fatalf("Acquire with ids 1 and 2 held and 0 delayed: %v; want ErrExhausted naming the lock-delay", err)
+	}
+}

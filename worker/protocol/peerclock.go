@@ -6,34 +6,34 @@ import (
 	"github.com/flakeid/flakeid/worker"
 )
 
-// NodeClock is what a holder of a coordinator without a clock of its own
-// (etcd, Consul) writes to its clock key at Acquire: the requesting node's
+// nodeClock is what a holder of a coordinator without a clock of its own
+// (etcd, Consul) writes into its slot at Acquire (Slot.ClockMs): the node's
 // clock, req.Now in Unix milliseconds, and how far ahead of it the request
 // reserves, req.Reserve − req.Now, which the claim keeps for its renewals
-// (NodeMs). A request without Now gives now() and ahead −1.
-func NodeClock(req worker.Request, now func() time.Time) (nodeMs int64, ahead time.Duration) {
+// (nodeMs). A request without Now gives now() and ahead −1.
+func nodeClock(req worker.Request, now func() time.Time) (nodeMs int64, ahead time.Duration) {
 	if req.Now.IsZero() {
 		return now().UnixMilli(), -1
 	}
 	return req.Now.UnixMilli(), req.Reserve.Sub(req.Now)
 }
 
-// NodeMs is the node's clock at a renewal reserving up to reserve, for a
-// claim whose Acquire reserved ahead (NodeClock's): reserve − ahead, or
+// nodeMs is the node's clock at a renewal reserving up to reserve, for a
+// claim whose Acquire reserved ahead (nodeClock's): reserve − ahead, or
 // now() when ahead < 0 (the request had no Now) or reserve is zero.
-func NodeMs(ahead time.Duration, reserve time.Time, now func() time.Time) int64 {
+func nodeMs(ahead time.Duration, reserve time.Time, now func() time.Time) int64 {
 	if ahead < 0 || reserve.IsZero() {
 		return now().UnixMilli()
 	}
 	return reserve.Add(-ahead).UnixMilli()
 }
 
-// PeerClock is Claim.Clock of a coordinator without a clock of its own
+// peerTime is Claim.Clock of a coordinator without a clock of its own
 // (etcd, Consul): the newest clock that the datacenter's other live holders
-// wrote to their clock keys, advanced by the time since it was read. Its
+// wrote into their slots, advanced by the time since it was read. Its
 // zero value has read no peer. It is not safe for concurrent use (a claim
 // guards it with its own lock).
-type PeerClock struct {
+type peerTime struct {
 	peerMs             int64     // the newest clock of another live holder; 0 when none
 	peerSent, peerRecv time.Time // when the read it came from was sent and answered
 	at                 time.Time // Clock's answer
@@ -42,7 +42,7 @@ type PeerClock struct {
 
 // Read keeps the newest clock of the other live holders, newestMs (0 when
 // there is none), from a read sent at sent and answered at recv.
-func (p *PeerClock) Read(newestMs int64, sent, recv time.Time) {
+func (p *peerTime) Read(newestMs int64, sent, recv time.Time) {
 	p.peerMs, p.peerSent, p.peerRecv = newestMs, sent, recv
 }
 
@@ -53,7 +53,7 @@ func (p *PeerClock) Read(newestMs int64, sent, recv time.Time) {
 // value + keyAge]. From an older read the answer is advanced by at least
 // sent − that read's answer, and made staler by the most that may have
 // passed besides.
-func (p *PeerClock) Update(sent, recv time.Time, fresh bool, keyAge time.Duration) {
+func (p *peerTime) Update(sent, recv time.Time, fresh bool, keyAge time.Duration) {
 	if p.peerMs == 0 {
 		p.at, p.stale = time.Time{}, 0
 		return
@@ -71,13 +71,13 @@ func (p *PeerClock) Update(sent, recv time.Time, fresh bool, keyAge time.Duratio
 // Clock is the answer of the last Update, as worker.Claim.Clock reports it:
 // the peers' clock lay in [at, at+stale] when that operation was served; a
 // zero at means no other holder was live.
-func (p *PeerClock) Clock() (at time.Time, stale time.Duration) { return p.at, p.stale }
+func (p *peerTime) Clock() (at time.Time, stale time.Duration) { return p.at, p.stale }
 
 // Latest is the latest the peers' clock can read at local instant now, as
 // the last Read saw it: a live peer wrote its clock key at most keyAge
 // before that read was answered, and at most now − (when the read was sent)
 // has passed since. The zero time when no other holder was live.
-func (p *PeerClock) Latest(now time.Time, keyAge time.Duration) time.Time {
+func (p *peerTime) Latest(now time.Time, keyAge time.Duration) time.Time {
 	if p.peerMs == 0 {
 		return time.Time{}
 	}

@@ -11,29 +11,29 @@ func TestNodeClock(t *testing.T) {
 	wall := time.UnixMilli(1_700_000_000_000)
 	now := func() time.Time { return wall }
 	req := worker.Request{Now: wall.Add(-time.Second), Reserve: wall.Add(2 * time.Second)}
-	ms, ahead := NodeClock(req, now)
+	ms, ahead := nodeClock(req, now)
 	if ms != wall.Add(-time.Second).UnixMilli() || ahead != 3*time.Second {
-		t.Errorf("NodeClock = %d, %v; want the request's Now and 3s ahead", ms, ahead)
+		t.Errorf("nodeClock = %d, %v; want the request's Now and 3s ahead", ms, ahead)
 	}
-	if got := NodeMs(ahead, wall.Add(time.Minute), now); got != wall.Add(time.Minute-3*time.Second).UnixMilli() {
-		t.Errorf("NodeMs = %d, want the reservation less 3s", got)
+	if got := nodeMs(ahead, wall.Add(time.Minute), now); got != wall.Add(time.Minute-3*time.Second).UnixMilli() {
+		t.Errorf("nodeMs = %d, want the reservation less 3s", got)
 	}
-	if got := NodeMs(ahead, time.Time{}, now); got != wall.UnixMilli() {
-		t.Errorf("NodeMs of no reservation = %d, want now", got)
+	if got := nodeMs(ahead, time.Time{}, now); got != wall.UnixMilli() {
+		t.Errorf("nodeMs of no reservation = %d, want now", got)
 	}
-	ms, ahead = NodeClock(worker.Request{Reserve: wall.Add(time.Hour)}, now)
+	ms, ahead = nodeClock(worker.Request{Reserve: wall.Add(time.Hour)}, now)
 	if ms != wall.UnixMilli() || ahead >= 0 {
-		t.Errorf("NodeClock without Now = %d, %v; want now and ahead < 0", ms, ahead)
+		t.Errorf("nodeClock without Now = %d, %v; want now and ahead < 0", ms, ahead)
 	}
-	if got := NodeMs(ahead, wall.Add(time.Hour), now); got != wall.UnixMilli() {
-		t.Errorf("NodeMs without ahead = %d, want now", got)
+	if got := nodeMs(ahead, wall.Add(time.Hour), now); got != wall.UnixMilli() {
+		t.Errorf("nodeMs without ahead = %d, want now", got)
 	}
 }
 
 func TestPeerClock(t *testing.T) {
-	var p PeerClock
+	var p peerTime
 	if at, stale := p.Clock(); !at.IsZero() || stale != 0 {
-		t.Fatalf("zero PeerClock = %v, %v", at, stale)
+		t.Fatalf("zero peerTime = %v, %v", at, stale)
 	}
 	t0 := time.Now()
 	p.Update(t0, t0.Add(time.Millisecond), false, time.Second)

@@ -60,6 +60,15 @@ type LockedUpdater interface {
 	UpdateLocked(ctx context.Context, dc int64, decide func(read State, sent time.Time) *State) error
 }
 
+// PeerAger is implemented by a Store with Sessions whose coordinator may
+// keep a live holder's slot for longer than the lease's TTL after the holder
+// last wrote it: Consul keeps a session up to twice its TTL after its last
+// renewal. The driver takes a live peer's clock (Slot.ClockMs) to be up to
+// PeerAge(ttl) old, for holders of lease TTL ttl; without it, up to ttl.
+type PeerAger interface {
+	PeerAge(ttl time.Duration) time.Duration
+}
+
 // HolderChecker is implemented by a Store that can tell that a holder's
 // process is gone (the file coordinator, for processes of its own host): a
 // slot whose holder is gone is free, and does not count as a rollback.
@@ -107,6 +116,10 @@ type State struct {
 	// read was answered; and the coordinator's clock, for the mark bound
 	// and Claim.Clock, is the other live holders' (see peerClock).
 	Sessions bool
+	// Delayed are worker ids that are free but that the store will not
+	// let a new holder take yet (Consul's lock-delay after a session
+	// ended): Acquire picks another, and counts them as held.
+	Delayed map[int64]bool
 	// Version is the store's own token of what it read (revisions, a
 	// copy), for Commit; the driver never looks at it.
 	Version any
@@ -114,6 +127,8 @@ type State struct {
 	// sent and recv are when the driver sent the read and had its answer,
 	// by this process's clock (a store's Read leaves them zero).
 	sent, recv time.Time
+	// age is the Store's PeerAge; nil: a peer's clock is up to the TTL old.
+	age func(ttl time.Duration) time.Duration
 }
 
 // Claim is a registry's claim on a datacenter.
@@ -176,7 +191,7 @@ func (st State) expiresMs(s Slot) int64 {
 // peerClock is, on a store with Sessions, the newest clock among the live
 // holders other than worker id self (-1: none excluded), read as st was.
 // Its zero value when there is none.
-func (st State) peerClock(self int64) (p PeerClock) {
+func (st State) peerClock(self int64) (p peerTime) {
 	var newest Slot
 	for id, s := range st.Slots {
 		if id != self && s.Holder != "" && s.ClockMs > newest.ClockMs {
@@ -190,14 +205,23 @@ func (st State) peerClock(self int64) (p PeerClock) {
 // boundClock is the coordinator's clock a reservation by worker id self is
 // bounded by (worker.MarkBound): the store's, or on a store with Sessions
 // the latest the other live holders' clock can read, each having written
-// its ClockMs at most ttl before (peers share the TTL); zero when there is
-// none, which bounds nothing.
+// its ClockMs at most peerAge(ttl) before (peers share the TTL); zero when
+// there is none, which bounds nothing.
 func (st State) boundClock(self int64, ttl time.Duration) time.Time {
 	if !st.Sessions {
 		return st.Now
 	}
 	p := st.peerClock(self)
-	return p.Latest(st.recv, ttl)
+	return p.Latest(st.recv, st.peerAge(ttl))
+}
+
+// peerAge is how long before st was read a live holder of lease TTL ttl
+// may have written its slot's ClockMs.
+func (st State) peerAge(ttl time.Duration) time.Duration {
+	if st.age != nil {
+		return st.age(ttl)
+	}
+	return ttl
 }
 
 // clone is a copy of s whose Slots and Record the driver may change.

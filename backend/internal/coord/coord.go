@@ -34,10 +34,6 @@ func MsTime(ms int64) time.Time { return protocol.MsTime(ms) }
 // quarantine is never stored shorter than asked.
 func CeilDurMs(d time.Duration) int64 { return protocol.CeilDurMs(d) }
 
-// NewIncarnation is a fresh random incarnation token for a namespace record:
-// 16 hex digits.
-func NewIncarnation() string { return protocol.NewIncarnation() }
-
 // ParseID parses a worker id (or a datacenter id) written in canonical
 // decimal: no sign, no leading zeros.
 func ParseID(s string) (int64, bool) {
@@ -59,7 +55,3 @@ func Unavailable(ctx context.Context, err error, format string, args ...any) err
 	}
 	return fmt.Errorf("%w: %s: %w", worker.ErrUnavailable, msg, err)
 }
-
-// FormatMs formats a stored Unix-millisecond value for an error message, in
-// UTC to the millisecond: 2006-01-02T15:04:05.000Z.
-func FormatMs(ms int64) string { return protocol.FormatMs(ms) }

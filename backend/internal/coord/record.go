@@ -20,7 +20,7 @@ type Record = protocol.Record
 // (rounded up to whole milliseconds) later.
 func NewRecord(contract string, nowMs int64, quarantine time.Duration) Record {
 	return Record{
-		Incarnation: NewIncarnation(), Contract: contract,
+		Incarnation: protocol.NewIncarnation(), Contract: contract,
 		InitialisedMs: nowMs, FloorMs: nowMs + CeilDurMs(quarantine),
 	}
 }
