@@ -1274,3 +1274,54 @@ func wantReset(t *testing.T, w *Workers, err error, found string, reinit bool) {
 		t.Fatalf("error %q: re-initialised %v, want %v", err, got, reinit)
 	}
 }
+
+// TestUnclaimSeesAHolderThatCameBetween: Consul cannot guard a write by a
+// whole prefix, so freeing a datacenter marks its registry entry, reads the
+// datacenter again, and deletes the entry only if nothing changed. Here
+// another node acquires a worker id right after the Unclaim's read: the
+// re-read sees it, the entry is put back as it was, and the Unclaim fails
+// naming the holder.
+func TestUnclaimSeesAHolderThatCameBetween(t *testing.T) {
+	t.Parallel()
+	addr := requireAgent(t)
+	sp := testSpace(t, addr)
+	admin := testClient(t, addr)
+	w, other := sp.workers(testClient(t, addr)), sp.workers(testClient(t, addr))
+	ctx := t.Context()
+	req := worker.Request{Workers: 4, Owner: "first", TTL: testTTL, Reserve: time.Now(), Quarantine: time.Millisecond}
+	first, err := w.Acquire(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Release(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond) // past the floor and the released mark
+	before, _, err := admin.KV().Get(w.keys().Registration(0), qo(ctx))
+	if err != nil || before == nil {
+		t.Fatalf("registry entry: %+v, %v", before, err)
+	}
+	var came worker.Claim
+	w.afterRead = func(map[string]*consulapi.KVPair) {
+		if came != nil {
+			return
+		}
+		req.Owner = "between"
+		if came, err = other.Acquire(ctx, req); err != nil {
+			t.Error(err)
+		}
+	}
+	if err := w.Unclaim(ctx, 0); !errors.Is(err, worker.ErrInUse) || !strings.Contains(err.Error(), "held") {
+		t.Fatalf("Unclaim with a holder that came after its read: %v, want ErrInUse naming it held", err)
+	}
+	if came == nil {
+		t.Fatal("the hook did not acquire")
+	}
+	after, _, err := admin.KV().Get(w.keys().Registration(0), qo(ctx))
+	if err != nil || after == nil || string(after.Value) != string(before.Value) {
+		t.Fatalf("registry entry after the refused Unclaim: %+v, %v; want %s as before", after, err, before.Value)
+	}
+	if err := came.Renew(ctx, testTTL, time.Now()); err != nil {
+		t.Fatalf("the holder that came between: %v", err)
+	}
+}
