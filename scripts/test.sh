@@ -3,7 +3,8 @@
 # the race-enabled tests of the main module (integration tests against the
 # real etcd, Redis, PostgreSQL and MariaDB that scripts/services.sh starts),
 # the allocation tests (without the race detector, which makes sync.Pool drop
-# items) and the bench module's tests. CI runs exactly this (.ci/run).
+# items), the bench module's tests and the Python client's own tests
+# (clients/python, unittest). CI runs exactly this (.ci/run).
 # Extra arguments are passed to `go test` (for example -short or
 # -run Pattern).
 #
@@ -49,4 +50,21 @@ go_test "go test, allocation tests without -race (main module)" . -count=1 "$@" 
 if [ -f bench/go.mod ]; then
   go_test "go test (bench module)" bench -count=1 -timeout 5m "$@" ./...
 fi
+# The language clients' own tests, with their own runners, against a live
+# `flakeid serve` each starts from a binary built here.
+python_client() {
+  local bin out rc
+  bin="$(mktemp -d)/flakeid"
+  go build -o "$bin" ./cmd/flakeid || return 1
+  out="$FLAKEID_TEST_STEPS_DIR/python.out"
+  (cd clients/python && FLAKEID_TEST_BIN="$bin" python3 -m unittest discover -s tests -v) >"$out" 2>&1
+  rc=$?
+  cat "$out"
+  rm -rf "$(dirname "$bin")"
+  if [ "$rc" != 0 ]; then
+    grep -E '^(FAIL|ERROR):' "$out" | head -10 | sed 's/^/      /' >>"$FLAKEID_TEST_STEPS_DIR/details"
+  fi
+  return "$rc"
+}
+step "clients/python (python3 -m unittest)" python_client
 steps_end

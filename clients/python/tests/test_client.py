@@ -1,0 +1,385 @@
+"""Tests of the Python client against a live `flakeid serve` (built from
+this repository, or $FLAKEID_TEST_BIN), and of its failover against small HTTP
+servers of the test's own that fail on purpose.
+
+Run from the repository: python3 -m unittest discover -s clients/python/tests
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import urllib.request
+import uuid
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
+
+import flakeid  # noqa: E402
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+TOKEN = "python-client-test-token-0123456789"
+
+
+class Server:
+    """A `flakeid serve` on a port the OS picks, with its own data
+    directory, stopped by stop()."""
+
+    def __init__(self, binary: str, *args: str):
+        self.dir = tempfile.mkdtemp(prefix="flakeid-python-")
+        self.proc = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:0", "--data-dir", self.dir, *args],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        self.url = ""
+        pattern = re.compile(r'msg="flakeid: listening; not ready until a worker id is leased" addr=(\S+)')
+        deadline = time.monotonic() + 60
+        for line in self.proc.stderr:
+            m = pattern.search(line)
+            if m:
+                self.url = "http://" + m.group(1)
+                break
+            if time.monotonic() > deadline:
+                break
+        if not self.url:
+            self.stop()
+            raise RuntimeError("flakeid serve did not say where it listens")
+        threading.Thread(target=self.proc.stderr.read, daemon=True).start()  # drain the log
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(self.url + "/readyz", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"flakeid serve at {self.url} did not become ready")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Fake:
+    """An HTTP server of the test's own on a port the OS picks: answer(n)
+    gives the status, headers and body of its n-th request (from 0)."""
+
+    def __init__(self, answer):
+        self.requests: list[str] = []
+        fake = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self):  # noqa: N802
+                fake.requests.append(self.path)
+                status, headers, body = answer(len(fake.requests) - 1)
+                try:
+                    self.send_response(status)
+                    for k, v in headers.items():
+                        self.send_header(k, v)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up on a slow answer, as it should
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def unavailable(retry_after: str = ""):
+    headers = {"Content-Type": "application/json"}
+    if retry_after:
+        headers["Retry-After"] = retry_after
+    return 503, headers, b'{"error":{"code":"unavailable","message":"no worker-id lease yet"}}'
+
+
+def dead_url() -> str:
+    """The URL of a port nothing listens on."""
+    f = Fake(lambda n: (200, {}, b""))
+    url = f.url
+    f.stop()
+    return url
+
+
+def setUpModule():  # noqa: N802
+    global BINARY, BUILD_DIR, SERVER, AUTH_SERVER
+    BINARY = os.environ.get("FLAKEID_TEST_BIN", "")
+    BUILD_DIR = ""
+    if not BINARY:
+        BUILD_DIR = tempfile.mkdtemp(prefix="flakeid-python-bin-")
+        BINARY = os.path.join(BUILD_DIR, "flakeid")
+        subprocess.run(["go", "build", "-o", BINARY, "./cmd/flakeid"], cwd=REPO, check=True)
+    SERVER = Server(BINARY, "--auto-create-tags")
+    tokens = os.path.join(SERVER.dir, "..", os.path.basename(SERVER.dir) + "-tokens.json")
+    with open(tokens, "w") as f:
+        json.dump([{"name": "test", "token": TOKEN, "tags": ["*"], "snowflake": True, "admin": True}], f)
+    AUTH_SERVER = Server(BINARY, "--tokens-file", tokens, "--auto-create-tags")
+    os.remove(tokens)
+
+
+def tearDownModule():  # noqa: N802
+    SERVER.stop()
+    AUTH_SERVER.stop()
+    if BUILD_DIR:
+        shutil.rmtree(BUILD_DIR, ignore_errors=True)
+
+
+def client(*endpoints: str, **kw) -> flakeid.Client:
+    return flakeid.Client(flakeid.Config(endpoints=list(endpoints or [SERVER.url]), **kw))
+
+
+class LiveServer(unittest.TestCase):
+    def test_ids_are_unique_increasing_and_decode(self):
+        with client() as c:
+            ids = c.next_ids(100) + [c.next_id() for _ in range(100)]
+            self.assertEqual(len(set(ids)), 200)
+            self.assertEqual(ids, sorted(ids))
+            p = c.decode(ids[0])
+            self.assertEqual(p.id, ids[0])
+            q = c.decode(str(ids[-1]))
+            self.assertEqual((p.datacenter, p.worker), (q.datacenter, q.worker))
+            self.assertLessEqual(p.time, q.time)
+            self.assertLess(abs(time.time() - p.time.timestamp()), 60)
+
+    def test_buffer_hands_out_unique_ids_across_refills(self):
+        with client(buffer=flakeid.BufferConfig(snowflake=1000, low_water=0.5)) as c:
+            ids = [c.next_id() for _ in range(5000)]
+            self.assertEqual(len(set(ids)), 5000)
+            self.assertEqual(ids, sorted(ids))  # each batch is later than the one before
+            more = c.next_ids(400)  # at most half a batch: from the buffer
+            self.assertTrue(set(more).isdisjoint(ids))
+            big = c.next_ids(3000)  # a request of its own
+            self.assertEqual(len(set(big) | set(more) | set(ids)), 8400)
+
+    def test_segment_ids_buffered_and_not(self):
+        with client(buffer=flakeid.BufferConfig(segment=100)) as c, client() as plain:
+            a = [c.next_segment("py-orders") for _ in range(250)]
+            b = plain.next_segment_ids("py-orders", 50)
+            self.assertEqual(len(set(a) | set(b)), 300)
+            self.assertEqual(a, sorted(a))
+            texts = plain.next_segment_texts("py-orders", 2) + [plain.next_segment_text("py-orders")]
+            self.assertTrue(all(t.isdigit() and int(t) not in a for t in texts), texts)
+
+    def test_series_numbers(self):
+        body = json.dumps({"tag": "py-ord", "step": 100, "period": "day", "template": "ORD-{yyyyMMdd}-{seq:6}"}).encode()
+        req = urllib.request.Request(SERVER.url + "/v1/segment/tags", data=body, method="POST", headers={"Content-Type": "application/json"})
+        urllib.request.urlopen(req, timeout=5).close()
+        with client() as c:
+            nums = c.next_numbers("py-ord", 3) + [c.next_number("py-ord")]
+            self.assertEqual(len(set(nums)), 4)
+            for n in nums:
+                self.assertRegex(n, r"^ORD-\d{8}-\d{6}$")
+            with self.assertRaises(flakeid.InvalidArgument):
+                c.next_numbers("py-not-a-series", 1)  # a plain tag, created on first use
+            with self.assertRaises(flakeid.InvalidArgument):
+                c.next_segment_ids("py-ord", 1)
+
+    def test_uuid_forms(self):
+        with client() as c:
+            for text in c.next_uuids(3, "uuid7"):
+                self.assertEqual(uuid.UUID(text).version, 7)
+            for text in c.next_uuids(2, "typeid", prefix="order"):
+                self.assertRegex(text, r"^order_[0-9a-hjkmnp-tv-z]{26}$")
+            ulids = c.next_uuids(2, "ulid")
+            self.assertTrue(all(len(u) == 26 for u in ulids))
+            self.assertEqual(c.decode(ulids[0]).form, "ulid")
+            with self.assertRaises(flakeid.InvalidArgument):
+                c.next_uuids(1, "uuid4")
+            with self.assertRaises(flakeid.InvalidArgument):
+                c.next_uuids(1, "typeid", prefix="Bad-Prefix")
+
+    def test_bounds(self):
+        with client() as c:
+            i = c.next_id()
+            b = c.bounds("-1h", "+1h")
+            self.assertLessEqual(b.min, i)
+            self.assertLessEqual(i, b.max)
+            self.assertLess(b.start, b.end)
+            with self.assertRaises(flakeid.InvalidArgument) as cm:
+                c.bounds("2026-03-02", "2026-03-01")  # ends before it starts
+            self.assertIsInstance(cm.exception, flakeid.APIError)
+            self.assertEqual(cm.exception.status, 400)
+
+    def test_errors_tell_apart(self):
+        with client() as c:
+            with self.assertRaises(flakeid.InvalidArgument):
+                c.next_ids(0)
+            with self.assertRaises(flakeid.InvalidArgument):
+                c.next_segment("bad tag!")
+            with self.assertRaises(flakeid.InvalidArgument) as cm:
+                c.decode("not-an-id")
+            self.assertEqual(cm.exception.endpoint, SERVER.url)
+        with client(AUTH_SERVER.url) as c:
+            with self.assertRaises(flakeid.Unauthenticated) as cm:
+                c.next_id()
+            self.assertEqual(cm.exception.status, 401)
+        with client(AUTH_SERVER.url, token="wrong-token-0123456789") as c:
+            with self.assertRaises(flakeid.Unauthenticated):
+                c.next_id()
+        with client(AUTH_SERVER.url, token=TOKEN) as c:
+            self.assertGreater(c.next_id(), 0)
+
+    def test_closed(self):
+        c = client(buffer=flakeid.BufferConfig(snowflake=100))
+        c.next_id()
+        c.close()
+        c.close()
+        with self.assertRaises(flakeid.Closed):
+            c.next_id()
+        with self.assertRaises(flakeid.Closed):
+            c.next_ids(1000)
+
+
+class Failover(unittest.TestCase):
+    def test_failed_endpoint_is_passed_over(self):
+        def hang(n):
+            time.sleep(2)
+            return 200, {}, b'{"ids":["1"]}'
+
+        fake = Fake(hang)
+        try:
+            with client(fake.url, SERVER.url, timeout=0.5, backoff_min=5, backoff_max=10) as c:
+                start = time.monotonic()
+                self.assertGreater(c.next_id(), 1)
+                self.assertGreaterEqual(time.monotonic() - start, 0.5)  # the first call waited out one attempt
+                start = time.monotonic()
+                for _ in range(20):
+                    c.next_id()
+                # The hanging endpoint is passed over for its backoff
+                # (2.5–5 s): no call waits on it again.
+                self.assertLess(time.monotonic() - start, 0.5)
+                self.assertEqual(len(fake.requests), 1)
+        finally:
+            fake.stop()
+
+    def test_dead_endpoint_fails_over(self):
+        with client(dead_url(), SERVER.url) as c:
+            self.assertEqual(len(set(c.next_ids(10))), 10)
+
+    def test_503_moves_on_and_retry_after_is_honoured(self):
+        fake = Fake(lambda n: unavailable("1"))
+        try:
+            with client(fake.url, SERVER.url, backoff_min=0.01, backoff_max=0.05) as c:
+                c.next_id()
+                c.next_id()
+                # The fake said Retry-After: 1 — it is asked once, not on
+                # the second call.
+                self.assertEqual(len(fake.requests), 1)
+        finally:
+            fake.stop()
+
+    def test_retry_after_waits_for_the_one_server(self):
+        fake = Fake(lambda n: unavailable("1") if n == 0 else (200, {"Content-Type": "application/json"}, b'{"ids":["42"]}'))
+        try:
+            with client(fake.url, backoff_min=0.01, backoff_max=2) as c:
+                start = time.monotonic()
+                self.assertEqual(c.next_id(), 42)
+                self.assertGreaterEqual(time.monotonic() - start, 0.9)  # waited for the server's Retry-After
+        finally:
+            fake.stop()
+
+    def test_gives_up_after_max_attempts_and_at_its_timeout(self):
+        fake = Fake(lambda n: unavailable())
+        try:
+            with client(fake.url, max_attempts=3, backoff_min=0.01, backoff_max=0.02) as c:
+                with self.assertRaises(flakeid.Unavailable) as cm:
+                    c.next_id()
+                self.assertIsInstance(cm.exception.__cause__, flakeid.APIError)
+                self.assertEqual(len(fake.requests), 3)
+            with client(fake.url, max_attempts=1000, backoff_min=0.01, backoff_max=0.05) as c:
+                start = time.monotonic()
+                with self.assertRaises(flakeid.Unavailable):
+                    c.next_id(timeout=0.3)
+                self.assertLess(time.monotonic() - start, 1)
+        finally:
+            fake.stop()
+
+    def test_client_errors_are_not_retried(self):
+        fake = Fake(lambda n: (404, {"Content-Type": "application/json"}, b'{"error":{"code":"not_found","message":"no tag x"}}'))
+        try:
+            with client(fake.url, SERVER.url) as c:
+                with self.assertRaises(flakeid.NotFound) as cm:
+                    c.next_segment("x")
+                self.assertEqual((cm.exception.code, cm.exception.message), ("not_found", "no tag x"))
+                self.assertEqual(len(fake.requests), 1)
+        finally:
+            fake.stop()
+
+    def test_slow_server_times_out_per_attempt(self):
+        def slow(n):
+            time.sleep(1)
+            return 200, {}, b'{"ids":["1"]}'
+
+        fake = Fake(slow)
+        try:
+            with client(fake.url, SERVER.url, timeout=0.2) as c:
+                start = time.monotonic()
+                self.assertGreater(c.next_id(), 1)
+                self.assertLess(time.monotonic() - start, 0.9)
+        finally:
+            fake.stop()
+
+    def test_buffer_rides_out_an_outage(self):
+        up = threading.Event()
+        up.set()
+
+        def answer(n):
+            if not up.is_set():
+                return unavailable()
+            start = 1000 * n + 1
+            return 200, {"Content-Type": "application/json"}, json.dumps(
+                {"count": 100, "ranges": [{"first": str(start), "count": 100, "stride": 1}]}).encode()
+
+        fake = Fake(answer)
+        try:
+            with client(fake.url, buffer=flakeid.BufferConfig(snowflake=100, low_water=0.5), backoff_min=0.01, backoff_max=0.05) as c:
+                self.assertEqual(c.next_id(), 1)
+                up.clear()
+                got = [c.next_id() for _ in range(99)]  # the buffer's IDs, while the server is down
+                self.assertEqual(got, list(range(2, 101)))
+                with self.assertRaises(flakeid.Unavailable):
+                    c.next_id(timeout=0.2)
+                up.set()
+                self.assertGreater(c.next_id(timeout=5), 100)
+        finally:
+            fake.stop()
+
+
+class Configs(unittest.TestCase):
+    def test_validate(self):
+        for bad in [flakeid.Config(), flakeid.Config(endpoints=["ftp://x"]), flakeid.Config(endpoints=["http://a", "http://a/"]),
+                    flakeid.Config(endpoints=["http://a"], timeout=-1), flakeid.Config(endpoints=["http://a"], max_attempts=1001),
+                    flakeid.Config(endpoints=["http://a"], backoff_min=2, backoff_max=1),
+                    flakeid.Config(endpoints=["http://a"], token="a\nb"),
+                    flakeid.Config(endpoints=["http://a"], buffer=flakeid.BufferConfig(low_water=2))]:
+            with self.assertRaises(flakeid.InvalidConfig, msg=repr(bad)):
+                flakeid.Client(bad)
+        d = flakeid.Config.default()
+        d.validate()
+        self.assertEqual((d.endpoints, d.buffer.snowflake), ([flakeid.DEFAULT_ENDPOINT], 10_000))
+
+
+if __name__ == "__main__":
+    unittest.main()
