@@ -3,8 +3,9 @@
 # the race-enabled tests of the main module (integration tests against the
 # real etcd, Redis, PostgreSQL and MariaDB that scripts/services.sh starts),
 # the allocation tests (without the race detector, which makes sync.Pool drop
-# items), the bench module's tests and the Python client's own tests
-# (clients/python, unittest). CI runs exactly this (.ci/run).
+# items), the bench module's tests and the language clients' own tests
+# (clients/python with unittest, clients/js with node --test). CI runs
+# exactly this (.ci/run).
 # Extra arguments are passed to `go test` (for example -short or
 # -run Pattern).
 #
@@ -67,4 +68,19 @@ python_client() {
   return "$rc"
 }
 step "clients/python (python3 -m unittest)" python_client
+js_client() {
+  local bin out rc
+  bin="$(mktemp -d)/flakeid"
+  go build -o "$bin" ./cmd/flakeid || return 1
+  out="$FLAKEID_TEST_STEPS_DIR/js.out"
+  (cd clients/js && FLAKEID_TEST_BIN="$bin" node --test test/) >"$out" 2>&1
+  rc=$?
+  cat "$out"
+  rm -rf "$(dirname "$bin")"
+  if [ "$rc" != 0 ]; then
+    grep -E '^not ok|^# (fail|cancelled)' "$out" | head -10 | sed 's/^/      /' >>"$FLAKEID_TEST_STEPS_DIR/details"
+  fi
+  return "$rc"
+}
+step "clients/js (node --test)" js_client
 steps_end

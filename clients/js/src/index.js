@@ -1,0 +1,440 @@
+// flakeid: the JavaScript client of the flakeid ID service, for Node.js 20
+// or later and browsers (it needs only fetch). It asks one of several
+// servers for IDs over the HTTP/JSON API, fails over between them
+// (honouring Retry-After), and can keep a local buffer of prefetched IDs.
+// IDs are decimal strings by default, bigints with {bigint: true}: never JS
+// numbers, which lose digits past 2^53.
+
+/** The most IDs the client asks for in one request. */
+export const MAX_COUNT = 10_000_000;
+/** The default per-attempt timeout, in milliseconds. */
+export const DEFAULT_TIMEOUT = 2000;
+/** The default buffer low water, a fraction of a batch. */
+export const DEFAULT_LOW_WATER = 0.5;
+/** The default bounds of an endpoint's backoff after a failure, in milliseconds. */
+export const DEFAULT_BACKOFF_MIN = 100;
+export const DEFAULT_BACKOFF_MAX = 5000;
+/** The server's default address. */
+export const DEFAULT_ENDPOINT = "http://127.0.0.1:8080";
+
+const UUID_FORMATS = ["uuid7", "typeid", "ulid"];
+
+/** The base class of the client's errors. */
+export class FlakeidError extends Error {
+  constructor(message, options) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+/** A Config field is out of range. */
+export class InvalidConfig extends FlakeidError {}
+/** No endpoint could serve the call within maxAttempts, or its timeout ended first. */
+export class Unavailable extends FlakeidError {}
+/** The server answered 404: an unknown segment tag, or segment mode off. */
+export class NotFound extends FlakeidError {}
+/** The request is malformed: found by the client, or answered 400. */
+export class InvalidArgument extends FlakeidError {}
+/** The server answered 401: a missing or unknown token. */
+export class Unauthenticated extends FlakeidError {}
+/** The server answered 403: the token may not do this. */
+export class PermissionDenied extends FlakeidError {}
+/** The client was closed. */
+export class Closed extends FlakeidError {}
+
+/**
+ * An error answer of a server. It is an instance of the kind its code or
+ * status names as well (NotFound, InvalidArgument, …: see isAPIError), and
+ * carries status, code, message, endpoint and retryAfter (milliseconds).
+ */
+function apiError(status, code, message, endpoint, retryAfter) {
+  const codes = { 400: "invalid_argument", 401: "unauthenticated", 403: "permission_denied", 404: "not_found", 408: "request_timeout", 429: "resource_exhausted", 503: "unavailable" };
+  code = code || codes[status] || (status >= 500 ? "unavailable" : "unknown");
+  const kinds = { invalid_argument: InvalidArgument, unauthenticated: Unauthenticated, permission_denied: PermissionDenied, not_found: NotFound, unavailable: Unavailable };
+  const Kind = status === 503 ? Unavailable : kinds[code] || FlakeidError;
+  const err = new Kind(`${endpoint}: ${status} ${code}: ${message}`);
+  Object.assign(err, { api: true, status, code, message, endpoint, retryAfter });
+  return err;
+}
+
+/** Reports whether err is a server's error answer (with status, code, message, endpoint, retryAfter). */
+export function isAPIError(err) {
+  return err instanceof FlakeidError && err.api === true;
+}
+
+/** The recommended settings: the server's default address, a 2 s per-attempt timeout and a Snowflake buffer of 10,000 IDs. */
+export function defaultConfig() {
+  return { endpoints: [DEFAULT_ENDPOINT], timeout: DEFAULT_TIMEOUT, buffer: { snowflake: 10_000 } };
+}
+
+function validate(cfg) {
+  const endpoints = cfg.endpoints ?? [];
+  if (!Array.isArray(endpoints) || endpoints.length === 0) throw new InvalidConfig("endpoints: at least one is required");
+  const seen = new Set();
+  for (const e of endpoints) {
+    let u;
+    try {
+      u = new URL(e);
+    } catch {
+      throw new InvalidConfig(`endpoint ${JSON.stringify(e)}: not a URL`);
+    }
+    if ((u.protocol !== "http:" && u.protocol !== "https:") || u.search || u.hash) {
+      throw new InvalidConfig(`endpoint ${JSON.stringify(e)}: want an http:// or https:// base URL without query or fragment`);
+    }
+    const k = e.replace(/\/+$/, "");
+    if (seen.has(k)) throw new InvalidConfig(`endpoint ${JSON.stringify(e)} is listed twice`);
+    seen.add(k);
+  }
+  if (/[\x00-\x1f\x7f]/.test(cfg.token ?? "")) throw new InvalidConfig("token: contains a control character");
+  const buffer = cfg.buffer ?? {};
+  for (const [name, v, lo, hi] of [["timeout", cfg.timeout, 0, 300_000], ["maxAttempts", cfg.maxAttempts, 0, 1000], ["backoffMin", cfg.backoffMin, 0, Infinity],
+    ["backoffMax", cfg.backoffMax, 0, Infinity], ["buffer.snowflake", buffer.snowflake, 0, MAX_COUNT], ["buffer.segment", buffer.segment, 0, MAX_COUNT],
+    ["buffer.lowWater", buffer.lowWater, 0, 1]]) {
+    if (v === undefined) continue;
+    if (typeof v !== "number" || !(v >= lo && v <= hi)) throw new InvalidConfig(`${name} ${v}: want ${lo}–${hi}`);
+  }
+  if (cfg.backoffMin && cfg.backoffMax && cfg.backoffMin > cfg.backoffMax) throw new InvalidConfig(`backoffMin ${cfg.backoffMin} is above backoffMax ${cfg.backoffMax}`);
+}
+
+function checkCount(n) {
+  if (!Number.isInteger(n) || n < 1 || n > MAX_COUNT) throw new InvalidArgument(`count ${n} is out of range: want 1 to ${MAX_COUNT}`);
+}
+
+function tagPath(tag) {
+  if (typeof tag !== "string" || !/^[A-Za-z0-9\-_.:]{1,128}$/.test(tag) || tag === "." || tag === "..") {
+    throw new InvalidArgument(`tag ${JSON.stringify(tag)}: want 1–128 characters of A–Z a–z 0–9 - _ . :, and not . or ..`);
+  }
+  return `/v1/segment/${tag}/next`;
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const jitter = (d) => d / 2 + Math.random() * (d / 2);
+
+/** Prefetched ranges of IDs (see BufferConfig), handed out in order. */
+class IDBuffer {
+  constructor(fetch, batch, lowWater, pause) {
+    this.fetch = fetch;
+    this.pause = pause;
+    this.low = Math.max(1, Math.floor(batch * lowWater));
+    this.ranges = []; // {next: bigint, left: number, stride: bigint}
+    this.left = 0;
+    this.refill = null; // the refill under way
+    this.closed = false;
+    this.failure = null;
+  }
+
+  async take(n, deadline) {
+    while (this.left < n) {
+      if (this.closed) throw new Closed("the client is closed");
+      const refill = this.startRefill();
+      const wait = deadline === undefined ? undefined : deadline - Date.now();
+      if (wait !== undefined && wait <= 0) {
+        throw new Unavailable(`the buffer is empty and its refill did not come within the call's timeout (last failure: ${this.failure?.message})`);
+      }
+      let timer;
+      const outcome = await Promise.race([refill, ...(wait === undefined ? [] : [new Promise((r) => { timer = setTimeout(() => r("timeout"), wait); })])]);
+      clearTimeout(timer);
+      if (outcome instanceof Error && this.left < n) throw outcome; // the refill this caller waited for failed
+    }
+    const out = [];
+    while (out.length < n) {
+      const r = this.ranges[0];
+      const k = Math.min(n - out.length, r.left);
+      for (let i = 0; i < k; i++) {
+        out.push(r.next);
+        r.next += r.stride;
+      }
+      r.left -= k;
+      if (r.left === 0) this.ranges.shift();
+    }
+    this.left -= n;
+    if (this.left < this.low) this.startRefill();
+    return out;
+  }
+
+  // startRefill starts a refill unless one is under way, and returns it: a
+  // promise of nothing, or of the error it gave up with.
+  startRefill() {
+    if (!this.refill && !this.closed) {
+      this.refill = this.run().finally(() => { this.refill = null; });
+      this.refill.catch(() => {});
+    }
+    return this.refill ?? Promise.resolve(new Closed("the client is closed"));
+  }
+
+  async run() {
+    for (;;) {
+      try {
+        const got = await this.fetch();
+        if (!this.closed) {
+          for (const r of got) if (r.left > 0) this.ranges.push(r), (this.left += r.left);
+          this.failure = null;
+        }
+        return undefined;
+      } catch (err) {
+        this.failure = err;
+        // Unavailable while the buffer holds IDs: ride the outage out.
+        if (!(err instanceof Unavailable) || this.left === 0 || this.closed) return err;
+        await sleep(this.pause());
+      }
+    }
+  }
+
+  close() {
+    this.closed = true;
+    this.ranges = [];
+    this.left = 0;
+  }
+}
+
+/**
+ * Asks flakeid servers for IDs. A call goes to the endpoint that answered
+ * last; a network error, a timeout, or an answer of 408, 429 or 5xx passes
+ * that endpoint over for a backoff and moves the call on (endpoints passed
+ * over come last, so a call still tries them when all are down); after a
+ * full round the call pauses for a backoff, or until the soonest endpoint is
+ * back by its Retry-After. After maxAttempts requests it throws Unavailable
+ * with the last failure as its cause, and so it does at once when its
+ * timeout would end before the next round. Any other 4xx is the caller's
+ * fault and is thrown at once. Every call takes an optional {timeout} in
+ * milliseconds for the whole call.
+ */
+export class Client {
+  /** @param {object} [config] see index.d.ts; defaultConfig() when absent */
+  constructor(config) {
+    const cfg = { ...(config ?? defaultConfig()) };
+    validate(cfg);
+    this.timeout = cfg.timeout || DEFAULT_TIMEOUT;
+    this.maxAttempts = cfg.maxAttempts || Math.max(3, 2 * cfg.endpoints.length);
+    const lo = cfg.backoffMin || 0, hi = cfg.backoffMax || 0;
+    this.backoffMin = lo || (hi ? Math.min(DEFAULT_BACKOFF_MIN, hi) : DEFAULT_BACKOFF_MIN);
+    this.backoffMax = hi || Math.max(DEFAULT_BACKOFF_MAX, this.backoffMin);
+    this.headers = { Accept: "application/json" };
+    if (cfg.token) this.headers.Authorization = `Bearer ${cfg.token}`;
+    this.endpoints = cfg.endpoints.map((e) => ({ base: e.replace(/\/+$/, ""), failures: 0, downUntil: 0 }));
+    this.preferred = 0;
+    this.closed = false;
+    this.bigint = cfg.bigint === true;
+    this.bufferCfg = { snowflake: 0, segment: 0, lowWater: 0, ...(cfg.buffer ?? {}) };
+    const low = this.bufferCfg.lowWater || DEFAULT_LOW_WATER;
+    this.ids = this.bufferCfg.snowflake ? new IDBuffer(() => this.ranges("/v1/snowflake/next", this.bufferCfg.snowflake), this.bufferCfg.snowflake, low, () => this.retryPause()) : null;
+    this.segments = new Map();
+  }
+
+  /** Stops the refills; later calls throw Closed. Idempotent. */
+  close() {
+    this.closed = true;
+    this.ids?.close();
+    for (const b of this.segments.values()) b.close();
+  }
+
+  /** One Snowflake ID: from the buffer when there is one, else a request. */
+  async nextId(opts) {
+    return (await this.nextIds(1, opts))[0];
+  }
+
+  /** n Snowflake IDs: from the buffer when n is at most half a batch, else one request. */
+  async nextIds(n, opts) {
+    checkCount(n);
+    this.checkOpen();
+    if (this.ids && n <= Math.floor(this.bufferCfg.snowflake / 2)) return this.out(await this.ids.take(n, deadline(opts)));
+    return this.out((await this.get("/v1/snowflake/next", { count: n }, opts)).ids.map(BigInt));
+  }
+
+  /** One Snowflake ID as the server writes it (a masked text from a masking server). One request. */
+  async nextText(opts) {
+    return (await this.nextTexts(1, opts))[0];
+  }
+
+  /** n Snowflake IDs as nextText writes them, with one request. */
+  async nextTexts(n, opts) {
+    checkCount(n);
+    return (await this.get("/v1/snowflake/next", { count: n }, opts)).ids;
+  }
+
+  /** n Snowflake IDs as "uuid7", "typeid" (with prefix) or "ulid" texts, in issue order. One request. */
+  async nextUuids(n, format, prefix = "", opts) {
+    checkCount(n);
+    if (!UUID_FORMATS.includes(format)) throw new InvalidArgument(`format ${JSON.stringify(format)}: want one of ${UUID_FORMATS.join(", ")}`);
+    if (prefix && format !== "typeid") throw new InvalidArgument(`prefix ${JSON.stringify(prefix)}: only a typeid has one`);
+    const q = { count: n, format };
+    if (prefix) q.prefix = prefix;
+    return (await this.get("/v1/snowflake/next", q, opts)).ids;
+  }
+
+  /** The next ID of a segment tag: from its buffer when buffer.segment is set, else a request. */
+  async nextSegment(tag, opts) {
+    return (await this.nextSegmentIds(tag, 1, opts))[0];
+  }
+
+  /** n IDs of a segment tag: from its buffer when n is at most half a batch, else one request. */
+  async nextSegmentIds(tag, n, opts) {
+    checkCount(n);
+    const path = tagPath(tag);
+    this.checkOpen();
+    if (this.bufferCfg.segment && n <= Math.floor(this.bufferCfg.segment / 2)) return this.out(await this.segmentBuffer(tag, path).take(n, deadline(opts)));
+    const ans = await this.get(path, { count: n }, opts);
+    if (ans.series) throw new InvalidArgument(`tag ${JSON.stringify(tag)} is a series: it hands out numbers (nextNumbers), not IDs`);
+    return this.out(ans.ids.map(BigInt));
+  }
+
+  /** The next ID of a segment tag as the server writes it. One request. */
+  async nextSegmentText(tag, opts) {
+    return (await this.nextSegmentTexts(tag, 1, opts))[0];
+  }
+
+  /** n IDs of a segment tag as nextSegmentText writes them. */
+  async nextSegmentTexts(tag, n, opts) {
+    checkCount(n);
+    return (await this.get(tagPath(tag), { count: n }, opts)).ids;
+  }
+
+  /** The next number of a series tag (ORD-20261128-000123): one request, never buffered. */
+  async nextNumber(tag, opts) {
+    return (await this.nextNumbers(tag, 1, opts))[0];
+  }
+
+  /** n numbers of a series tag, in the order the server issued them. */
+  async nextNumbers(tag, n, opts) {
+    checkCount(n);
+    const ans = await this.get(tagPath(tag), { count: n }, opts);
+    if (!ans.series) throw new InvalidArgument(`tag ${JSON.stringify(tag)} is not a series: it hands out IDs, not numbers`);
+    return ans.ids;
+  }
+
+  /** The fields of an ID (decimal, a text form, or a masked text); as is "masked" or "plain" to settle a text that reads both ways. */
+  async decode(id, as = "", opts) {
+    if (!["", "masked", "plain"].includes(as)) throw new InvalidArgument(`as ${JSON.stringify(as)}: want "masked", "plain" or ""`);
+    const text = String(id);
+    if (!text) throw new InvalidArgument("decode: an empty ID");
+    const a = await this.get(`/v1/decode/${encodeURIComponent(text)}`, as ? { as } : {}, opts);
+    return {
+      id: this.out([BigInt(a.id)])[0], time: new Date(a.time), tick: this.out([BigInt(a.tick)])[0], datacenter: a.datacenter, worker: a.worker,
+      sequence: a.sequence, masked: a.masked ?? "", keyId: a.key_id ?? 0, form: a.form ?? "", uuid: a.uuid ?? "", prefix: a.prefix ?? "",
+    };
+  }
+
+  /** The smallest and largest Snowflake IDs whose time lies in [start, end). */
+  async bounds(start = "", end = "", opts) {
+    const q = {};
+    if (start) q.from = start;
+    if (end) q.to = end;
+    const a = await this.get("/v1/snowflake/bounds", q, opts);
+    const [min, max] = this.out([BigInt(a.min), BigInt(a.max)]);
+    return { min, max, start: new Date(a.from), end: new Date(a.to), layout: a.layout ?? "", note: a.note ?? "" };
+  }
+
+  // The machinery.
+
+  out(ids) {
+    return this.bigint ? ids : ids.map((i) => i.toString());
+  }
+
+  checkOpen() {
+    if (this.closed) throw new Closed("the client is closed");
+  }
+
+  segmentBuffer(tag, path) {
+    let b = this.segments.get(tag);
+    if (!b) {
+      const batch = this.bufferCfg.segment;
+      b = new IDBuffer(() => this.ranges(path, batch), batch, this.bufferCfg.lowWater || DEFAULT_LOW_WATER, () => this.retryPause());
+      this.segments.set(tag, b);
+    }
+    return b;
+  }
+
+  async ranges(path, count) {
+    const a = await this.get(path, { count, format: "ranges" }, undefined);
+    return a.ranges.map((r) => ({ next: BigInt(r.first), left: Number(r.count), stride: BigInt(r.stride ?? 1) }));
+  }
+
+  retryPause() {
+    const soonest = Math.min(...this.endpoints.map((e) => e.downUntil)) - Date.now();
+    return Math.min(this.backoffMax, Math.max(this.backoffMin, soonest));
+  }
+
+  order() {
+    const now = Date.now(), n = this.endpoints.length;
+    const ring = Array.from({ length: n }, (_, i) => this.endpoints[(this.preferred + i) % n]);
+    return [...ring.filter((e) => e.downUntil <= now), ...ring.filter((e) => e.downUntil > now).sort((a, b) => a.downUntil - b.downUntil)];
+  }
+
+  failed(e, retryAfter) {
+    const d = Math.min(this.backoffMax, this.backoffMin * 2 ** Math.min(e.failures, 30));
+    e.failures++;
+    e.downUntil = Date.now() + Math.max(jitter(d), retryAfter);
+  }
+
+  async get(path, query, opts) {
+    this.checkOpen();
+    const end = deadline(opts);
+    const qs = new URLSearchParams(Object.entries(query).map(([k, v]) => [k, String(v)])).toString();
+    const target = path + (qs ? `?${qs}` : "");
+    let attempts = 0, rounds = 0, last = null;
+    for (;;) {
+      for (const e of this.order()) {
+        const now = Date.now();
+        if (attempts >= this.maxAttempts || (end !== undefined && now >= end)) {
+          const why = attempts >= this.maxAttempts ? `${attempts} attempts` : "the call's timeout";
+          throw new Unavailable(`no endpoint answered ${path} within ${why}: ${last?.message}`, { cause: last });
+        }
+        attempts++;
+        const per = end === undefined ? this.timeout : Math.max(1, Math.min(this.timeout, end - now));
+        const ctl = new AbortController();
+        const timer = setTimeout(() => ctl.abort(new Error(`no answer within ${per} ms`)), per);
+        let status, headers, body;
+        try {
+          const res = await fetch(e.base + target, { headers: this.headers, signal: ctl.signal });
+          status = res.status;
+          headers = res.headers;
+          body = await res.text();
+        } catch (err) {
+          this.failed(e, 0);
+          last = new Unavailable(`${e.base}: ${ctl.signal.aborted ? ctl.signal.reason.message : err.message}`, { cause: err });
+          continue;
+        } finally {
+          clearTimeout(timer);
+        }
+        if (status >= 200 && status < 300) {
+          e.failures = 0;
+          e.downUntil = 0;
+          this.preferred = this.endpoints.indexOf(e);
+          try {
+            return JSON.parse(body);
+          } catch (err) {
+            throw new Unavailable(`${e.base}: an answer that is not JSON: ${body.slice(0, 200)}`, { cause: err });
+          }
+        }
+        let code = "", message = body.slice(0, 500).trim();
+        try {
+          const j = JSON.parse(body).error;
+          if (j) (code = String(j.code ?? "")), (message = String(j.message ?? ""));
+        } catch {
+          // not JSON: the status says it
+        }
+        const ra = Number(headers.get("Retry-After"));
+        const err = apiError(status, code, message, e.base, Number.isFinite(ra) && ra > 0 ? ra * 1000 : 0);
+        if (status === 408 || status === 429 || status >= 500) {
+          this.failed(e, err.retryAfter);
+          last = err;
+          continue;
+        }
+        throw err;
+      }
+      const d = Math.min(this.backoffMax, this.backoffMin * 2 ** Math.min(rounds, 30));
+      rounds++;
+      const pause = Math.min(this.backoffMax, Math.max(jitter(d), this.retryPause()));
+      if (attempts >= this.maxAttempts || (end !== undefined && Date.now() + pause >= end)) {
+        throw new Unavailable(`no endpoint answered ${path} (${attempts} attempts): ${last?.message}`, { cause: last });
+      }
+      await sleep(pause);
+    }
+  }
+}
+
+function deadline(opts) {
+  const t = opts?.timeout;
+  if (t === undefined || t === null) return undefined;
+  if (typeof t !== "number" || !(t > 0)) throw new InvalidArgument(`timeout ${t}: want a positive number of milliseconds`);
+  return Date.now() + t;
+}

@@ -1,0 +1,266 @@
+// Tests of the JavaScript client against a live `flakeid serve` (built from
+// this repository, or $FLAKEID_TEST_BIN), and of its failover against small
+// HTTP servers of the test's own that fail on purpose.
+// Run from clients/js: node --test test/
+
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn, execFileSync } from "node:child_process";
+import { createServer } from "node:http";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, dirname } from "node:path";
+import { fileURLToPath } from "node:url";
+import * as flakeid from "../src/index.js";
+
+const repo = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
+const TOKEN = "js-client-test-token-0123456789";
+
+let binary = process.env.FLAKEID_TEST_BIN ?? "";
+let buildDir = "";
+let server, authServer;
+
+// serve starts `flakeid serve` on a port the OS picks, with its own data directory.
+async function serve(...args) {
+  const dir = mkdtempSync(join(tmpdir(), "flakeid-js-"));
+  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("FLAKEID_")));
+  const proc = spawn(binary, ["serve", "--listen", "127.0.0.1:0", "--data-dir", dir, ...args], { env, stdio: ["ignore", "ignore", "pipe"] });
+  const url = await new Promise((resolve, reject) => {
+    let log = "";
+    const timer = setTimeout(() => reject(new Error(`flakeid serve did not say where it listens: ${log}`)), 60_000);
+    proc.stderr.on("data", (chunk) => {
+      log += chunk;
+      const m = /msg="flakeid: listening; not ready until a worker id is leased" addr=(\S+)/.exec(log);
+      if (m) {
+        clearTimeout(timer);
+        resolve(`http://${m[1]}`);
+      }
+    });
+    proc.on("exit", (code) => reject(new Error(`flakeid serve exited (${code}): ${log}`)));
+  });
+  for (const end = Date.now() + 60_000; Date.now() < end; ) {
+    try {
+      if ((await fetch(`${url}/readyz`)).status === 200) break;
+    } catch {
+      // not yet
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return {
+    url,
+    stop: async () => {
+      const exited = new Promise((r) => proc.on("exit", r));
+      proc.kill("SIGTERM");
+      await exited;
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+// fake is an HTTP server of the test's own: answer(n) gives the status, headers and body of its n-th request.
+async function fake(answer) {
+  const requests = [];
+  const srv = createServer(async (req, res) => {
+    requests.push(req.url);
+    const [status, headers, body] = await answer(requests.length - 1);
+    try {
+      res.writeHead(status, { "Content-Type": "application/json", ...headers });
+      res.end(body);
+    } catch {
+      // the client gave up on a slow answer, as it should
+    }
+  });
+  await new Promise((r) => srv.listen(0, "127.0.0.1", r));
+  return { url: `http://127.0.0.1:${srv.address().port}`, requests, stop: () => new Promise((r) => { srv.closeAllConnections(); srv.close(r); }) };
+}
+
+const unavailable = (retryAfter) => [503, retryAfter ? { "Retry-After": retryAfter } : {}, '{"error":{"code":"unavailable","message":"no worker-id lease yet"}}'];
+const client = (endpoints, extra = {}) => new flakeid.Client({ endpoints: endpoints ?? [server.url], ...extra });
+
+before(async () => {
+  if (!binary) {
+    buildDir = mkdtempSync(join(tmpdir(), "flakeid-js-bin-"));
+    binary = join(buildDir, "flakeid");
+    execFileSync("go", ["build", "-o", binary, "./cmd/flakeid"], { cwd: repo, stdio: "inherit" });
+  }
+  server = await serve("--auto-create-tags");
+  const tokens = join(mkdtempSync(join(tmpdir(), "flakeid-js-tokens-")), "tokens.json");
+  writeFileSync(tokens, JSON.stringify([{ name: "test", token: TOKEN, tags: ["*"], snowflake: true, admin: true }]));
+  authServer = await serve("--tokens-file", tokens, "--auto-create-tags");
+  rmSync(dirname(tokens), { recursive: true, force: true });
+});
+
+after(async () => {
+  await server?.stop();
+  await authServer?.stop();
+  if (buildDir) rmSync(buildDir, { recursive: true, force: true });
+});
+
+describe("live server", () => {
+  test("IDs are unique, increasing decimal strings, and decode", async () => {
+    const c = client();
+    const ids = [...(await c.nextIds(100))];
+    for (let i = 0; i < 100; i++) ids.push(await c.nextId());
+    assert.equal(new Set(ids).size, 200);
+    assert.ok(ids.every((i) => typeof i === "string" && /^\d+$/.test(i)));
+    const big = ids.map(BigInt);
+    assert.ok(big.every((v, i) => i === 0 || big[i - 1] < v));
+    const p = await c.decode(ids[0]);
+    assert.equal(p.id, ids[0]);
+    assert.ok(Math.abs(Date.now() - p.time.getTime()) < 60_000);
+    c.close();
+  });
+
+  test("bigint on request", async () => {
+    const c = client(undefined, { bigint: true });
+    const id = await c.nextId();
+    assert.equal(typeof id, "bigint");
+    assert.ok(id > 2n ** 53n); // a JS number could not hold it
+    assert.equal((await c.decode(id)).id, id);
+    c.close();
+  });
+
+  test("the buffer hands out unique IDs across refills", async () => {
+    const c = client(undefined, { buffer: { snowflake: 1000, lowWater: 0.5 } });
+    const ids = [];
+    for (let i = 0; i < 5000; i++) ids.push(await c.nextId());
+    assert.equal(new Set(ids).size, 5000);
+    const big = ids.map(BigInt);
+    assert.ok(big.every((v, i) => i === 0 || big[i - 1] < v));
+    const more = await c.nextIds(3000); // a request of its own
+    assert.equal(new Set([...ids, ...more]).size, 8000);
+    c.close();
+  });
+
+  test("segment IDs, buffered and not, and series numbers", async () => {
+    const c = client(undefined, { buffer: { segment: 100 } });
+    const plain = client();
+    const a = [];
+    for (let i = 0; i < 250; i++) a.push(await c.nextSegment("js-orders"));
+    const b = await plain.nextSegmentIds("js-orders", 50);
+    assert.equal(new Set([...a, ...b]).size, 300);
+    await fetch(`${server.url}/v1/segment/tags`, {
+      method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ tag: "js-ord", step: 100, period: "day", template: "ORD-{yyyyMMdd}-{seq:6}" }),
+    });
+    const nums = [...(await plain.nextNumbers("js-ord", 3)), await plain.nextNumber("js-ord")];
+    assert.equal(new Set(nums).size, 4);
+    assert.ok(nums.every((n) => /^ORD-\d{8}-\d{6}$/.test(n)), nums.join());
+    await assert.rejects(plain.nextNumbers("js-not-a-series", 1), flakeid.InvalidArgument);
+    await assert.rejects(plain.nextSegmentIds("js-ord", 1), flakeid.InvalidArgument);
+    c.close();
+    plain.close();
+  });
+
+  test("UUID-shaped texts and bounds", async () => {
+    const c = client();
+    for (const u of await c.nextUuids(3, "uuid7")) assert.match(u, /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    for (const u of await c.nextUuids(2, "typeid", "order")) assert.match(u, /^order_[0-9a-hjkmnp-tv-z]{26}$/);
+    const [ulid] = await c.nextUuids(1, "ulid");
+    assert.equal((await c.decode(ulid)).form, "ulid");
+    await assert.rejects(c.nextUuids(1, "uuid4"), flakeid.InvalidArgument);
+    const id = BigInt(await c.nextId());
+    const b = await c.bounds("-1h", "+1h");
+    assert.ok(BigInt(b.min) <= id && id <= BigInt(b.max));
+    const err = await c.bounds("2026-03-02", "2026-03-01").catch((e) => e);
+    assert.ok(err instanceof flakeid.InvalidArgument && flakeid.isAPIError(err) && err.status === 400, String(err));
+    c.close();
+  });
+
+  test("errors tell apart, and tokens", async () => {
+    const c = client();
+    await assert.rejects(c.nextIds(0), flakeid.InvalidArgument);
+    await assert.rejects(c.nextSegment("bad tag!"), flakeid.InvalidArgument);
+    const bad = await c.decode("not-an-id").catch((e) => e);
+    assert.ok(bad instanceof flakeid.InvalidArgument && bad.endpoint === server.url, String(bad));
+    c.close();
+    const none = await client([authServer.url]).nextId().catch((e) => e);
+    assert.ok(none instanceof flakeid.Unauthenticated && none.status === 401, String(none));
+    await assert.rejects(client([authServer.url], { token: "wrong-token-0123456789" }).nextId(), flakeid.Unauthenticated);
+    assert.match(await client([authServer.url], { token: TOKEN }).nextId(), /^\d+$/);
+  });
+
+  test("closed", async () => {
+    const c = client(undefined, { buffer: { snowflake: 100 } });
+    await c.nextId();
+    c.close();
+    c.close();
+    await assert.rejects(c.nextId(), flakeid.Closed);
+    await assert.rejects(c.nextIds(1000), flakeid.Closed);
+  });
+});
+
+describe("failover", () => {
+  test("a hanging endpoint is passed over for its backoff", async () => {
+    const f = await fake(async () => {
+      await new Promise((r) => setTimeout(r, 2000));
+      return [200, {}, '{"ids":["1"]}'];
+    });
+    const c = client([f.url, server.url], { timeout: 500, backoffMin: 5000, backoffMax: 10_000 });
+    let start = Date.now();
+    assert.ok(BigInt(await c.nextId()) > 1n);
+    assert.ok(Date.now() - start >= 450);
+    start = Date.now();
+    for (let i = 0; i < 20; i++) await c.nextId();
+    assert.ok(Date.now() - start < 500);
+    assert.equal(f.requests.length, 1);
+    c.close();
+    await f.stop();
+  });
+
+  test("a 503 moves on, and its Retry-After is honoured", async () => {
+    const f = await fake(() => unavailable("1"));
+    const c = client([f.url, server.url], { backoffMin: 10, backoffMax: 50 });
+    await c.nextId();
+    await c.nextId();
+    assert.equal(f.requests.length, 1);
+    await f.stop();
+    const g = await fake((n) => (n === 0 ? unavailable("1") : [200, {}, '{"ids":["42"]}']));
+    const one = client([g.url], { backoffMin: 10, backoffMax: 2000 });
+    const start = Date.now();
+    assert.equal(await one.nextId(), "42");
+    assert.ok(Date.now() - start >= 900, `waited ${Date.now() - start} ms for a Retry-After of 1 s`);
+    await g.stop();
+  });
+
+  test("gives up after maxAttempts and at its timeout; client errors are not retried", async () => {
+    const f = await fake(() => unavailable());
+    const err = await client([f.url], { maxAttempts: 3, backoffMin: 10, backoffMax: 20 }).nextId().catch((e) => e);
+    assert.ok(err instanceof flakeid.Unavailable && flakeid.isAPIError(err.cause), String(err));
+    assert.equal(f.requests.length, 3);
+    const start = Date.now();
+    await assert.rejects(client([f.url], { maxAttempts: 1000, backoffMin: 10, backoffMax: 50 }).nextId({ timeout: 300 }), flakeid.Unavailable);
+    assert.ok(Date.now() - start < 1000);
+    await f.stop();
+    const g = await fake(() => [404, {}, '{"error":{"code":"not_found","message":"no tag x"}}']);
+    const nf = await client([g.url, server.url]).nextSegment("x").catch((e) => e);
+    assert.ok(nf instanceof flakeid.NotFound && nf.code === "not_found" && nf.message === "no tag x", String(nf));
+    assert.equal(g.requests.length, 1);
+    await g.stop();
+  });
+
+  test("the buffer rides out an outage", async () => {
+    let up = true;
+    const f = await fake((n) => (up ? [200, {}, JSON.stringify({ count: 100, ranges: [{ first: String(1000 * n + 1), count: 100, stride: 1 }] })] : unavailable()));
+    const c = client([f.url], { buffer: { snowflake: 100, lowWater: 0.5 }, backoffMin: 10, backoffMax: 50 });
+    assert.equal(await c.nextId(), "1");
+    up = false;
+    const got = [];
+    for (let i = 0; i < 99; i++) got.push(await c.nextId());
+    assert.deepEqual(got, Array.from({ length: 99 }, (_, i) => String(i + 2)));
+    await assert.rejects(c.nextId({ timeout: 200 }), flakeid.Unavailable);
+    up = true;
+    assert.ok(BigInt(await c.nextId({ timeout: 5000 })) > 100n);
+    c.close();
+    await f.stop();
+  });
+});
+
+test("config is validated", () => {
+  for (const bad of [{}, { endpoints: ["ftp://x"] }, { endpoints: ["http://a", "http://a/"] }, { endpoints: ["http://a"], timeout: -1 },
+    { endpoints: ["http://a"], maxAttempts: 1001 }, { endpoints: ["http://a"], backoffMin: 2, backoffMax: 1 }, { endpoints: ["http://a"], token: "a\nb" },
+    { endpoints: ["http://a"], buffer: { lowWater: 2 } }]) {
+    assert.throws(() => new flakeid.Client(bad), flakeid.InvalidConfig, JSON.stringify(bad));
+  }
+  assert.deepEqual(flakeid.defaultConfig().endpoints, [flakeid.DEFAULT_ENDPOINT]);
+});
