@@ -155,6 +155,10 @@ php -m 2>/dev/null | grep -qx redis || try php-redis apt_install php-redis
 try node need_pkg node nodejs
 try npm need_pkg npm npm
 try "the npm clients" "$(dirname "$0")/clients.sh"
+# The Java client (clients/java) is built with the JDK and tested with Debian's JUnit 4; the Python
+# and JavaScript clients need only python3 and node.
+try javac need_pkg javac default-jdk-headless
+[ -f /usr/share/java/junit4.jar ] && [ -f /usr/share/java/hamcrest-core.jar ] || try junit4 apt_install junit4
 
 echo "services: etcd 127.0.0.1:$ETCD_PORT, ZooKeeper :$ZK_PORT, Consul :$CONSUL_PORT, PostgreSQL :5432, MariaDB :3306, Redis :6379, NATS :4222 are up" >&2
 if [ "$client_failed" != 0 ]; then

@@ -4,8 +4,8 @@
 # real etcd, Redis, PostgreSQL and MariaDB that scripts/services.sh starts),
 # the allocation tests (without the race detector, which makes sync.Pool drop
 # items), the bench module's tests and the language clients' own tests
-# (clients/python with unittest, clients/js with node --test). CI runs
-# exactly this (.ci/run).
+# (clients/python with unittest, clients/js with node --test, clients/java
+# with JUnit 4). CI runs exactly this (.ci/run).
 # Extra arguments are passed to `go test` (for example -short or
 # -run Pattern).
 #
@@ -52,35 +52,26 @@ if [ -f bench/go.mod ]; then
   go_test "go test (bench module)" bench -count=1 -timeout 5m "$@" ./...
 fi
 # The language clients' own tests, with their own runners, against a live
-# `flakeid serve` each starts from a binary built here.
-python_client() {
-  local bin out rc
-  bin="$(mktemp -d)/flakeid"
-  go build -o "$bin" ./cmd/flakeid || return 1
-  out="$FLAKEID_TEST_STEPS_DIR/python.out"
-  (cd clients/python && FLAKEID_TEST_BIN="$bin" python3 -m unittest discover -s tests -v) >"$out" 2>&1
+# `flakeid serve` each starts from one binary built here.
+client_bin=""
+client_test() { # name out-file command…: runs the command with FLAKEID_TEST_BIN set
+  local name="$1" out="$FLAKEID_TEST_STEPS_DIR/$2" rc
+  shift 2
+  if [ -z "$client_bin" ]; then
+    client_bin="$(mktemp -d)/flakeid"
+    go build -o "$client_bin" ./cmd/flakeid || return 1
+  fi
+  FLAKEID_TEST_BIN="$client_bin" "$@" >"$out" 2>&1
   rc=$?
   cat "$out"
-  rm -rf "$(dirname "$bin")"
   if [ "$rc" != 0 ]; then
-    grep -E '^(FAIL|ERROR):' "$out" | head -10 | sed 's/^/      /' >>"$FLAKEID_TEST_STEPS_DIR/details"
+    step_detail "  $name: the end of its output:"
+    tail -n 15 "$out" | cut -c1-200 | sed 's/^/      /' >>"$FLAKEID_TEST_STEPS_DIR/details"
   fi
   return "$rc"
 }
-step "clients/python (python3 -m unittest)" python_client
-js_client() {
-  local bin out rc
-  bin="$(mktemp -d)/flakeid"
-  go build -o "$bin" ./cmd/flakeid || return 1
-  out="$FLAKEID_TEST_STEPS_DIR/js.out"
-  (cd clients/js && FLAKEID_TEST_BIN="$bin" node --test test/) >"$out" 2>&1
-  rc=$?
-  cat "$out"
-  rm -rf "$(dirname "$bin")"
-  if [ "$rc" != 0 ]; then
-    grep -E '^not ok|^# (fail|cancelled)' "$out" | head -10 | sed 's/^/      /' >>"$FLAKEID_TEST_STEPS_DIR/details"
-  fi
-  return "$rc"
-}
-step "clients/js (node --test)" js_client
+step "clients/python (python3 -m unittest)" client_test python python.out sh -c 'cd clients/python && exec python3 -m unittest discover -s tests -v'
+step "clients/js (node --test)" client_test js js.out sh -c 'cd clients/js && exec node --test test/'
+step "clients/java (JUnit 4)" client_test java java.out clients/java/build.sh test
+[ -z "$client_bin" ] || rm -rf "$(dirname "$client_bin")"
 steps_end

@@ -133,7 +133,9 @@ class IDBuffer {
       let timer;
       const outcome = await Promise.race([refill, ...(wait === undefined ? [] : [new Promise((r) => { timer = setTimeout(() => r("timeout"), wait); })])]);
       clearTimeout(timer);
-      if (outcome instanceof Error && this.left < n) throw outcome; // the refill this caller waited for failed
+      // The refill this caller waited for failed: without a deadline that
+      // is its answer; with time left, the loop starts another.
+      if (outcome instanceof Error && this.left < n && (deadline === undefined || !(outcome instanceof Unavailable))) throw outcome;
     }
     const out = [];
     while (out.length < n) {

@@ -18,7 +18,8 @@ class IDBuffer:
     gave up) is tried again after pause() for as long as the buffer holds
     IDs; one that fails with the buffer empty, or with another error (a tag
     that does not exist, a server that refuses ranges), raises that error to
-    the caller waiting for it, or to the next caller."""
+    the callers that waited for it — but a caller with time left starts
+    another after an outage's Unavailable."""
 
     def __init__(self, fetch: Callable[[], list[range]], batch: int, low_water: float, pause: Callable[[], float]):
         self._fetch, self._pause = fetch, pause
@@ -43,8 +44,9 @@ class IDBuffer:
                 if wait is not None and wait <= 0:
                     raise Unavailable(f"the buffer is empty and its refill did not come within the call's timeout (last failure: {self._failure})")
                 self._cond.wait(wait)
-                if self._left < n and self._refused is not None and not self._refilling:
-                    raise self._refused  # the refill this caller waited for failed
+                refused = self._refused
+                if self._left < n and refused is not None and not self._refilling and (deadline is None or not isinstance(refused, Unavailable)):
+                    raise refused  # the refill this caller waited for failed; with time left and an outage, it starts another
             out: list[int] = []
             while len(out) < n:
                 r = self._ranges[0]

@@ -1,0 +1,452 @@
+package io.github.flakeid.client;
+
+import java.io.IOException;
+import java.net.URI;
+import java.net.URLEncoder;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ThreadLocalRandom;
+
+/**
+ * Asks flakeid servers for IDs over the HTTP/JSON API. A call goes to the
+ * endpoint that answered last; a network error, a timeout, or an answer of
+ * 408, 429 or 5xx passes that endpoint over for a jittered backoff (or its
+ * server's Retry-After) and moves the call on (endpoints passed over come
+ * last, so a call still tries them when all are down); after a full round
+ * the call pauses for a backoff, or until the soonest endpoint is back.
+ * After maxAttempts requests it throws {@link FlakeidException.Unavailable}
+ * with the last failure as its cause, and so it does at once when its
+ * timeout would end before the next round. Any other 4xx is the caller's
+ * fault and is thrown at once.
+ *
+ * <p>Every call has an overload with a timeout for the whole call (without
+ * one it is bounded by maxAttempts alone). A Client is safe for use by
+ * several threads; close it to stop the background refills.
+ *
+ * <pre>{@code
+ * try (var client = new Client(Config.defaults())) {
+ *     long id = client.nextId();
+ * }
+ * }</pre>
+ */
+public final class Client implements AutoCloseable {
+    /** The most IDs the client asks for in one request. */
+    public static final int MAX_COUNT = 10_000_000;
+
+    private static final Duration DEFAULT_TIMEOUT = Duration.ofSeconds(2);
+    private static final Duration DEFAULT_BACKOFF_MIN = Duration.ofMillis(100);
+    private static final Duration DEFAULT_BACKOFF_MAX = Duration.ofSeconds(5);
+    private static final double DEFAULT_LOW_WATER = 0.5;
+    private static final long NO_DEADLINE = Long.MAX_VALUE;
+
+    /** One server, and how long it is passed over after failures. */
+    private static final class Endpoint {
+        final String base;
+        int failures;
+        long downUntil; // System.nanoTime()
+
+        Endpoint(String base) {
+            this.base = base;
+            this.downUntil = System.nanoTime();
+        }
+    }
+
+    private final HttpClient http;
+    private final List<Endpoint> endpoints = new ArrayList<>();
+    private final String token;
+    private final long timeoutNanos;
+    private final int maxAttempts;
+    private final long backoffMinNanos;
+    private final long backoffMaxNanos;
+    private final BufferConfig buffer;
+    private final IDBuffer ids;
+    private final Map<String, IDBuffer> segments = new ConcurrentHashMap<>();
+    private int preferred;
+    private volatile boolean closed;
+
+    /** A client of the settings cfg (checked by {@link Config#validate()}); it makes no request. */
+    public Client(Config cfg) {
+        cfg.validate();
+        for (String e : cfg.endpoints()) {
+            endpoints.add(new Endpoint(e.replaceAll("/+$", "")));
+        }
+        token = cfg.token();
+        timeoutNanos = (cfg.timeout().isZero() ? DEFAULT_TIMEOUT : cfg.timeout()).toNanos();
+        maxAttempts = cfg.maxAttempts() != 0 ? cfg.maxAttempts() : Math.max(3, 2 * endpoints.size());
+        long lo = cfg.backoffMin().toNanos(), hi = cfg.backoffMax().toNanos();
+        backoffMinNanos = lo != 0 ? lo : (hi != 0 ? Math.min(DEFAULT_BACKOFF_MIN.toNanos(), hi) : DEFAULT_BACKOFF_MIN.toNanos());
+        backoffMaxNanos = hi != 0 ? hi : Math.max(DEFAULT_BACKOFF_MAX.toNanos(), backoffMinNanos);
+        buffer = cfg.buffer();
+        http = HttpClient.newBuilder().connectTimeout(Duration.ofNanos(timeoutNanos)).build();
+        ids = buffer.snowflake() > 0 ? newBuffer("/v1/snowflake/next", buffer.snowflake()) : null;
+    }
+
+    /** Stops the background refills; later calls throw Closed. Idempotent. */
+    @Override
+    public void close() {
+        closed = true;
+        if (ids != null) {
+            ids.close();
+        }
+        segments.values().forEach(IDBuffer::close);
+    }
+
+    /** One Snowflake ID: from the buffer when there is one, else a request. */
+    public long nextId() {
+        return nextIds(1, null)[0];
+    }
+
+    /** One Snowflake ID, within timeout for the whole call. */
+    public long nextId(Duration timeout) {
+        return nextIds(1, timeout)[0];
+    }
+
+    /** n Snowflake IDs: from the buffer when n is at most half a batch, else one request. */
+    public long[] nextIds(int n) {
+        return nextIds(n, null);
+    }
+
+    /** n Snowflake IDs, within timeout (null: none) for the whole call. */
+    public long[] nextIds(int n, Duration timeout) {
+        checkCount(n);
+        checkOpen();
+        if (ids != null && n <= buffer.snowflake() / 2) {
+            return ids.take(n, deadline(timeout));
+        }
+        return longs(strings(get("/v1/snowflake/next", Map.of("count", n), deadline(timeout)), "ids"));
+    }
+
+    /** One Snowflake ID as the server writes it (a masked text from a masking server). One request. */
+    public String nextText() {
+        return nextTexts(1, null).get(0);
+    }
+
+    /** n Snowflake IDs as the server writes them, with one request (null timeout: none). */
+    public List<String> nextTexts(int n) {
+        return nextTexts(n, null);
+    }
+
+    /** n Snowflake IDs as the server writes them (masked texts from a masking server), with one request. */
+    public List<String> nextTexts(int n, Duration timeout) {
+        checkCount(n);
+        return strings(get("/v1/snowflake/next", Map.of("count", n), deadline(timeout)), "ids");
+    }
+
+    /** n Snowflake IDs as "uuid7", "typeid" or "ulid" texts (a typeid with the server's default prefix). One request. */
+    public List<String> nextUuids(int n, String format) {
+        return nextUuids(n, format, "", null);
+    }
+
+    /** n Snowflake IDs as "uuid7", "typeid" (with prefix, or the server's default when empty) or "ulid" texts, in issue order. */
+    public List<String> nextUuids(int n, String format, String prefix, Duration timeout) {
+        checkCount(n);
+        if (!List.of("uuid7", "typeid", "ulid").contains(format)) {
+            throw new FlakeidException.InvalidArgument("format \"" + format + "\": want one of uuid7, typeid, ulid");
+        }
+        if (!prefix.isEmpty() && !format.equals("typeid")) {
+            throw new FlakeidException.InvalidArgument("prefix \"" + prefix + "\": only a typeid has one");
+        }
+        var q = new LinkedHashMap<String, Object>(Map.of("count", n, "format", format));
+        if (!prefix.isEmpty()) {
+            q.put("prefix", prefix);
+        }
+        return strings(get("/v1/snowflake/next", q, deadline(timeout)), "ids");
+    }
+
+    /** The next ID of a segment tag: from its buffer when buffer.segment is set, else a request. */
+    public long nextSegment(String tag) {
+        return nextSegmentIds(tag, 1, null)[0];
+    }
+
+    /** n IDs of a segment tag (see the overload with a timeout). */
+    public long[] nextSegmentIds(String tag, int n) {
+        return nextSegmentIds(tag, n, null);
+    }
+
+    /** n IDs of a segment tag: from its buffer when n is at most half a batch, else one request. */
+    public long[] nextSegmentIds(String tag, int n, Duration timeout) {
+        checkCount(n);
+        String path = tagPath(tag);
+        checkOpen();
+        if (buffer.segment() > 0 && n <= buffer.segment() / 2) {
+            return segments.computeIfAbsent(tag, t -> newBuffer(path, buffer.segment())).take(n, deadline(timeout));
+        }
+        Map<String, Object> a = get(path, Map.of("count", n), deadline(timeout));
+        if (Boolean.TRUE.equals(a.get("series"))) {
+            throw new FlakeidException.InvalidArgument("tag \"" + tag + "\" is a series: it hands out numbers (nextNumbers), not IDs");
+        }
+        return longs(strings(a, "ids"));
+    }
+
+    /** The next ID of a segment tag as the server writes it. One request. */
+    public String nextSegmentText(String tag) {
+        return nextSegmentTexts(tag, 1, null).get(0);
+    }
+
+    /** n IDs of a segment tag as the server writes them (masked texts when it masks the tag). */
+    public List<String> nextSegmentTexts(String tag, int n, Duration timeout) {
+        checkCount(n);
+        return strings(get(tagPath(tag), Map.of("count", n), deadline(timeout)), "ids");
+    }
+
+    /** The next number of a series tag (ORD-20261128-000123): one request, never buffered. */
+    public String nextNumber(String tag) {
+        return nextNumbers(tag, 1, null).get(0);
+    }
+
+    /** n numbers of a series tag (see the overload with a timeout). */
+    public List<String> nextNumbers(String tag, int n) {
+        return nextNumbers(tag, n, null);
+    }
+
+    /** n numbers of a series tag, in the order the server issued them. */
+    public List<String> nextNumbers(String tag, int n, Duration timeout) {
+        checkCount(n);
+        Map<String, Object> a = get(tagPath(tag), Map.of("count", n), deadline(timeout));
+        if (!Boolean.TRUE.equals(a.get("series"))) {
+            throw new FlakeidException.InvalidArgument("tag \"" + tag + "\" is not a series: it hands out IDs, not numbers");
+        }
+        return strings(a, "ids");
+    }
+
+    /** The fields of an ID (decimal, a text form, or a masked text). */
+    public Parts decode(String id) {
+        return decode(id, "", null);
+    }
+
+    /** decode, with as "masked" or "plain" to settle a text that reads both ways ("" tells by the text). */
+    public Parts decode(String id, String as, Duration timeout) {
+        if (!List.of("", "masked", "plain").contains(as)) {
+            throw new FlakeidException.InvalidArgument("as \"" + as + "\": want masked, plain or empty");
+        }
+        if (id.isEmpty()) {
+            throw new FlakeidException.InvalidArgument("decode: an empty ID");
+        }
+        Map<String, Object> a = get("/v1/decode/" + URLEncoder.encode(id, StandardCharsets.UTF_8).replace("+", "%20"),
+                as.isEmpty() ? Map.of() : Map.of("as", as), deadline(timeout));
+        return new Parts(Long.parseLong((String) a.get("id")), Instant.parse((String) a.get("time")), num(a, "tick"), num(a, "datacenter"),
+                num(a, "worker"), num(a, "sequence"), str(a, "masked"), (int) num(a, "key_id"), str(a, "form"), str(a, "uuid"), str(a, "prefix"));
+    }
+
+    /** bounds(start, end, null). */
+    public Bounds bounds(String start, String end) {
+        return bounds(start, end, null);
+    }
+
+    /** The smallest and largest Snowflake IDs whose time lies in [start, end): RFC 3339, a date, Unix ms, "now" or an offset ("-1h"); "" is the layout's epoch or end. */
+    public Bounds bounds(String start, String end, Duration timeout) {
+        var q = new LinkedHashMap<String, Object>();
+        if (!start.isEmpty()) {
+            q.put("from", start);
+        }
+        if (!end.isEmpty()) {
+            q.put("to", end);
+        }
+        Map<String, Object> a = get("/v1/snowflake/bounds", q, deadline(timeout));
+        return new Bounds(Long.parseLong((String) a.get("min")), Long.parseLong((String) a.get("max")), Instant.parse((String) a.get("from")),
+                Instant.parse((String) a.get("to")), str(a, "layout"), str(a, "note"));
+    }
+
+    // The machinery.
+
+    private IDBuffer newBuffer(String path, int batch) {
+        double low = buffer.lowWater() > 0 ? buffer.lowWater() : DEFAULT_LOW_WATER;
+        return new IDBuffer(() -> ranges(path, batch), batch, low, () -> Duration.ofNanos(retryPause()));
+    }
+
+    @SuppressWarnings("unchecked")
+    private IDBuffer.Run[] ranges(String path, int count) {
+        Map<String, Object> a = get(path, Map.of("count", count, "format", "ranges"), NO_DEADLINE);
+        List<Object> rs = (List<Object>) a.get("ranges");
+        IDBuffer.Run[] out = new IDBuffer.Run[rs.size()];
+        for (int i = 0; i < out.length; i++) {
+            Map<String, Object> r = (Map<String, Object>) rs.get(i);
+            out[i] = new IDBuffer.Run(Long.parseLong((String) r.get("first")), num(r, "count"), r.containsKey("stride") ? num(r, "stride") : 1);
+        }
+        return out;
+    }
+
+    private void checkOpen() {
+        if (closed) {
+            throw new FlakeidException.Closed();
+        }
+    }
+
+    private static void checkCount(int n) {
+        if (n < 1 || n > MAX_COUNT) {
+            throw new FlakeidException.InvalidArgument("count " + n + " is out of range: want 1 to " + MAX_COUNT);
+        }
+    }
+
+    private static String tagPath(String tag) {
+        if (tag == null || !tag.matches("[A-Za-z0-9\\-_.:]{1,128}") || tag.equals(".") || tag.equals("..")) {
+            throw new FlakeidException.InvalidArgument("tag \"" + tag + "\": want 1–128 characters of A–Z a–z 0–9 - _ . :, and not . or ..");
+        }
+        return "/v1/segment/" + tag + "/next";
+    }
+
+    private static long deadline(Duration timeout) {
+        if (timeout == null) {
+            return NO_DEADLINE;
+        }
+        if (timeout.isNegative() || timeout.isZero()) {
+            throw new FlakeidException.InvalidArgument("timeout " + timeout + ": want a positive duration, or null");
+        }
+        return System.nanoTime() + timeout.toNanos();
+    }
+
+    @SuppressWarnings("unchecked")
+    private static List<String> strings(Map<String, Object> a, String key) {
+        return (List<String>) (List<?>) a.get(key);
+    }
+
+    private static long[] longs(List<String> texts) {
+        return texts.stream().mapToLong(Long::parseLong).toArray();
+    }
+
+    private static long num(Map<String, Object> a, String key) {
+        Object v = a.get(key);
+        return v instanceof Number n ? n.longValue() : 0;
+    }
+
+    private static String str(Map<String, Object> a, String key) {
+        Object v = a.get(key);
+        return v instanceof String s ? s : "";
+    }
+
+    private long jitter(long d) {
+        return d / 2 + ThreadLocalRandom.current().nextLong(d / 2 + 1);
+    }
+
+    private synchronized long retryPause() {
+        long soonest = Long.MAX_VALUE;
+        for (Endpoint e : endpoints) {
+            soonest = Math.min(soonest, e.downUntil - System.nanoTime());
+        }
+        return Math.min(backoffMaxNanos, Math.max(backoffMinNanos, soonest));
+    }
+
+    private synchronized List<Endpoint> order() {
+        long now = System.nanoTime();
+        var up = new ArrayList<Endpoint>();
+        var down = new ArrayList<Endpoint>();
+        for (int i = 0; i < endpoints.size(); i++) {
+            Endpoint e = endpoints.get((preferred + i) % endpoints.size());
+            (e.downUntil - now <= 0 ? up : down).add(e);
+        }
+        down.sort((a, b) -> Long.compare(a.downUntil - now, b.downUntil - now));
+        up.addAll(down);
+        return up;
+    }
+
+    private synchronized void failed(Endpoint e, long retryAfterNanos) {
+        long d = Math.min(backoffMaxNanos, backoffMinNanos << Math.min(e.failures, 30));
+        if (d < 0) {
+            d = backoffMaxNanos;
+        }
+        e.failures++;
+        e.downUntil = System.nanoTime() + Math.max(jitter(d), retryAfterNanos);
+    }
+
+    private synchronized void answered(Endpoint e) {
+        e.failures = 0;
+        e.downUntil = System.nanoTime();
+        preferred = endpoints.indexOf(e);
+    }
+
+    @SuppressWarnings("unchecked")
+    private Map<String, Object> get(String path, Map<String, ?> query, long deadline) {
+        checkOpen();
+        var qs = new StringBuilder();
+        for (var kv : query.entrySet()) {
+            qs.append(qs.length() == 0 ? "?" : "&").append(kv.getKey()).append('=')
+                    .append(URLEncoder.encode(String.valueOf(kv.getValue()), StandardCharsets.UTF_8));
+        }
+        String target = path + qs;
+        int attempts = 0, rounds = 0;
+        RuntimeException last = null;
+        for (;;) {
+            for (Endpoint e : order()) {
+                long now = System.nanoTime();
+                if (attempts >= maxAttempts || (deadline != NO_DEADLINE && now - deadline >= 0)) {
+                    String why = attempts >= maxAttempts ? attempts + " attempts" : "the call's timeout";
+                    throw new FlakeidException.Unavailable("no endpoint answered " + path + " within " + why + ": " + (last == null ? "" : last.getMessage()), last);
+                }
+                attempts++;
+                long per = deadline == NO_DEADLINE ? timeoutNanos : Math.max(1_000_000, Math.min(timeoutNanos, deadline - now));
+                var req = HttpRequest.newBuilder(URI.create(e.base + target)).timeout(Duration.ofNanos(per)).header("Accept", "application/json").GET();
+                if (!token.isEmpty()) {
+                    req.header("Authorization", "Bearer " + token);
+                }
+                HttpResponse<String> res;
+                try {
+                    res = http.send(req.build(), HttpResponse.BodyHandlers.ofString());
+                } catch (IOException | IllegalArgumentException err) {
+                    failed(e, 0);
+                    last = new FlakeidException.Unavailable(e.base + ": " + err, err);
+                    continue;
+                } catch (InterruptedException err) {
+                    Thread.currentThread().interrupt();
+                    throw new FlakeidException.Unavailable("interrupted", err);
+                }
+                int status = res.statusCode();
+                String body = res.body();
+                if (status >= 200 && status < 300) {
+                    answered(e);
+                    try {
+                        return (Map<String, Object>) Json.parse(body);
+                    } catch (RuntimeException err) {
+                        throw new FlakeidException.Unavailable(e.base + ": an answer that is not a JSON object: " + err.getMessage(), err);
+                    }
+                }
+                String code = "", message = body.length() > 500 ? body.substring(0, 500) : body.strip();
+                try {
+                    Map<String, Object> err = (Map<String, Object>) ((Map<String, Object>) Json.parse(body)).get("error");
+                    if (err != null) {
+                        code = String.valueOf(err.getOrDefault("code", ""));
+                        message = String.valueOf(err.getOrDefault("message", ""));
+                    }
+                } catch (RuntimeException ignored) {
+                    // not JSON: the status says it
+                }
+                Duration retryAfter = Duration.ZERO;
+                try {
+                    retryAfter = Duration.ofMillis((long) (1000 * Double.parseDouble(res.headers().firstValue("Retry-After").orElse("0"))));
+                } catch (NumberFormatException ignored) {
+                    // an HTTP date: not sent by flakeid
+                }
+                FlakeidException err = FlakeidException.of(status, code, message, e.base, retryAfter);
+                if (status == 408 || status == 429 || status >= 500) {
+                    failed(e, retryAfter.toNanos());
+                    last = err;
+                    continue;
+                }
+                throw err;
+            }
+            long d = Math.min(backoffMaxNanos, backoffMinNanos << Math.min(rounds, 30));
+            if (d < 0) {
+                d = backoffMaxNanos;
+            }
+            rounds++;
+            long pause = Math.min(backoffMaxNanos, Math.max(jitter(d), retryPause()));
+            if (attempts >= maxAttempts || (deadline != NO_DEADLINE && System.nanoTime() + pause - deadline >= 0)) {
+                throw new FlakeidException.Unavailable("no endpoint answered " + path + " (" + attempts + " attempts): " + (last == null ? "" : last.getMessage()), last);
+            }
+            try {
+                Thread.sleep(Math.max(1, pause / 1_000_000));
+            } catch (InterruptedException err) {
+                Thread.currentThread().interrupt();
+                throw new FlakeidException.Unavailable("interrupted", err);
+            }
+        }
+    }
+}

@@ -1,0 +1,407 @@
+package io.github.flakeid.client;
+
+import static org.junit.Assert.assertArrayEquals;
+import static org.junit.Assert.assertEquals;
+import static org.junit.Assert.assertFalse;
+import static org.junit.Assert.assertNotNull;
+import static org.junit.Assert.assertThrows;
+import static org.junit.Assert.assertTrue;
+
+import com.sun.net.httpserver.HttpServer;
+import java.io.BufferedReader;
+import java.io.File;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.net.InetSocketAddress;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashSet;
+import java.util.List;
+import java.util.UUID;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.IntFunction;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.AfterClass;
+import org.junit.BeforeClass;
+import org.junit.Test;
+
+/**
+ * Tests of the Java client against a live `flakeid serve` (built from this
+ * repository, or the binary $FLAKEID_TEST_BIN names), and of its failover
+ * against small HTTP servers of the test's own that fail on purpose.
+ */
+public class ClientTest {
+    private static final String TOKEN = "java-client-test-token-0123456789";
+    private static Server server;
+    private static Server authServer;
+    private static Path buildDir;
+
+    /** A `flakeid serve` on a port the OS picks, with its own data directory. */
+    static final class Server {
+        final Process proc;
+        final Path dir;
+        final String url;
+
+        Server(String binary, String... args) throws Exception {
+            dir = Files.createTempDirectory("flakeid-java-");
+            var cmd = new ArrayList<>(List.of(binary, "serve", "--listen", "127.0.0.1:0", "--data-dir", dir.toString()));
+            cmd.addAll(List.of(args));
+            var pb = new ProcessBuilder(cmd).redirectOutput(ProcessBuilder.Redirect.DISCARD);
+            pb.environment().keySet().removeIf(k -> k.startsWith("FLAKEID_"));
+            proc = pb.start();
+            var log = new BufferedReader(new InputStreamReader(proc.getErrorStream(), StandardCharsets.UTF_8));
+            Pattern p = Pattern.compile("msg=\"flakeid: listening; not ready until a worker id is leased\" addr=(\\S+)");
+            String found = null;
+            for (String line; found == null && (line = log.readLine()) != null; ) {
+                Matcher m = p.matcher(line);
+                if (m.find()) {
+                    found = "http://" + m.group(1);
+                }
+            }
+            if (found == null) {
+                proc.destroyForcibly();
+                throw new IllegalStateException("flakeid serve did not say where it listens");
+            }
+            url = found;
+            Thread drain = new Thread(() -> {
+                try {
+                    while (log.readLine() != null) {
+                        // the rest of the log
+                    }
+                } catch (IOException ignored) {
+                    // the process ended
+                }
+            });
+            drain.setDaemon(true);
+            drain.start();
+            var http = HttpClient.newHttpClient();
+            for (long end = System.nanoTime() + 60_000_000_000L; System.nanoTime() < end; Thread.sleep(50)) {
+                try {
+                    var res = http.send(HttpRequest.newBuilder(URI.create(url + "/readyz")).build(), HttpResponse.BodyHandlers.ofString());
+                    if (res.statusCode() == 200) {
+                        return;
+                    }
+                } catch (IOException ignored) {
+                    // not yet
+                }
+            }
+            throw new IllegalStateException("flakeid serve at " + url + " did not become ready");
+        }
+
+        void stop() throws Exception {
+            proc.destroy();
+            proc.waitFor();
+            deleteTree(dir);
+        }
+    }
+
+    /** An HTTP server of the test's own: answer(n) gives the status, Retry-After ("" none) and body of its n-th request. */
+    static final class Fake implements AutoCloseable {
+        record Answer(int status, String retryAfter, String body, long delayMs) {
+        }
+
+        final HttpServer srv;
+        final AtomicInteger requests = new AtomicInteger();
+        final String url;
+
+        Fake(IntFunction<Answer> answer) throws IOException {
+            srv = HttpServer.create(new InetSocketAddress("127.0.0.1", 0), 0);
+            srv.setExecutor(java.util.concurrent.Executors.newCachedThreadPool());
+            srv.createContext("/", ex -> {
+                Answer a = answer.apply(requests.getAndIncrement());
+                try {
+                    if (a.delayMs() > 0) {
+                        Thread.sleep(a.delayMs());
+                    }
+                    byte[] b = a.body().getBytes(StandardCharsets.UTF_8);
+                    ex.getResponseHeaders().add("Content-Type", "application/json");
+                    if (!a.retryAfter().isEmpty()) {
+                        ex.getResponseHeaders().add("Retry-After", a.retryAfter());
+                    }
+                    ex.sendResponseHeaders(a.status(), b.length);
+                    ex.getResponseBody().write(b);
+                } catch (IOException | InterruptedException ignored) {
+                    // the client gave up on a slow answer, as it should
+                } finally {
+                    ex.close();
+                }
+            });
+            srv.start();
+            url = "http://127.0.0.1:" + srv.getAddress().getPort();
+        }
+
+        @Override
+        public void close() {
+            srv.stop(0);
+        }
+    }
+
+    static Fake.Answer unavailable(String retryAfter) {
+        return new Fake.Answer(503, retryAfter, "{\"error\":{\"code\":\"unavailable\",\"message\":\"no worker-id lease yet\"}}", 0);
+    }
+
+    static void deleteTree(Path p) throws IOException {
+        if (Files.exists(p)) {
+            try (var s = Files.walk(p)) {
+                s.sorted((a, b) -> b.compareTo(a)).map(Path::toFile).forEach(File::delete);
+            }
+        }
+    }
+
+    @BeforeClass
+    public static void start() throws Exception {
+        String binary = System.getenv().getOrDefault("FLAKEID_TEST_BIN", "");
+        if (binary.isEmpty()) {
+            buildDir = Files.createTempDirectory("flakeid-java-bin-");
+            binary = buildDir.resolve("flakeid").toString();
+            Path repo = Path.of("").toAbsolutePath().getParent().getParent();
+            int rc = new ProcessBuilder("go", "build", "-o", binary, "./cmd/flakeid").directory(repo.toFile()).inheritIO().start().waitFor();
+            assertEquals("go build", 0, rc);
+        }
+        server = new Server(binary, "--auto-create-tags");
+        Path tokens = Files.createTempFile("flakeid-java-tokens-", ".json");
+        Files.writeString(tokens, "[{\"name\":\"test\",\"token\":\"" + TOKEN + "\",\"tags\":[\"*\"],\"snowflake\":true,\"admin\":true}]");
+        authServer = new Server(binary, "--tokens-file", tokens.toString(), "--auto-create-tags");
+        Files.delete(tokens);
+    }
+
+    @AfterClass
+    public static void stop() throws Exception {
+        if (server != null) {
+            server.stop();
+        }
+        if (authServer != null) {
+            authServer.stop();
+        }
+        if (buildDir != null) {
+            deleteTree(buildDir);
+        }
+    }
+
+    static Client client(Config cfg) {
+        return new Client(cfg);
+    }
+
+    static boolean increasing(long[] ids) {
+        for (int i = 1; i < ids.length; i++) {
+            if (ids[i - 1] >= ids[i]) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    static int distinct(long[]... arrays) {
+        var s = new HashSet<Long>();
+        for (long[] a : arrays) {
+            Arrays.stream(a).forEach(s::add);
+        }
+        return s.size();
+    }
+
+    @Test
+    public void idsAreUniqueIncreasingAndDecode() {
+        try (var c = client(Config.of(server.url))) {
+            long[] ids = new long[200];
+            System.arraycopy(c.nextIds(100), 0, ids, 0, 100);
+            for (int i = 100; i < 200; i++) {
+                ids[i] = c.nextId();
+            }
+            assertEquals(200, distinct(ids));
+            assertTrue(increasing(ids));
+            Parts p = c.decode(Long.toString(ids[0]));
+            assertEquals(ids[0], p.id());
+            assertTrue(Duration.between(p.time(), Instant.now()).abs().toSeconds() < 60);
+        }
+    }
+
+    @Test
+    public void bufferHandsOutUniqueIdsAcrossRefills() {
+        try (var c = client(Config.of(server.url).withBuffer(new BufferConfig(1000, 0, 0.5)))) {
+            long[] ids = new long[5000];
+            for (int i = 0; i < ids.length; i++) {
+                ids[i] = c.nextId();
+            }
+            assertEquals(5000, distinct(ids));
+            assertTrue(increasing(ids));
+            long[] big = c.nextIds(3000); // a request of its own
+            assertEquals(8000, distinct(ids, big));
+        }
+    }
+
+    @Test
+    public void segmentIdsAndSeriesNumbers() throws Exception {
+        try (var c = client(Config.of(server.url).withBuffer(new BufferConfig(0, 100, 0))); var plain = client(Config.of(server.url))) {
+            long[] a = new long[250];
+            for (int i = 0; i < a.length; i++) {
+                a[i] = c.nextSegment("java-orders");
+            }
+            long[] b = plain.nextSegmentIds("java-orders", 50);
+            assertEquals(300, distinct(a, b));
+            var body = "{\"tag\":\"java-ord\",\"step\":100,\"period\":\"day\",\"template\":\"ORD-{yyyyMMdd}-{seq:6}\"}";
+            HttpClient.newHttpClient().send(HttpRequest.newBuilder(URI.create(server.url + "/v1/segment/tags"))
+                    .header("Content-Type", "application/json").POST(HttpRequest.BodyPublishers.ofString(body)).build(), HttpResponse.BodyHandlers.ofString());
+            var nums = new ArrayList<>(plain.nextNumbers("java-ord", 3));
+            nums.add(plain.nextNumber("java-ord"));
+            assertEquals(4, new HashSet<>(nums).size());
+            nums.forEach(n -> assertTrue(n, n.matches("ORD-\\d{8}-\\d{6}")));
+            assertThrows(FlakeidException.InvalidArgument.class, () -> plain.nextNumbers("java-not-a-series", 1));
+            assertThrows(FlakeidException.InvalidArgument.class, () -> plain.nextSegmentIds("java-ord", 1));
+        }
+    }
+
+    @Test
+    public void uuidFormsAndBounds() {
+        try (var c = client(Config.of(server.url))) {
+            for (String u : c.nextUuids(3, "uuid7")) {
+                assertEquals(7, UUID.fromString(u).version());
+            }
+            for (String t : c.nextUuids(2, "typeid", "order", null)) {
+                assertTrue(t, t.matches("order_[0-9a-hjkmnp-tv-z]{26}"));
+            }
+            String ulid = c.nextUuids(1, "ulid").get(0);
+            assertEquals("ulid", c.decode(ulid).form());
+            assertThrows(FlakeidException.InvalidArgument.class, () -> c.nextUuids(1, "uuid4"));
+            long id = c.nextId();
+            Bounds b = c.bounds("-1h", "+1h");
+            assertTrue(b.min() <= id && id <= b.max());
+            var e = assertThrows(FlakeidException.InvalidArgument.class, () -> c.bounds("2026-03-02", "2026-03-01"));
+            assertTrue(e.isApiError());
+            assertEquals(400, e.status());
+        }
+    }
+
+    @Test
+    public void errorsTellApartAndTokens() {
+        try (var c = client(Config.of(server.url))) {
+            assertThrows(FlakeidException.InvalidArgument.class, () -> c.nextIds(0));
+            assertThrows(FlakeidException.InvalidArgument.class, () -> c.nextSegment("bad tag!"));
+            var e = assertThrows(FlakeidException.InvalidArgument.class, () -> c.decode("not-an-id"));
+            assertEquals(server.url, e.endpoint());
+        }
+        try (var c = client(Config.of(authServer.url))) {
+            var e = assertThrows(FlakeidException.Unauthenticated.class, c::nextId);
+            assertEquals(401, e.status());
+        }
+        try (var c = client(Config.of(authServer.url).withToken("wrong-token-0123456789"))) {
+            assertThrows(FlakeidException.Unauthenticated.class, c::nextId);
+        }
+        try (var c = client(Config.of(authServer.url).withToken(TOKEN))) {
+            assertTrue(c.nextId() > 0);
+        }
+    }
+
+    @Test
+    public void closed() {
+        var c = client(Config.of(server.url).withBuffer(new BufferConfig(100, 0, 0)));
+        c.nextId();
+        c.close();
+        c.close();
+        assertThrows(FlakeidException.Closed.class, c::nextId);
+        assertThrows(FlakeidException.Closed.class, () -> c.nextIds(1000));
+    }
+
+    @Test
+    public void hangingEndpointIsPassedOver() throws Exception {
+        try (var f = new Fake(n -> new Fake.Answer(200, "", "{\"ids\":[\"1\"]}", 2000));
+                var c = client(Config.of(f.url, server.url).withTimeout(Duration.ofMillis(500)).withBackoff(Duration.ofSeconds(5), Duration.ofSeconds(10)))) {
+            long start = System.nanoTime();
+            assertTrue(c.nextId() > 1);
+            assertTrue(System.nanoTime() - start >= 450_000_000L);
+            for (int i = 0; i < 20; i++) {
+                c.nextId();
+            }
+            assertEquals("the hanging endpoint was asked again within its backoff", 1, f.requests.get());
+        }
+    }
+
+    @Test
+    public void retryAfterIsHonoured() throws Exception {
+        try (var f = new Fake(n -> unavailable("1"));
+                var c = client(Config.of(f.url, server.url).withBackoff(Duration.ofMillis(10), Duration.ofMillis(50)))) {
+            c.nextId();
+            c.nextId();
+            assertEquals(1, f.requests.get());
+        }
+        try (var g = new Fake(n -> n == 0 ? unavailable("1") : new Fake.Answer(200, "", "{\"ids\":[\"42\"]}", 0));
+                var c = client(Config.of(g.url).withBackoff(Duration.ofMillis(10), Duration.ofSeconds(2)))) {
+            long start = System.nanoTime();
+            assertEquals(42, c.nextId());
+            assertTrue(System.nanoTime() - start >= 900_000_000L);
+        }
+    }
+
+    @Test
+    public void givesUpAndClientErrorsAreNotRetried() throws Exception {
+        try (var f = new Fake(n -> unavailable(""))) {
+            try (var c = client(Config.of(f.url).withMaxAttempts(3).withBackoff(Duration.ofMillis(10), Duration.ofMillis(20)))) {
+                var e = assertThrows(FlakeidException.Unavailable.class, c::nextId);
+                assertTrue(e.getCause() instanceof FlakeidException fe && fe.isApiError());
+                assertEquals(3, f.requests.get());
+            }
+            try (var c = client(Config.of(f.url).withMaxAttempts(1000).withBackoff(Duration.ofMillis(10), Duration.ofMillis(50)))) {
+                long start = System.nanoTime();
+                assertThrows(FlakeidException.Unavailable.class, () -> c.nextId(Duration.ofMillis(300)));
+                assertTrue(System.nanoTime() - start < 3_000_000_000L); // 300 ms, and a pause of at most 50 ms
+            }
+        }
+        try (var g = new Fake(n -> new Fake.Answer(404, "", "{\"error\":{\"code\":\"not_found\",\"message\":\"no tag x\"}}", 0));
+                var c = client(Config.of(g.url, server.url))) {
+            var e = assertThrows(FlakeidException.NotFound.class, () -> c.nextSegment("x"));
+            assertEquals("not_found", e.code());
+            assertEquals(1, g.requests.get());
+            try (var b = client(Config.of(g.url).withBuffer(new BufferConfig(0, 10, 0)))) {
+                // Through a buffer too, at once despite its timeout.
+                assertThrows(FlakeidException.NotFound.class, () -> b.nextSegmentIds("x", 1, Duration.ofSeconds(30)));
+            }
+        }
+    }
+
+    @Test
+    public void bufferRidesOutAnOutage() throws Exception {
+        var up = new AtomicBoolean(true);
+        try (var f = new Fake(n -> up.get()
+                ? new Fake.Answer(200, "", "{\"count\":100,\"ranges\":[{\"first\":\"" + (1000L * n + 1) + "\",\"count\":100,\"stride\":1}]}", 0)
+                : unavailable(""));
+                var c = client(Config.of(f.url).withBuffer(new BufferConfig(100, 0, 0.5)).withBackoff(Duration.ofMillis(10), Duration.ofMillis(50)))) {
+            assertEquals(1, c.nextId());
+            up.set(false);
+            long[] got = new long[99];
+            for (int i = 0; i < got.length; i++) {
+                got[i] = c.nextId();
+            }
+            long[] want = new long[99];
+            Arrays.setAll(want, i -> i + 2);
+            assertArrayEquals(want, got);
+            assertThrows(FlakeidException.Unavailable.class, () -> c.nextId(Duration.ofMillis(200)));
+            up.set(true);
+            assertTrue(c.nextId(Duration.ofSeconds(5)) > 100);
+        }
+    }
+
+    @Test
+    public void configIsValidated() {
+        for (Config bad : List.of(Config.of(), Config.of("ftp://x"), Config.of("http://a", "http://a/"), Config.of("http://a").withTimeout(Duration.ofSeconds(-1)),
+                Config.of("http://a").withMaxAttempts(1001), Config.of("http://a").withBackoff(Duration.ofSeconds(2), Duration.ofSeconds(1)),
+                Config.of("http://a").withToken("a\nb"), Config.of("http://a").withBuffer(new BufferConfig(0, 0, 2)))) {
+            assertThrows(bad.toString(), FlakeidException.InvalidConfig.class, () -> new Client(bad));
+        }
+        Config d = Config.defaults();
+        d.validate();
+        assertEquals(List.of(Config.DEFAULT_ENDPOINT), d.endpoints());
+        assertEquals(10_000, d.buffer().snowflake());
+        assertFalse(d.buffer().segment() > 0);
+        assertNotNull(d.timeout());
+    }
+}
