@@ -10,10 +10,10 @@ set -euo pipefail
 cd "$(dirname "$0")"
 rm -rf build
 mkdir -p build/classes build/test-classes
-javac --release 17 -Xlint:all -Werror -d build/classes $(find src/main/java -name '*.java')
+javac --release 17 -encoding UTF-8 -Xlint:all -Werror -d build/classes $(find src/main/java -name '*.java')
 jar --create --file build/flakeid-client.jar -C build/classes .
 if [ "${1:-}" = test ]; then
   cp=/usr/share/java/junit4.jar:/usr/share/java/hamcrest-core.jar
-  javac --release 17 -d build/test-classes -cp "build/classes:$cp" $(find src/test/java -name '*.java')
-  java -cp "build/classes:build/test-classes:$cp" org.junit.runner.JUnitCore io.github.flakeid.client.ClientTest
+  javac --release 17 -encoding UTF-8 -d build/test-classes -cp "build/classes:$cp" $(find src/test/java -name '*.java')
+  java -Dfile.encoding=UTF-8 -cp "build/classes:build/test-classes:$cp" org.junit.runner.JUnitCore io.github.flakeid.client.ClientTest
 fi
