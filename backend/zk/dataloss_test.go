@@ -121,7 +121,7 @@ func TestServerDataLossRecovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dc := direct.(*claim)
+	dc := sessionOf(t, w, 1, direct)
 	if err := direct.Renew(ctx, testTTL, time.Now().Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestServerDataLossRecovers(t *testing.T) {
 	// start again (so that it refuses the clients who saw them for a
 	// while): every node of a test writes a few.
 	for range 30 {
-		if _, _, err := w.zkNow(ctx); err != nil {
+		if _, err := w.zkNow(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -202,14 +202,14 @@ func TestServerDataLossRecovers(t *testing.T) {
 	// The hand-renewed claim's session ended (its watchdog, since it was
 	// not renewed, or ZooKeeper telling it the session is unknown), no new
 	// session took its place, and its Renew says the lease is over.
-	for dl := time.Now().Add(2 * testTTL); dc.sess.err() == nil; time.Sleep(20 * time.Millisecond) {
+	for dl := time.Now().Add(2 * testTTL); dc.err() == nil; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(dl) {
 			t.Fatal("the claim's session outlived the wipe")
 		}
 	}
-	t.Logf("the claim's session ended: %v", dc.sess.err())
-	if id := dc.sess.conn.SessionID(); id != 0 && id != dc.sess.id {
-		t.Fatalf("the claim's connection opened another session %#x (its own was %#x)", id, dc.sess.id)
+	t.Logf("the claim's session ended: %v", dc.err())
+	if id := dc.conn.SessionID(); id != 0 && id != dc.id {
+		t.Fatalf("the claim's connection opened another session %#x (its own was %#x)", id, dc.id)
 	}
 	err = direct.Renew(ctx, testTTL, time.Now().Add(time.Second))
 	if !errors.Is(err, worker.ErrReset) && !errors.Is(err, worker.ErrNotHeld) {

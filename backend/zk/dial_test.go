@@ -260,7 +260,7 @@ func TestSilentServerDuringHandshake(t *testing.T) {
 		}
 	})
 	t.Run("claim", func(t *testing.T) {
-		w := &Workers{servers: []string{newRestarting(t, addr, 1).addr()}}
+		w := &Workers{servers: []string{newRestarting(t, addr, 1).addr()}, sessions: map[int64]*session{}}
 		ttl := 10 * time.Second // go-zookeeper alone would wait 67 s
 		ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
 		defer cancel()
@@ -321,7 +321,7 @@ func TestSlowHandshake(t *testing.T) {
 	addr := testenv.ZooKeeper().Require(t)
 	srv := newRestarting(t, addr, 0)
 	srv.setDelay(handshakeTimeout * 3 / 2)
-	w := &Workers{servers: []string{srv.addr()}}
+	w := &Workers{servers: []string{srv.addr()}, sessions: map[int64]*session{}}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	s, err := w.openSession(ctx, 10*time.Second)

@@ -83,88 +83,62 @@
 // is failed by go-zookeeper when the connection gives up, after two thirds of
 // the session timeout, or is answered later, harmlessly: see below).
 //
-// # Atomicity and fencing
+// # The protocol
 //
-// ZooKeeper's only compare is on a node's version, and versions restart at 0
-// when a node is deleted and created again (a wipe, a restore): a version
-// may coincide on a node that is not the one read. Every version check is
-// therefore backed by a Czxid — the zxid of the transaction that created the
-// node, which no other node ever has.
+// Workers is protocol.Driver over this package's Store: the driver decides
+// every Acquire, Renew, Release, LowerMark and Unclaim (admission, the mark
+// bound, the worker id, the record, what a lost state means), and the Store
+// only reads a datacenter and commits a decided change guarded by the read.
 //
-// Acquire reads the record, the registry entry and every slot's holder and
-// high nodes on the Workers' own session; refuses a request whose contract
-// differs from the record's or whose datacenter another namespace claimed
-// (both sides in the error, nothing written); picks a free id (never used,
-// released or expired; among them the lowest one whose high-water mark has
-// passed, else the one with the smallest mark); opens the claim's session,
-// and claims the id on it in one Multi:
+// A Read writes <prefix>/clock (its Mtime is ZooKeeper's clock: see Clock
+// below; the write also brings the shared session up to the leader, so that
+// a lagging follower cannot pass for a rollback), lists the datacenter's
+// node, and reads the record, the registry entry, the space and every worker
+// id's holder and high nodes, pipelined, with their Stats. A slot with a
+// holder node is held for as long as the node exists (its session lives):
+// the store has Sessions, and its own clock.
 //
-//	Check(record, version) or Create(record) when missing,
-//	Check(registry entry, version) or Create(entry) when missing,
-//	Create(holder, EPHEMERAL, owner), SetData(high, max(stored, reserve), version)
-//	or Create(high) when missing, [SetData or Check each Leaf node of the id]
+// A Commit is one Multi:
 //
-// (each Create followed by a SetData of the same data, whose reply carries
-// the Stat a Create's does not). A lost race (the node exists, a version
-// changed) is retried on a fresh read; each lost race is an id another node
-// won, so a herd of nodes starting together gets through in turn. After it,
-// the record and holder nodes are read back on the claim's session: a record
-// with another Czxid than the one read means it was deleted and re-created in
-// between, and the claim is abandoned and retried. The mark a new holder
-// starts from is the one its Multi replaced, raised to the record's floor.
+//	Check(node, version read) for each node the decision rests on and does not write,
+//	SetData(node, data, version read), or Create(node) when it was missing, for each it writes,
+//	Create(holder, EPHEMERAL, {"owner", "ttl_ms"}) for a new holder,
+//	Delete(holder, version) for a release,
+//	SetData(high, mark, version) for every changed slot (the slot's guard),
+//	Create + Delete of the holder node for a mark changed on a free id (no holder came),
+//	[SetData each Leaf node to its fence, or Check it, for a Leaf id]
 //
-// Renew and Release run, on the claim's session,
+// run on the holder's own session: a new session for a new holder (opened
+// with the lease's TTL as its timeout, before the Multi), the holder node's
+// owning session for a renewal or release (one this Workers opened and that
+// has not ended: ErrNotHeld otherwise), the shared one when no holder
+// changes. A guard that fails is a lost race: the driver reads and decides
+// again. ZooKeeper's only compare is on a node's version, and versions
+// restart at 0 when a node is deleted and created again (a wipe, a restore):
+// after the Multi, the Czxid of every node it set (from the reply) and the
+// Czxid, data and owning session of every node it only checked (read back
+// on the same session, so after the Multi) must be the ones read; otherwise
+// the session opened for it is closed (deleting its holder node) and the
+// race is lost. Release closes the session after its Multi. Renew refuses a
+// TTL longer than the session's timeout (worker.ErrInvalidConfig).
 //
-//	Check(record, version), Check(holder, version), SetData(high, max(mark, reserve), version),
-//	Check(each fenced Leaf node, version)
+// Unclaim takes two steps, since ZooKeeper cannot guard a write by a whole
+// subtree: it marks the registry node as being freed (guarded by its
+// version: an Acquire that read it before fails its own check, one that
+// reads it after is refused), reads the datacenter again, and deletes the
+// node if nothing else changed, or puts it back.
 //
-// and then compare the high node's Czxid (from the reply) and the record's
-// and holder's (read back on the same session: the same Czxid now means the
-// same node then) with the claim's, and the holder's owning session with its
-// own. The holder node is checked, never written: a Multi whose versions
-// coincided on nodes someone else re-created may change nothing of theirs
-// but the mark, which only grows. A holder whose session expired cannot
-// write at all (ZooKeeper refuses a dead session's requests), and one whose
-// requests were held up in the network finds, when they arrive, either its
-// session gone or another holder's node and mark versions. Release then
-// closes the session, and ZooKeeper deletes the holder node with it — only
-// that session's node, never one that a coinciding version would name.
-// Renew refuses a TTL longer than the session's timeout
-// (worker.ErrInvalidConfig).
+// List reports a held slot's Expires as the later Mtime of its holder and
+// high nodes (the high node is written by every renewal, by ZooKeeper's
+// clock) plus the ttl_ms the holder stored: its TTL, or its session timeout
+// when the server negotiated a longer one.
 //
-// Reads on the Workers' own session may be served by a follower that lags
-// behind the leader. Nothing is decided on such a read alone: every claim
-// rests on a version-checked Multi, and the failure path below calls Sync
-// before it reads, so that a lagging follower cannot pass for a rollback.
+// # Lost state
 //
-// List reports a held slot's Expires as the Mtime of its high node (written
-// by every renewal, by ZooKeeper's clock) plus the ttl_ms the holder stored:
-// its TTL, or its session timeout when the server negotiated a longer one.
-//
-// # Lost and rolled-back state
-//
-// When a guarded Multi fails, or its nodes turn out to be others', Renew and
-// Release read the record, holder and high nodes and decide as
-// backend/etcd's claims do:
-//
-//   - The record is gone: the namespace's tree was deleted, or ZooKeeper
-//     behind the servers is a new, empty ensemble.
-//   - The record was initialised before the one the claim acquired under,
-//     or it is the same incarnation but the claim's high node is gone or
-//     below the highest mark the claim stored: ZooKeeper went back to an
-//     older copy.
-//
-// In these cases the record is re-initialised — a new incarnation, the
-// record's contract (the claim's when there is none), floor = max(old floor,
-// ZooKeeper's clock + the claim's quarantine) — guarded by its version (or
-// created when missing), the registry entry is created again if missing, no
-// slot is touched, and the call fails with worker.ErrReset saying what was
-// found. A record with another, later incarnation means another node already
-// did so: ErrReset, nothing written. Otherwise the holder node decides: gone,
-// or another session's (or another Czxid) gives worker.ErrNotHeld; still
-// ours, the Multi is retried from what is stored (a mark raised by someone
-// else, a write of ours whose answer was lost). After ErrReset the claim's
-// session lapses with its watchdog, as a lease would.
+// A ZooKeeper that went back to an older copy, or lost the namespace's tree,
+// is recognised by the driver (worker.Diagnose) on the next renewal, which
+// re-initialises the record behind a quarantine and fails with
+// worker.ErrReset; see package protocol.
 //
 // A ZooKeeper that lost its data (a server whose disk was wiped, restarted
 // empty) starts its zxids again from 0 and refuses every client that saw a
@@ -195,16 +169,11 @@
 // # Clock
 //
 // ZooKeeper stamps every write with its leader's clock (Stat.Mtime, when it
-// prepared the transaction). Claim.Clock is the Mtime of the high node
-// written by the last successful Acquire or Renew, stale by that request's
-// round trip: a coordinator clock, so worker.Config.MaxClockSkew is checked
-// against ZooKeeper's clock on every renewal. A namespace record is
-// initialised at ZooKeeper's clock: Acquire and the re-initialisation first
-// write <prefix>/clock, estimate the clock at their Multi as that write's
-// Mtime plus a millisecond plus the time since it was sent, and, should the
-// Multi's own Mtime still be later, move the record's initialisation and
-// floor to it in a second, version-guarded write (in the few milliseconds
-// between, another node may start from the estimate).
+// prepared the transaction). Every Read writes the empty node
+// <prefix>/clock, and its Mtime is the coordinator's clock of the decision:
+// the mark bound, the lease's end, a new record's initialisation and
+// Claim.Clock, so worker.Config.MaxClockSkew is checked against ZooKeeper's
+// clock on every renewal.
 //
 // # Taking over from Leaf
 //
@@ -218,10 +187,10 @@
 // forever/ is worker.ErrInvalidConfig: a wrong path must not make every id
 // look free), and treats each Leaf worker id as
 //
-//   - taken, when any of its nodes was written less than Interval + Margin
-//     ago by ZooKeeper's clock (its Mtime against the Mtime of the clock
-//     write Acquire makes before reading), or cannot be read (garbage data,
-//     no timestamp): counted as held by ErrExhausted;
+//   - held by "leaf:<ip>:<port>", when any of its nodes was written less
+//     than Interval + Margin ago by ZooKeeper's clock (its Mtime against the
+//     Mtime of the Read's clock write), or cannot be read (garbage data, no
+//     timestamp): ErrExhausted names such holders;
 //   - free above max(timestamp, Mtime) + Interval + Margin of its newest
 //     node otherwise: the acquiring Multi raises the id's high node to at
 //     least that, so Previous is past every ID the Leaf server could have
@@ -233,15 +202,17 @@
 //     recognised as fenced (not live, whatever its Mtime; our high node
 //     carries the mark).
 //
-// Every Renew checks the fenced nodes' versions: a Leaf server that was only
-// paused and uploads again ends the lease with worker.ErrNotHeld naming its
-// node and ip:port. What the takeover cannot see: a Leaf server that runs on
+// Every Renew and Release checks the Leaf nodes' versions, and a Read
+// reports an id held in our tree whose Leaf node is no longer fenced as held
+// by that Leaf server: a Leaf server that was only paused and uploads again
+// ends the lease with worker.ErrNotHeld naming its node and ip:port. What the takeover cannot see: a Leaf server that runs on
 // without reaching ZooKeeper (Leaf keeps issuing when its uploads fail), and
-// a Leaf server registering a new node while a claim runs (seen only by the
-// next Acquire). Stop the Leaf servers before switching, and keep Margin
-// above the clock differences between them and ZooKeeper. List reports Leaf
-// ids not held in our tree with Holder "leaf:<ip>:<port>", Expires = Mtime +
-// Interval + Margin and HighWater = the mark above.
+// a Leaf server registering a new node while a claim runs (seen by the
+// claim's next renewal, which then fails with ErrNotHeld: the two issue
+// with the id until then). Stop the Leaf servers before switching, and keep Margin
+// above the clock differences between them and ZooKeeper. List reports the
+// live Leaf servers' ids with Holder "leaf:<ip>:<port>", Expires = Mtime +
+// Interval + Margin, and every Leaf id's HighWater as the mark above.
 //
 // # Limits
 //
@@ -252,7 +223,7 @@
 // # Errors
 //
 // Every error wraps one of worker's sentinels: ErrExhausted (saying how many
-// ids are held, and how many by Leaf), ErrNotHeld, ErrReset, ErrContract,
+// ids are held, and by whom), ErrNotHeld, ErrReset, ErrContract,
 // ErrInvalidConfig, or ErrUnavailable for a ZooKeeper that cannot be reached
 // or answers with an error, or a node whose data cannot be read (named, with
 // its data); the context's error stays visible to errors.Is. Errors name the

@@ -3,10 +3,13 @@ package zk
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	gozk "github.com/go-zookeeper/zk"
 
 	"github.com/flakeid/flakeid/snowflake"
 	"github.com/flakeid/flakeid/worker"
@@ -131,15 +134,7 @@ type leafID struct {
 	liveUntil int64     // the live node's Mtime + Interval + Margin
 }
 
-func (l *leafID) taken() bool { return l != nil && (l.live != nil || l.garbage != nil) }
-
-func (l *leafID) high() int64 {
-	if l == nil {
-		return 0
-	}
-	return l.highMs
-}
-
+// nodes is the id's Leaf nodes; none for a nil leafID.
 func (l *leafID) nodes() []*leafNode {
 	if l == nil {
 		return nil
@@ -147,21 +142,23 @@ func (l *leafID) nodes() []*leafNode {
 	return l.all
 }
 
-// holder is the Holder and Expires List reports for a Leaf worker id that
-// is not fenced.
-func (l *leafID) holder() (string, time.Time, bool) {
-	switch {
-	case l.garbage != nil:
-		return fmt.Sprintf("leaf:%s (unreadable: %s)", l.garbage.addr, l.garbage.garbage), time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC), true
-	case l.live != nil:
-		return "leaf:" + l.live.addr, msTime(l.liveUntil), true
+// holder is the holder Read reports for the id, and until when (Unix ms),
+// when Leaf holds it: a node that cannot be read (for ever), a live Leaf
+// server, or — on an id a flakeid holder holds (ours), whose Acquire
+// fenced every Leaf node of it — a node written again since.
+func (l *leafID) holder(ours bool) (string, int64, bool) {
+	if l.garbage != nil {
+		return fmt.Sprintf("leaf:%s (unreadable: %s)", l.garbage.addr, l.garbage.garbage), time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC).UnixMilli(), true
 	}
 	for _, n := range l.all {
-		if !n.fenced {
-			return "leaf:" + n.addr, msTime(l.liveUntil), true
+		if ours && !n.fenced {
+			return fmt.Sprintf("leaf:%s (its node %s was written again after a flakeid holder fenced it)", n.addr, n.path), l.liveUntil, true
 		}
 	}
-	return "", time.Time{}, false
+	if l.live != nil {
+		return "leaf:" + l.live.addr, l.liveUntil, true
+	}
+	return "", 0, false
 }
 
 // parseLeafName splits a forever/ child "<ip>:<port>-<10-digit sequence>".
@@ -185,7 +182,7 @@ func (w *Workers) readLeaf(ctx context.Context, nowMs int64) (map[int64]*leafID,
 	conn := w.shared()
 	kids, err := await(ctx, func() ([]string, error) { c, _, err := conn.Children(dir); return c, err })
 	if err != nil {
-		if isNoNode(err) {
+		if errors.Is(err, gozk.ErrNoNode) {
 			return nil, fmt.Errorf("%w: there is no Leaf registry at %s on ZooKeeper %s: check the Leaf path (leaf=/snowflake/<leaf.name>)",
 				worker.ErrInvalidConfig, dir, strings.Join(w.servers, ","))
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/flakeid/flakeid/worker/protocol"
 	"strings"
 	"testing"
 	"time"
@@ -127,8 +128,8 @@ func TestLeafTakeover(t *testing.T) {
 
 	// Until the dead server's node is Interval + Margin old, both are
 	// live, and the live one stays so throughout.
-	if _, err := w.Acquire(t.Context(), leafReq("early", 2)); !errors.Is(err, worker.ErrExhausted) || !strings.Contains(err.Error(), "Leaf") {
-		t.Fatalf("Acquire while both Leaf servers look live: %v, want ErrExhausted naming Leaf", err)
+	if _, err := w.Acquire(t.Context(), leafReq("early", 2)); !errors.Is(err, worker.ErrExhausted) || !strings.Contains(err.Error(), `0 by "leaf:10.0.0.1:8080"`) {
+		t.Fatalf("Acquire while both Leaf servers look live: %v, want ErrExhausted naming the Leaf servers", err)
 	}
 	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 		if cl, err := w.Acquire(t.Context(), leafReq("never", 1)); !errors.Is(err, worker.ErrExhausted) {
@@ -145,7 +146,7 @@ func TestLeafTakeover(t *testing.T) {
 	}
 	wantHigh := max(deadTS.UnixMilli(), deadStat.Mtime) + (testLeaf().Interval + testLeaf().Margin).Milliseconds()
 	if cl.Previous().UnixMilli() < wantHigh {
-		t.Fatalf("Previous %v is before the dead Leaf server's last timestamp + interval + margin %v", cl.Previous(), msTime(wantHigh))
+		t.Fatalf("Previous %v is before the dead Leaf server's last timestamp + interval + margin %v", cl.Previous(), protocol.MsTime(wantHigh))
 	}
 	d, _ := lt.get(dead)
 	if *d.Timestamp != LeafFenceTimestamp || d.IP != "10.0.0.2" || string(d.Port) != `"8080"` {
@@ -171,7 +172,7 @@ func TestLeafTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	again, err := w.Acquire(t.Context(), leafReq("again", 2))
-	if err != nil || again.WorkerID() != 1 || again.Previous().UnixMilli() < ceilMs(mark) {
+	if err != nil || again.WorkerID() != 1 || again.Previous().UnixMilli() < protocol.CeilMs(mark) {
 		t.Fatalf("Acquire after the release: %v, %v; want worker 1 from %v", again, err, mark)
 	}
 
@@ -302,5 +303,37 @@ func TestLeafSeveralNodesPerID(t *testing.T) {
 	}
 	if _, err := w.Acquire(t.Context(), leafReq("y", 2)); !errors.Is(err, worker.ErrExhausted) {
 		t.Fatalf("Acquire of the id with a live Leaf node: %v, want ErrExhausted", err)
+	}
+}
+
+// TestLeafNewNodeEndsLease: a Leaf server registering for the first time
+// while flakeid holds the worker id its new node numbers ends that lease at
+// its next renewal, naming the node; the lease of another id runs on.
+func TestLeafNewNodeEndsLease(t *testing.T) {
+	t.Parallel()
+	addr := testenv.ZooKeeper().Require(t)
+	sp := testSpace(t, addr)
+	lt := newLeafTree(t, addr, sp)
+	lt.register("10.0.0.1", "8080", leafJSON("10.0.0.1", "8080", time.Now().Add(-time.Hour))) // 0
+	time.Sleep(testLeaf().Interval + testLeaf().Margin)                                       // stopped
+	w := leafWorkers(t, addr, sp, lt)
+	zero, err := w.Acquire(t.Context(), leafReq("zero", 1))
+	if err != nil || zero.WorkerID() != 0 {
+		t.Fatalf("Acquire = %v, %v; want the stopped Leaf server's 0", zero, err)
+	}
+	one, err := w.Acquire(t.Context(), leafReq("one", 3))
+	if err != nil || one.WorkerID() != 1 {
+		t.Fatalf("Acquire = %v, %v; want 1, above Leaf's", one, err)
+	}
+	added := lt.register("10.0.0.9", "8080", leafJSON("10.0.0.9", "8080", time.Now()))
+	if !strings.HasSuffix(added, "-0000000001") {
+		t.Fatalf("the new Leaf node is %s; want sequence 1", added)
+	}
+	err = one.Renew(t.Context(), testTTL, time.Now().Add(time.Second))
+	if !errors.Is(err, worker.ErrNotHeld) || !strings.Contains(err.Error(), added) || !strings.Contains(err.Error(), "10.0.0.9:8080") {
+		t.Fatalf("Renew of the id a new Leaf node numbers: %v; want ErrNotHeld naming the node and its address", err)
+	}
+	if err := zero.Renew(t.Context(), testTTL, time.Now().Add(time.Second)); err != nil {
+		t.Fatalf("Renew of the id taken over: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/flakeid/flakeid/worker/protocol"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,7 +39,7 @@ func TestResetRecognised(t *testing.T) {
 		// Only the record is lost (an operator's delete of one node): the
 		// holder's Renew re-initialises it, the slots and marks stay.
 		_, w, c, cl := setup(t)
-		if err := c.Delete(w.nsPath(0), -1); err != nil {
+		if err := c.Delete(w.keys().Namespace(0), -1); err != nil {
 			t.Fatal(err)
 		}
 		wantReset(t, w, cl.Renew(t.Context(), testTTL, time.Now().Add(time.Second)), "is gone", true)
@@ -55,19 +56,24 @@ func TestResetRecognised(t *testing.T) {
 		// The record is deleted and re-created with another incarnation
 		// and the very version this holder checks: only its Czxid tells.
 		_, w, c, cl := setup(t)
-		if err := c.Delete(w.nsPath(0), -1); err != nil {
+		_, was, err := c.Exists(w.keys().Namespace(0))
+		if err != nil {
 			t.Fatal(err)
 		}
-		other := newRecord("c", time.Now().Add(time.Minute).UnixMilli(), time.Second)
-		if _, err := c.Create(w.nsPath(0), other.encode(), gozk.FlagPersistent, acl()); err != nil {
+		if err := c.Delete(w.keys().Namespace(0), -1); err != nil {
 			t.Fatal(err)
 		}
-		for v := int32(0); v < cl.(*claim).recVersion; v++ {
-			if _, err := c.Set(w.nsPath(0), other.encode(), v); err != nil {
+		now := time.Now().Add(time.Minute).UnixMilli()
+		other := protocol.Record{Incarnation: protocol.NewIncarnation(), Contract: "c", InitialisedMs: now, FloorMs: now + 1000}
+		if _, err := c.Create(w.keys().Namespace(0), other.Encode(), gozk.FlagPersistent, acl()); err != nil {
+			t.Fatal(err)
+		}
+		for v := int32(0); v < was.Version; v++ {
+			if _, err := c.Set(w.keys().Namespace(0), other.Encode(), v); err != nil {
 				t.Fatal(err)
 			}
 		}
-		wantReset(t, w, cl.Renew(t.Context(), testTTL, time.Now().Add(time.Second)), "another node found it first", false)
+		wantReset(t, w, cl.Renew(t.Context(), testTTL, time.Now().Add(time.Second)), "another client found it first", false)
 	})
 
 	t.Run("RestoreFromBeforeAReset", func(t *testing.T) {
@@ -106,7 +112,7 @@ func TestResetRecognised(t *testing.T) {
 
 	t.Run("MarkBelowStored", func(t *testing.T) {
 		_, w, c, cl := setup(t)
-		if _, err := c.Set(w.highPath(0, cl.WorkerID()), []byte("1000"), -1); err != nil {
+		if _, err := c.Set(w.keys().High(0, cl.WorkerID()), []byte("1000"), -1); err != nil {
 			t.Fatal(err)
 		}
 		wantReset(t, w, cl.Renew(t.Context(), testTTL, time.Now().Add(time.Second)), "high-water mark", true)
@@ -114,10 +120,10 @@ func TestResetRecognised(t *testing.T) {
 
 	t.Run("MarkGone", func(t *testing.T) {
 		_, w, c, cl := setup(t)
-		if err := c.Delete(w.highPath(0, cl.WorkerID()), -1); err != nil {
+		if err := c.Delete(w.keys().High(0, cl.WorkerID()), -1); err != nil {
 			t.Fatal(err)
 		}
-		wantReset(t, w, cl.Release(t.Context(), time.Now()), "is gone", true)
+		wantReset(t, w, cl.Release(t.Context(), time.Now()), "below the", true)
 	})
 
 	t.Run("SecondHolderFindsItDone", func(t *testing.T) {
@@ -133,7 +139,7 @@ func TestResetRecognised(t *testing.T) {
 		conn.Wipe(t)
 		wantReset(t, w, cl.Renew(t.Context(), testTTL, time.Now().Add(time.Second)), "is gone", true)
 		ns, _, _ := w.Namespace(t.Context(), 0)
-		wantReset(t, w, cl2.Renew(t.Context(), testTTL, time.Now().Add(time.Second)), "another node found it first", false)
+		wantReset(t, w, cl2.Renew(t.Context(), testTTL, time.Now().Add(time.Second)), "another client found it first", false)
 		if again, _, _ := w.Namespace(t.Context(), 0); again != ns {
 			t.Fatalf("the second holder re-initialised again: %+v, then %+v", ns, again)
 		}
@@ -144,7 +150,7 @@ func TestResetRecognised(t *testing.T) {
 		// from it.
 		_, w, c, cl := setup(t)
 		raised := time.Now().Add(time.Hour).UnixMilli()
-		if _, err := c.Set(w.highPath(0, cl.WorkerID()), []byte(strconv.FormatInt(raised, 10)), -1); err != nil {
+		if _, err := c.Set(w.keys().High(0, cl.WorkerID()), []byte(strconv.FormatInt(raised, 10)), -1); err != nil {
 			t.Fatal(err)
 		}
 		if err := cl.Renew(t.Context(), testTTL, time.Now().Add(time.Second)); err != nil {
@@ -159,7 +165,7 @@ func TestResetRecognised(t *testing.T) {
 		// Not a reset: the holder node alone is gone (an operator's
 		// delete). The id is no longer held.
 		_, w, c, cl := setup(t)
-		if err := c.Delete(w.holderPath(0, cl.WorkerID()), -1); err != nil {
+		if err := c.Delete(w.keys().Holder(0, cl.WorkerID()), -1); err != nil {
 			t.Fatal(err)
 		}
 		err := cl.Renew(t.Context(), testTTL, time.Now().Add(time.Second))
@@ -170,11 +176,11 @@ func TestResetRecognised(t *testing.T) {
 
 	t.Run("GarbageRecord", func(t *testing.T) {
 		_, w, c, cl := setup(t)
-		if _, err := c.Set(w.nsPath(0), []byte("{garbage"), -1); err != nil {
+		if _, err := c.Set(w.keys().Namespace(0), []byte("{garbage"), -1); err != nil {
 			t.Fatal(err)
 		}
 		err := cl.Renew(t.Context(), testTTL, time.Now().Add(time.Second))
-		if !errors.Is(err, worker.ErrUnavailable) || !strings.Contains(err.Error(), w.nsPath(0)) || !strings.Contains(err.Error(), "{garbage") {
+		if !errors.Is(err, worker.ErrUnavailable) || !strings.Contains(err.Error(), w.keys().Namespace(0)) || !strings.Contains(err.Error(), "{garbage") {
 			t.Fatalf("Renew with a garbage record: %v; want ErrUnavailable naming the node and its data", err)
 		}
 		if _, err := w.Acquire(t.Context(), req); !errors.Is(err, worker.ErrUnavailable) {
@@ -197,7 +203,7 @@ func wantReset(t *testing.T, w *Workers, err error, found string, reinit bool) {
 			t.Fatalf("error %q does not say %q", err, s)
 		}
 	}
-	if got := strings.Contains(err.Error(), "re-initialised the record as"); got != reinit {
+	if got := strings.Contains(err.Error(), "the namespace is re-initialised"); got != reinit {
 		t.Fatalf("error %q: re-initialised %v, want %v", err, got, reinit)
 	}
 }
@@ -233,9 +239,9 @@ func TestKeys(t *testing.T) {
 		rec["floor_ms"].(float64)-rec["initialised_ms"].(float64) != 1500 || cl.Previous() != time.UnixMilli(int64(rec["floor_ms"].(float64))).UTC() {
 		t.Fatalf("namespace record %s (Previous %v): want {incarnation, contract c1, floor_ms = initialised_ms + 1.5s = Previous}", data, cl.Previous())
 	}
-	// Initialised by ZooKeeper's clock, no earlier than the write that
-	// created it.
-	if init := int64(rec["initialised_ms"].(float64)); init < st.Ctime || init > time.Now().Add(time.Second).UnixMilli() || init < before.Add(-time.Second).UnixMilli() {
+	// Initialised by ZooKeeper's clock, as the Acquire read it before the
+	// write that created the record.
+	if init := int64(rec["initialised_ms"].(float64)); init > st.Ctime || init > time.Now().Add(time.Second).UnixMilli() || init < before.Add(-time.Second).UnixMilli() {
 		t.Fatalf("initialised_ms %d; the record was created at %d by ZooKeeper's clock", init, st.Ctime)
 	}
 	data, st, err = c.Get(sp.registry + "/3")
@@ -243,7 +249,7 @@ func TestKeys(t *testing.T) {
 		t.Fatalf("registry entry of datacenter 3: %s, %v", data, err)
 	}
 	data, st, err = c.Get(sp.prefix + "/3/0/holder")
-	if err != nil || st.EphemeralOwner != cl.(*claim).sess.id || string(data) != `{"owner":"o","ttl_ms":2000}` {
+	if err != nil || st.EphemeralOwner != sessionOf(t, w, 3, cl).id || string(data) != `{"owner":"o","ttl_ms":2000}` {
 		t.Fatalf("holder node of worker 3/0: %s, %+v, %v", data, st, err)
 	}
 	data, st, err = c.Get(sp.prefix + "/3/0/high")
@@ -307,36 +313,5 @@ func TestHerd(t *testing.T) {
 			t.Errorf("worker id %d handed out twice", id)
 		}
 		seen[id] = true
-	}
-}
-
-func TestPick(t *testing.T) {
-	const now = 1000
-	held := candidate{held: true}
-	for _, tc := range []struct {
-		name    string
-		c       map[int64]candidate
-		workers int64
-		id      int64
-		ok      bool
-		held    int64
-	}{
-		{"empty", nil, 4, 0, true, 0},
-		{"gap before held", map[int64]candidate{1: held}, 4, 0, true, 0},
-		{"after held", map[int64]candidate{0: held}, 4, 1, true, 0},
-		{"lowest passed", map[int64]candidate{0: {highMs: 2000}, 1: {highMs: 900}, 2: {highMs: 500}}, 3, 1, true, 0},
-		{"never used beats future", map[int64]candidate{0: {highMs: 2000}, 1: {highMs: 3000}}, 3, 2, true, 0},
-		{"gap beats future", map[int64]candidate{0: {highMs: 2000}, 2: {highMs: 3000}}, 3, 1, true, 0},
-		{"smallest future", map[int64]candidate{0: {highMs: 3000}, 1: {held: true, highMs: 1}, 2: {highMs: 2000}}, 3, 2, true, 0},
-		{"passed equals now", map[int64]candidate{0: {highMs: 3000}, 1: {highMs: now}}, 2, 1, true, 0},
-		{"exhausted", map[int64]candidate{0: held, 1: held, 5: {}}, 2, 0, false, 2},
-		{"ids beyond workers ignored", map[int64]candidate{0: held, 1: {}}, 1, 0, false, 1},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			id, n, ok := pick(tc.c, tc.workers, now)
-			if ok != tc.ok || (ok && id != tc.id) || (!ok && n != tc.held) {
-				t.Fatalf("pick = %d, %d held, %v; want %d, %d held, %v", id, n, ok, tc.id, tc.held, tc.ok)
-			}
-		})
 	}
 }

@@ -73,6 +73,7 @@ type session struct {
 	ended    error         // why the session is over; nil while it may live
 	ready    chan struct{} // closed when established or ended
 	watchdog *time.Timer
+	forget   func() // called once when it ends after it was established: the Workers lets go of it
 }
 
 // answered records a connect response of the session's connection.
@@ -129,6 +130,9 @@ func (s *session) endLocked(why error) {
 	if s.watchdog != nil {
 		s.watchdog.Stop()
 	}
+	if s.forget != nil {
+		go s.forget()
+	}
 	if s.conn != nil {
 		go s.conn.Close()
 	}
@@ -150,6 +154,9 @@ func (s *session) close(ctx context.Context) error {
 		s.ended = errors.New("closed")
 		if s.watchdog != nil {
 			s.watchdog.Stop()
+		}
+		if s.forget != nil {
+			go s.forget()
 		}
 	}
 	s.mu.Unlock()
@@ -230,6 +237,21 @@ func (w *Workers) openSession(ctx context.Context, ttl time.Duration) (*session,
 			"by default 2–20 × tickTime), and a session shorter than the TTL could lapse, freeing the worker id, while its holder still issues; "+
 			"use a TTL of at most %v or raise maxSessionTimeout",
 			worker.ErrInvalidConfig, strings.Join(w.servers, ","), negotiated, id, ttl, negotiated, negotiated)
+	}
+	w.smu.Lock()
+	w.sessions[id] = s
+	w.smu.Unlock()
+	s.mu.Lock()
+	s.forget = func() {
+		w.smu.Lock()
+		delete(w.sessions, id)
+		w.smu.Unlock()
+	}
+	ended = s.ended
+	s.mu.Unlock()
+	if ended != nil { // it ended meanwhile, before it knew to forget
+		s.forget()
+		return nil, fmt.Errorf("%w: opening a ZooKeeper session at %s: %w", worker.ErrUnavailable, strings.Join(w.servers, ","), ended)
 	}
 	return s, nil
 }

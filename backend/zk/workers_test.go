@@ -281,8 +281,8 @@ func TestLateWritesAreFenced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	oc := old.(*claim)
-	firstSession := oc.sess.id
+	oc := sessionOf(t, faulty, 0, old)
+	firstSession := oc.id
 	proxy.Cut()
 	defer proxy.Heal()
 	held := make(chan error, 1)
@@ -327,7 +327,7 @@ func TestLateWritesAreFenced(t *testing.T) {
 	if err := old.Renew(ctx, testTTL, late); !errors.Is(err, worker.ErrNotHeld) {
 		t.Fatalf("the old holder's Renew after the heal: %v, want ErrNotHeld", err)
 	}
-	if id := oc.sess.conn.SessionID(); id != 0 && id != firstSession {
+	if id := oc.conn.SessionID(); id != 0 && id != firstSession {
 		t.Fatalf("the old claim's connection runs session %#x, not its own %#x", id, firstSession)
 	}
 	infos, err := healthy.List(ctx, 0)
@@ -354,13 +354,13 @@ func TestSessionExpiryEndsClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := cl.(*claim)
+	c := sessionOf(t, faulty, 0, cl)
 	// Without its watchdog, which would give the session up itself, the
 	// claim learns of the expiry from ZooKeeper when it reconnects; then
 	// go-zookeeper would open a new session unless stopped.
-	c.sess.mu.Lock()
-	c.sess.watchdog.Stop()
-	c.sess.mu.Unlock()
+	c.mu.Lock()
+	c.watchdog.Stop()
+	c.mu.Unlock()
 	proxy.Cut()
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	start := time.Now()
@@ -373,7 +373,7 @@ func TestSessionExpiryEndsClaim(t *testing.T) {
 	// of it, and deletes the holder node.
 	deadline := time.Now().Add(3 * testTTL)
 	for {
-		ok, _, err := admin.Exists(faulty.holderPath(0, c.id))
+		ok, _, err := admin.Exists(faulty.keys().Holder(0, cl.WorkerID()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -386,12 +386,12 @@ func TestSessionExpiryEndsClaim(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	proxy.Heal()
-	for deadline := time.Now().Add(3 * testTTL); c.sess.err() == nil; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(3 * testTTL); c.err() == nil; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the claim did not learn that its session expired")
 		}
 	}
-	t.Log(c.sess.err())
+	t.Log(c.err())
 	err = cl.Renew(t.Context(), testTTL, time.Now().Add(time.Second))
 	if !errors.Is(err, worker.ErrNotHeld) {
 		t.Fatalf("Renew after the session expired: %v, want ErrNotHeld", err)
@@ -399,10 +399,10 @@ func TestSessionExpiryEndsClaim(t *testing.T) {
 	t.Log(err)
 	// Nothing was re-created by a new session of the claim's connection.
 	time.Sleep(testTTL)
-	if ok, _, err := admin.Exists(faulty.holderPath(0, c.id)); err != nil || ok {
+	if ok, _, err := admin.Exists(faulty.keys().Holder(0, cl.WorkerID())); err != nil || ok {
 		t.Fatalf("the holder node is back (%v, %v)", ok, err)
 	}
-	if id := c.sess.conn.SessionID(); id != 0 && id != c.sess.id {
+	if id := c.conn.SessionID(); id != 0 && id != c.id {
 		t.Fatalf("the claim's connection opened another session %#x", id)
 	}
 	if err := cl.Release(t.Context(), time.Now()); !errors.Is(err, worker.ErrNotHeld) {
@@ -472,17 +472,13 @@ func TestRecreatedNodesDetected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	oc, nc := old.(*claim), cl.(*claim)
-	if oc.recVersion != nc.recVersion || oc.holderVersion != nc.holderVersion || oc.highVersion != nc.highVersion {
-		t.Fatalf("versions old %d/%d/%d, new %d/%d/%d: the test needs them to coincide", oc.recVersion, oc.holderVersion, oc.highVersion,
-			nc.recVersion, nc.holderVersion, nc.highVersion)
-	}
+	nc := sessionOf(t, b, 0, cl)
 	err = old.Renew(t.Context(), testTTL, time.Now().Add(time.Second))
-	if !errors.Is(err, worker.ErrReset) || !strings.Contains(err.Error(), "re-created") {
-		t.Fatalf("the old holder's Renew: %v; want ErrReset saying its write went to re-created nodes", err)
+	if !errors.Is(err, worker.ErrReset) || !strings.Contains(err.Error(), "re-initialised") {
+		t.Fatalf("the old holder's Renew: %v; want ErrReset saying the namespace was re-initialised", err)
 	}
-	data, st, err := admin.Get(a.holderPath(0, 0))
-	if err != nil || st.EphemeralOwner != nc.sess.id || !strings.Contains(string(data), `"new"`) {
+	data, st, err := admin.Get(a.keys().Holder(0, 0))
+	if err != nil || st.EphemeralOwner != nc.id || !strings.Contains(string(data), `"new"`) {
 		t.Fatalf("the new holder's node: %s, %+v, %v", data, st, err)
 	}
 	if err := cl.Renew(t.Context(), testTTL, time.Now().Add(time.Second)); err != nil {
@@ -539,4 +535,21 @@ func TestOpenWorkersErrors(t *testing.T) {
 			t.Errorf("OpenWorkers(zk://%s/x, an invalid option): %v, want ErrInvalidConfig", dead, err)
 		}
 	}
+}
+
+// sessionOf is the ZooKeeper session of cl, a claim of datacenter dc from
+// w: the one of w's that owns its holder node.
+func sessionOf(t *testing.T, w *Workers, dc int64, cl worker.Claim) *session {
+	t.Helper()
+	_, st, err := w.shared().Exists(w.keys().Holder(dc, cl.WorkerID()))
+	if err != nil || st == nil {
+		t.Fatalf("the holder node of worker %d of datacenter %d: %+v, %v", cl.WorkerID(), dc, st, err)
+	}
+	w.smu.Lock()
+	defer w.smu.Unlock()
+	s := w.sessions[st.EphemeralOwner]
+	if s == nil {
+		t.Fatalf("the holder node of worker %d of datacenter %d is owned by session %#x, not one of w's", cl.WorkerID(), dc, st.EphemeralOwner)
+	}
+	return s
 }

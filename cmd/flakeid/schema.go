@@ -91,8 +91,10 @@ func treeFor(u *url.URL, out *streams) error {
 			"# ZooKeeper nodes of the coordinator (created when missing, with the open ACL unless the ensemble sets one)",
 			path + "/<datacenter>/namespace         persistent: the namespace record (JSON: incarnation, ID-space contract, floor)",
 			path + "/<datacenter>/<worker>/holder   ephemeral, on the holder's own session (timeout = --lease-ttl)",
-			path + "/<datacenter>/<worker>/high     persistent: the high-water mark, Unix milliseconds; only grows",
+			path + "/<datacenter>/<worker>/high     persistent: the high-water mark, Unix milliseconds",
+			path + "/clock                          persistent, empty: every read writes it to read ZooKeeper's clock",
 			registry + "/<datacenter>              persistent: which namespace claimed the datacenter id (JSON)",
+			registry + "/space                     persistent: the ID space (layout) every namespace of the ensemble issues in",
 			"# The client needs CREATE, READ, WRITE and DELETE under both paths.",
 		}
 		if leaf := q.Get("leaf"); leaf != "" {

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/flakeid/flakeid/worker"
@@ -48,7 +49,7 @@ func acquisition(req worker.Request, st State, n Names, gone func(string) bool, 
 		if len(st.Delayed) > 0 {
 			note = fmt.Sprintf(" (%d of them free, but in %s's lock-delay after their holders' sessions ended)", len(st.Delayed), n.Store)
 		}
-		return acquired{}, fmt.Errorf("%w: all %d worker ids of datacenter %d are held%s", worker.ErrExhausted, held, req.Datacenter, note)
+		return acquired{}, fmt.Errorf("%w: all %d worker ids of datacenter %d are held%s%s", worker.ErrExhausted, held, req.Datacenter, heldBy(st, req.Workers, gone), note)
 	}
 	next := st.clone()
 	if !next.HasSpace {
@@ -73,6 +74,25 @@ func acquisition(req worker.Request, st State, n Names, gone func(string) bool, 
 	next.Slots[id] = s
 	return acquired{next: next, id: id, prevMs: max(prev, next.Record.FloorMs), record: *next.Record, slot: s,
 		bound: req.MarkBound(), contract: req.Contract, ahead: ahead}, nil
+}
+
+// heldBy names the holders of the first few held worker ids below workers
+// in st, for an exhausted error: " (0 by "a", 1 by "b", …)"; "" when none.
+func heldBy(st State, workers int64, gone func(string) bool) string {
+	var names []string
+	for _, id := range sortedIDs(st.Slots) {
+		if s := st.Slots[id]; id < workers && holds(st, s, gone) {
+			if len(names) == 3 {
+				names = append(names, "…")
+				break
+			}
+			names = append(names, fmt.Sprintf("%d by %q", id, s.Holder))
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(names, ", ") + ")"
 }
 
 // holds reports whether slot s of st is held by a holder that is not known

@@ -67,7 +67,7 @@ func (d *Driver) update(ctx context.Context, dc int64, locked bool, decide func(
 				next, e := decide(read)
 				derr = e
 				if next != nil {
-					next.Datacenter, next.Now, next.Version, next.Sessions = read.Datacenter, read.Now, read.Version, read.Sessions
+					next.Datacenter, next.Now, next.Version, next.Sessions, next.OwnClock = read.Datacenter, read.Now, read.Version, read.Sessions, read.OwnClock
 				}
 				return next
 			})
@@ -79,7 +79,7 @@ func (d *Driver) update(ctx context.Context, dc int64, locked bool, decide func(
 			if next, derr = decide(st); next == nil {
 				return st, derr
 			}
-			next.Datacenter, next.Now, next.Version, next.Sessions = st.Datacenter, st.Now, st.Version, st.Sessions
+			next.Datacenter, next.Now, next.Version, next.Sessions, next.OwnClock = st.Datacenter, st.Now, st.Version, st.Sessions, st.OwnClock
 			err = d.store.Commit(ctx, st, *next)
 		}
 		switch {
@@ -168,12 +168,12 @@ func (d *Driver) Namespace(ctx context.Context, dc int64) (worker.Namespace, boo
 }
 
 // Clock implements worker.Coordinator: the clock of a read of the
-// request's datacenter, never stale; on a store with Sessions, the newest
-// clock of its live holders, stale by up to their lease's length (the zero
-// time when none is live).
+// request's datacenter, never stale; on a store with Sessions and no
+// OwnClock, the newest clock of its live holders, stale by up to their
+// lease's length (the zero time when none is live).
 func (d *Driver) Clock(ctx context.Context, req worker.Request) (time.Time, time.Duration, error) {
 	st, err := d.read(ctx, req.Datacenter)
-	if err != nil || !st.Sessions {
+	if err != nil || !st.Sessions || st.OwnClock {
 		return st.Now, 0, err
 	}
 	p := st.peerClock(-1)
@@ -222,10 +222,10 @@ type claim struct {
 	prev  time.Time
 	taken time.Time // when the read of the committed Acquire was sent
 	clock time.Time // the coordinator's clock at the last Acquire or Renew
-	// peers is, on a store with Sessions, the other live holders' clock
-	// at the last Acquire or Renew: Clock's answer.
+	// peers is, on a store with Sessions and no OwnClock, the other live
+	// holders' clock at the last Acquire or Renew: Clock's answer.
 	peers    peerTime
-	sessions bool
+	sessions bool // Clock answers with peers
 }
 
 var _ worker.TakenAt = (*claim)(nil)
@@ -250,13 +250,17 @@ func (c *claim) Clock() (time.Time, time.Duration) {
 
 // renewed notes what the Acquire or Renew of ttl that read st and
 // committed slot found: the coordinator's clock, and the lease's end by it
-// (none on a store with Sessions, which has no clock to compare it with).
+// (none on a store with Sessions, whose holders are held for as long as
+// their sessions live, whatever their slots say).
 func (c *claim) renewed(st State, slot Slot, ttl time.Duration) {
-	c.clock, c.sessions, c.hold.LeaseEnd = st.Now, st.Sessions, MsTime(slot.ExpiresMs)
+	c.clock, c.sessions, c.hold.LeaseEnd = st.Now, st.Sessions && !st.OwnClock, MsTime(slot.ExpiresMs)
 	if st.Sessions {
+		c.hold.LeaseEnd = time.Time{}
+	}
+	if c.sessions {
 		p := st.peerClock(c.hold.WorkerID)
 		p.Update(st.sent, st.recv, true, st.peerAge(ttl))
-		c.peers, c.hold.LeaseEnd = p, time.Time{}
+		c.peers = p
 	}
 }
 

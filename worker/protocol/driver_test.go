@@ -42,7 +42,7 @@ func TestAcquireRefusalsWriteNothing(t *testing.T) {
 		want error
 		says string
 	}{
-		{"exhausted", d, req("e", 1, t0), worker.ErrExhausted, "all 1 worker ids of datacenter 0 are held"},
+		{"exhausted", d, req("e", 1, t0), worker.ErrExhausted, `all 1 worker ids of datacenter 0 are held (0 by "a")`},
 		{"another space", d, other, worker.ErrContract, `records the ID space "space"`},
 		{"another contract", d, quarantine, worker.ErrContract, `recorded with the contract "space; quarantine 10s"`},
 		{"clock ahead", d, ahead, worker.ErrClockSkew, "ahead of the coordinator's"},
@@ -408,6 +408,45 @@ func TestSessionsPeerClock(t *testing.T) {
 	}
 	if err := pc.Renew(ctx, 2*time.Second, t0.Add(-9*time.Second)); err != nil {
 		t.Fatalf("the peer's Renew: %v", err)
+	}
+}
+
+// TestSessionsOwnClock: a store with Sessions whose Now is its own clock
+// (ZooKeeper's) bounds marks and answers Clock by it, not by the peers'.
+func TestSessionsOwnClock(t *testing.T) {
+	ctx := context.Background()
+	m := newMemStore(t0)
+	m.sessions, m.ownClock = true, true
+	d := New(m)
+	ahead := req("ahead", 4, t0.Add(time.Hour))
+	ahead.Now, ahead.MaxClockSkew = t0.Add(time.Hour).Add(-time.Second), time.Second
+	if _, err := d.Acquire(ctx, ahead); !errors.Is(err, worker.ErrClockSkew) {
+		t.Fatalf("the first holder, an hour ahead of the store's own clock: %v, want ErrClockSkew", err)
+	}
+	within := req("a", 4, t0.Add(time.Second))
+	within.Now, within.MaxClockSkew = t0, time.Second
+	cl, err := d.Acquire(ctx, within)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.advance(time.Second)
+	if at, stale, err := d.Clock(ctx, req("x", 4, t0)); err != nil || !at.Equal(t0.Add(time.Second)) || stale != 0 {
+		t.Fatalf("Driver.Clock = %v, %v, %v; want the store's %v", at, stale, err, t0.Add(time.Second))
+	}
+	if err := cl.Renew(ctx, 2*time.Second, t0.Add(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if at, stale := cl.Clock(); !at.Equal(t0.Add(time.Second)) || stale != 0 {
+		t.Fatalf("Claim.Clock = %v, %v; want the store's clock at the renewal %v", at, stale, t0.Add(time.Second))
+	}
+	if err := cl.Renew(ctx, 2*time.Second, t0.Add(time.Hour)); !errors.Is(err, worker.ErrClockSkew) {
+		t.Fatalf("a renewal reserving an hour past the store's clock: %v, want ErrClockSkew", err)
+	}
+	// Held while the store keeps the session, past the lease's end.
+	m.advance(time.Second + 500*time.Millisecond)
+	infos, err := d.List(ctx, 0)
+	if err != nil || len(infos) != 1 || !infos[0].Held(t0.Add(2500*time.Millisecond)) {
+		t.Fatalf("List = %+v, %v; want worker 0 held", infos, err)
 	}
 }
 

@@ -29,6 +29,7 @@ type memShared struct {
 	dcs      map[int64]*memDC
 	commits  int // successful commits, to see that a refusal wrote nothing
 	sessions bool
+	ownClock bool                 // with sessions: the State says OwnClock
 	leases   map[string]time.Time // with sessions: when each holder's lease ends, by "dc/ns/id"
 }
 
@@ -80,7 +81,7 @@ func (m *memStore) read(dc int64) State {
 		}
 	}
 	st := State{Datacenter: dc, Now: m.now, Space: m.space, HasSpace: m.hasSpace, Claim: d.claim,
-		Slots: maps.Clone(d.slots[m.ns]), Version: d.version, Sessions: m.sessions}
+		Slots: maps.Clone(d.slots[m.ns]), Version: d.version, Sessions: m.sessions, OwnClock: m.ownClock}
 	if st.Slots == nil {
 		st.Slots = map[int64]Slot{}
 	}

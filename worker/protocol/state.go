@@ -116,6 +116,11 @@ type State struct {
 	// read was answered; and the coordinator's clock, for the mark bound
 	// and Claim.Clock, is the other live holders' (see peerClock).
 	Sessions bool
+	// OwnClock says, on a store with Sessions, that Now is the
+	// coordinator's own clock after all (ZooKeeper's, read as the time of
+	// a write): the mark bound and Claim.Clock use it, as on a store
+	// without Sessions, and not the other holders' clocks.
+	OwnClock bool
 	// Delayed are worker ids that are free but that the store will not
 	// let a new holder take yet (Consul's lock-delay after a session
 	// ended): Acquire picks another, and counts them as held.
@@ -208,7 +213,7 @@ func (st State) peerClock(self int64) (p peerTime) {
 // its ClockMs at most peerAge(ttl) before (peers share the TTL); zero when
 // there is none, which bounds nothing.
 func (st State) boundClock(self int64, ttl time.Duration) time.Time {
-	if !st.Sessions {
+	if !st.Sessions || st.OwnClock {
 		return st.Now
 	}
 	p := st.peerClock(self)

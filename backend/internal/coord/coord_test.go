@@ -3,7 +3,7 @@ package coord
 import (
 	"context"
 	"errors"
-	"regexp"
+
 	"strings"
 	"testing"
 	"time"
@@ -71,16 +71,7 @@ func TestUnavailable(t *testing.T) {
 }
 
 func TestRecord(t *testing.T) {
-	r := NewRecord("41/5 × 1ms", 1_700_000_000_000, 1500*time.Microsecond)
-	if !regexp.MustCompile(`^[0-9a-f]{16}$`).MatchString(r.Incarnation) {
-		t.Errorf("incarnation %q, want 16 hex digits", r.Incarnation)
-	}
-	if r.InitialisedMs != 1_700_000_000_000 || r.FloorMs != 1_700_000_000_002 || r.Contract != "41/5 × 1ms" {
-		t.Errorf("NewRecord = %+v, want initialised 1700000000000, floor 2ms later (quarantine rounded up)", r)
-	}
-	if other := NewRecord("c", 1, 0); other.Incarnation == r.Incarnation {
-		t.Errorf("two records share the incarnation %s", r.Incarnation)
-	}
+	r := Record{Incarnation: "0123456789abcdef", Contract: "41/5 × 1ms", InitialisedMs: 1_700_000_000_000, FloorMs: 1_700_000_000_002}
 	want := `{"incarnation":"` + r.Incarnation + `","contract":"41/5 × 1ms","floor_ms":1700000000002,"initialised_ms":1700000000000}`
 	if got := string(r.Encode()); got != want {
 		t.Errorf("Encode = %s, want %s", got, want)
@@ -115,19 +106,5 @@ func TestRegistration(t *testing.T) {
 			!strings.Contains(err.Error(), "corrupt datacenter registry entry /reg/3") {
 			t.Errorf("ParseRegistration(%q) = %v, want a corrupt entry error naming the key", v, err)
 		}
-	}
-}
-
-func TestReinit(t *testing.T) {
-	old := Record{Incarnation: "0123456789abcdef", Contract: "old", FloorMs: 5000, InitialisedMs: 1000}
-	r := Reinit(&old, "mine", 2000, time.Second)
-	if r.Incarnation == old.Incarnation || r.Contract != "old" || r.InitialisedMs != 2000 || r.FloorMs != 5000 {
-		t.Errorf("Reinit over a later floor = %+v, want a new incarnation, contract old, initialised 2000, floor 5000", r)
-	}
-	if r := Reinit(&old, "mine", 4500, time.Second); r.FloorMs != 5500 {
-		t.Errorf("Reinit = %+v, want floor now + quarantine 5500", r)
-	}
-	if r := Reinit(nil, "mine", 2000, time.Second); r.Contract != "mine" || r.FloorMs != 3000 || r.Incarnation == "" {
-		t.Errorf("Reinit without a record = %+v, want contract mine, floor 3000", r)
 	}
 }

@@ -3,7 +3,6 @@ package coord
 import (
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/flakeid/flakeid/worker"
 	"github.com/flakeid/flakeid/worker/protocol"
@@ -14,16 +13,6 @@ import (
 // Redis and SQL keep the same four values in fields and columns of their
 // own).
 type Record = protocol.Record
-
-// NewRecord is a fresh namespace record of the given contract, with a new
-// random incarnation, initialised at nowMs and with a floor quarantine
-// (rounded up to whole milliseconds) later.
-func NewRecord(contract string, nowMs int64, quarantine time.Duration) Record {
-	return Record{
-		Incarnation: protocol.NewIncarnation(), Contract: contract,
-		InitialisedMs: nowMs, FloorMs: nowMs + CeilDurMs(quarantine),
-	}
-}
 
 // ParseRecord parses the JSON namespace record value stored under key (the
 // key, node or path that errors name). A value that is not such a record, or
@@ -65,52 +54,9 @@ func ParseRegistration(key string, value []byte) (Registration, error) {
 	return r, nil
 }
 
-// Reinit is the record that re-initialises a namespace whose state was lost
-// or rolled back, at nowMs by the coordinator's clock: a new incarnation,
-// the contract of old, the record found (contract when none was), and a
-// floor of max(old's floor, nowMs + quarantine).
-func Reinit(old *Record, contract string, nowMs int64, quarantine time.Duration) Record {
-	if old != nil {
-		contract = old.Contract
-	}
-	r := NewRecord(contract, nowMs, quarantine)
-	if old != nil {
-		r.FloorMs = max(r.FloorMs, old.FloorMs)
-	}
-	return r
-}
-
 // Entry is a value a key-value coordinator read: its key (node, path) and
 // value. A nil *Entry is a value that is absent.
 type Entry struct {
 	Key   string
 	Value []byte
-}
-
-// Admit decides by worker.Admit on what a key-value coordinator (etcd,
-// Consul, ZooKeeper) read for req: the datacenter's registry entry, the
-// registry's ID space and the namespace record (each nil when absent), in
-// the registry named registry, for the namespace namespace. It returns the
-// record (zero when absent).
-func Admit(req worker.Request, registry, namespace string, reg, space, rec *Entry) (Record, error) {
-	r := worker.Recorded{Registry: registry, Namespace: namespace}
-	if reg != nil {
-		e, err := ParseRegistration(reg.Key, reg.Value)
-		if err != nil {
-			return Record{}, err
-		}
-		r.Claimant, r.HasClaim, r.ClaimFreeing = e.Namespace, true, e.Freeing
-	}
-	if space != nil {
-		r.Space, r.HasSpace = string(space.Value), true
-	}
-	var record Record
-	if rec != nil {
-		var err error
-		if record, err = ParseRecord(rec.Key, rec.Value); err != nil {
-			return Record{}, err
-		}
-		r.Contract, r.Initialised, r.HasRecord = record.Contract, MsTime(record.InitialisedMs), true
-	}
-	return record, worker.Admit(req, r)
 }
