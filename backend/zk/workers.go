@@ -3,11 +3,8 @@ package zk
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -24,10 +21,6 @@ const DefaultPrefix = "/flakeid/workers"
 // DefaultRegistry is the path of the datacenter registry: one per ZooKeeper
 // ensemble, shared by every namespace (path) on it.
 const DefaultRegistry = "/flakeid/datacenters"
-
-// DefaultDialTimeout bounds OpenWorkers's connection and check when its
-// context has no deadline.
-const DefaultDialTimeout = 5 * time.Second
 
 // stamp formats the times in errors.
 const stamp = "2006-01-02T15:04:05.000Z07:00"
@@ -54,86 +47,6 @@ type Workers struct {
 	cmu       sync.Mutex
 	clockMs   int64     // the latest reading of ZooKeeper's clock: a write's Mtime
 	clockSent time.Time // when that write was sent; zero before the first
-}
-
-// An Option configures OpenWorkers.
-type Option func(*Workers)
-
-// WithLogger sends go-zookeeper's log lines to l at debug level; by default
-// they are discarded.
-func WithLogger(l *slog.Logger) Option {
-	return func(w *Workers) { w.log = l }
-}
-
-// connectWorkers connects to the ZooKeeper ensemble at servers ("host:port",
-// or "host" for port 2181) and checks that it answers, within ctx or
-// DefaultDialTimeout when ctx has no deadline. prefix is the namespace's
-// path ("" or "/" for DefaultPrefix).
-func connectWorkers(ctx context.Context, servers []string, prefix string, opts ...Option) (*Workers, error) {
-	if len(servers) == 0 {
-		return nil, fmt.Errorf("%w: no ZooKeeper servers", worker.ErrInvalidConfig)
-	}
-	prefix = strings.TrimRight(prefix, "/")
-	if prefix == "" {
-		prefix = DefaultPrefix
-	}
-	w := &Workers{servers: slices.Clone(servers), prefix: prefix, registry: DefaultRegistry, sessions: map[int64]*session{}}
-	for _, o := range opts {
-		o(w)
-	}
-	w.Driver = protocol.New(store{w})
-	if w.optErr != nil {
-		return nil, w.optErr
-	}
-	for what, p := range map[string]string{"prefix": w.prefix, "registry": w.registry} {
-		if err := validPath(p); err != nil {
-			return nil, fmt.Errorf("%w: ZooKeeper %s %q: %v", worker.ErrInvalidConfig, what, p, err)
-		}
-	}
-	if w.leaf != nil {
-		if err := validPath(w.leaf.Path); err != nil {
-			return nil, fmt.Errorf("%w: Leaf path %q: %v", worker.ErrInvalidConfig, w.leaf.Path, err)
-		}
-	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultDialTimeout)
-		defer cancel()
-	}
-	sh, err := w.connect()
-	if err != nil {
-		return nil, fmt.Errorf("%w: connecting to ZooKeeper at %s: %w", worker.ErrUnavailable, strings.Join(w.servers, ","), err)
-	}
-	w.sh = sh
-	conn := sh.conn
-	for {
-		_, err := await(ctx, func() (bool, error) { ok, _, err := conn.Exists(w.prefix); return ok, err })
-		if err == nil {
-			return w, nil
-		}
-		// A connection refused, or dropped before it had a session (a
-		// server that is starting), is tried again until ctx ends:
-		// go-zookeeper reconnects by itself, a round of the servers a
-		// second.
-		if !errors.Is(err, gozk.ErrNoServer) || ctx.Err() != nil {
-			go conn.Close()
-			return nil, w.unavailable(ctx, err, "reading %s from ZooKeeper at %s", w.prefix, strings.Join(w.servers, ","))
-		}
-	}
-}
-
-// validPath checks a ZooKeeper path: absolute, no empty, "." or ".."
-// component, no trailing "/".
-func validPath(p string) error {
-	if !strings.HasPrefix(p, "/") || p == "/" {
-		return errors.New("want an absolute path such as /flakeid/workers")
-	}
-	for _, c := range strings.Split(p[1:], "/") {
-		if c == "" || c == "." || c == ".." || strings.ContainsRune(c, 0) {
-			return fmt.Errorf("bad component %q", c)
-		}
-	}
-	return nil
 }
 
 // Close closes the shared connection. Claims have sessions of their own:

@@ -2,13 +2,19 @@ package zk
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
+	gozk "github.com/go-zookeeper/zk"
+
 	"github.com/flakeid/flakeid/backend/internal/coord"
 	"github.com/flakeid/flakeid/worker"
+	"github.com/flakeid/flakeid/worker/protocol"
 )
 
 // OpenWorkers opens the coordinator a zk:// URL names:
@@ -109,4 +115,88 @@ func parseURL(u *url.URL) (servers []string, prefix string, opts []Option, err e
 		opts = append(opts, WithLeaf(*leaf))
 	}
 	return servers, prefix, opts, nil
+}
+
+// DefaultDialTimeout bounds OpenWorkers's connection and check when its
+// context has no deadline.
+const DefaultDialTimeout = 5 * time.Second
+
+// An Option configures OpenWorkers.
+type Option func(*Workers)
+
+// WithLogger sends go-zookeeper's log lines to l at debug level; by default
+// they are discarded.
+func WithLogger(l *slog.Logger) Option {
+	return func(w *Workers) { w.log = l }
+}
+
+// connectWorkers connects to the ZooKeeper ensemble at servers ("host:port",
+// or "host" for port 2181) and checks that it answers, within ctx or
+// DefaultDialTimeout when ctx has no deadline. prefix is the namespace's
+// path ("" or "/" for DefaultPrefix).
+func connectWorkers(ctx context.Context, servers []string, prefix string, opts ...Option) (*Workers, error) {
+	if len(servers) == 0 {
+		return nil, fmt.Errorf("%w: no ZooKeeper servers", worker.ErrInvalidConfig)
+	}
+	prefix = strings.TrimRight(prefix, "/")
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	w := &Workers{servers: slices.Clone(servers), prefix: prefix, registry: DefaultRegistry, sessions: map[int64]*session{}}
+	for _, o := range opts {
+		o(w)
+	}
+	w.Driver = protocol.New(store{w})
+	if w.optErr != nil {
+		return nil, w.optErr
+	}
+	for what, p := range map[string]string{"prefix": w.prefix, "registry": w.registry} {
+		if err := validPath(p); err != nil {
+			return nil, fmt.Errorf("%w: ZooKeeper %s %q: %v", worker.ErrInvalidConfig, what, p, err)
+		}
+	}
+	if w.leaf != nil {
+		if err := validPath(w.leaf.Path); err != nil {
+			return nil, fmt.Errorf("%w: Leaf path %q: %v", worker.ErrInvalidConfig, w.leaf.Path, err)
+		}
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultDialTimeout)
+		defer cancel()
+	}
+	sh, err := w.connect()
+	if err != nil {
+		return nil, fmt.Errorf("%w: connecting to ZooKeeper at %s: %w", worker.ErrUnavailable, strings.Join(w.servers, ","), err)
+	}
+	w.sh = sh
+	conn := sh.conn
+	for {
+		_, err := await(ctx, func() (bool, error) { ok, _, err := conn.Exists(w.prefix); return ok, err })
+		if err == nil {
+			return w, nil
+		}
+		// A connection refused, or dropped before it had a session (a
+		// server that is starting), is tried again until ctx ends:
+		// go-zookeeper reconnects by itself, a round of the servers a
+		// second.
+		if !errors.Is(err, gozk.ErrNoServer) || ctx.Err() != nil {
+			go conn.Close()
+			return nil, w.unavailable(ctx, err, "reading %s from ZooKeeper at %s", w.prefix, strings.Join(w.servers, ","))
+		}
+	}
+}
+
+// validPath checks a ZooKeeper path: absolute, no empty, "." or ".."
+// component, no trailing "/".
+func validPath(p string) error {
+	if !strings.HasPrefix(p, "/") || p == "/" {
+		return errors.New("want an absolute path such as /flakeid/workers")
+	}
+	for _, c := range strings.Split(p[1:], "/") {
+		if c == "" || c == "." || c == ".." || strings.ContainsRune(c, 0) {
+			return fmt.Errorf("bad component %q", c)
+		}
+	}
+	return nil
 }
