@@ -37,6 +37,13 @@
 // before the process exits are lost (gaps, never duplicates). See
 // BufferConfig.
 //
+// # Local generation
+//
+// NewLocalGenerator goes further: a server leases a worker id from its
+// coordinator for this process, which then makes Snowflake IDs itself, with
+// no request per ID, inside the reservation it was last told (see
+// LocalGenerator).
+//
 // A Client is safe for concurrent use. Close it to stop the background
 // refills.
 package client

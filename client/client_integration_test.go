@@ -36,7 +36,7 @@ const integrationToken = "integration-token-0123456789"
 // holds its own worker id) and one segment store (so their segments never
 // overlap), as a deployment would.
 type cluster struct {
-	t     *testing.T
+	t     testing.TB
 	coord *bolt.Workers
 	store *segmenttest.Memory
 	cfg   server.Config
@@ -45,13 +45,13 @@ type cluster struct {
 	dc    int64 // the datacenter of the servers start runs
 }
 
-func newCluster(t *testing.T, servers int, tokens ...server.Token) *cluster {
+func newCluster(t testing.TB, servers int, tokens ...server.Token) *cluster {
 	t.Helper()
 	return newClusterWith(t, servers, func(c *server.Config) { c.Tokens = tokens })
 }
 
 // newClusterWith is newCluster with the servers' config changed by mutate.
-func newClusterWith(t *testing.T, servers int, mutate func(*server.Config)) *cluster {
+func newClusterWith(t testing.TB, servers int, mutate func(*server.Config)) *cluster {
 	t.Helper()
 	coord, err := bolt.OpenWorkers(t.Context(), &url.URL{Scheme: "file", Path: filepath.Join(t.TempDir(), "workers.db")})
 	if err != nil {

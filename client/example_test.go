@@ -38,3 +38,28 @@ func ExampleNew() {
 	}
 	fmt.Println(id, order, p.Time, p.Worker)
 }
+
+// A generator in this process under a worker-id lease one of the servers
+// holds for it: no request per ID.
+func ExampleClient_NewLocalGenerator() {
+	c, err := client.New(client.Config{Endpoints: []string{"http://ids-1.internal:8080", "http://ids-2.internal:8080"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	g, err := c.NewLocalGenerator(ctx, "billing")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer g.Close() // releases the lease
+	for range 3 {
+		id, err := g.NextID(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(id)
+	}
+}

@@ -113,7 +113,7 @@ func (s *spaces) mark(e *endpoint) {
 // will not help (a 4xx other than 408 and 429: the server has no status, or
 // the token may not read it).
 func (t *transport) status(ctx context.Context, e *endpoint) (sp idSpace, ok, final bool) {
-	err := t.once(ctx, e, "/v1/status", func(_ http.Header, r io.Reader) error { return json.NewDecoder(r).Decode(&sp) })
+	err := t.once(ctx, e, http.MethodGet, "/v1/status", nil, func(_ http.Header, r io.Reader) error { return json.NewDecoder(r).Decode(&sp) })
 	if ae, isAPI := errors.AsType[*APIError](err); isAPI && !retryable(ae.Status) {
 		return sp, false, true
 	}

@@ -144,6 +144,12 @@ func (t *transport) getFrom(ctx context.Context, path string, decode func(io.Rea
 
 // getWithHeader is getFrom with the answer's header given to decode too.
 func (t *transport) getWithHeader(ctx context.Context, path string, decode func(http.Header, io.Reader) error) (*endpoint, error) {
+	return t.call(ctx, http.MethodGet, path, nil, decode)
+}
+
+// call is getWithHeader for any method and body (nil: none; else sent as
+// application/json).
+func (t *transport) call(ctx context.Context, method, path string, body []byte, decode func(http.Header, io.Reader) error) (*endpoint, error) {
 	now := time.Now()
 	order := t.order(now)
 	if dl, ok := ctx.Deadline(); ok {
@@ -175,7 +181,7 @@ func (t *transport) getWithHeader(ctx context.Context, path string, decode func(
 			}
 		}
 		e := order[a%len(order)]
-		err := t.once(ctx, e, path, decode)
+		err := t.once(ctx, e, method, path, body, decode)
 		if err == nil {
 			e.ok()
 			t.preferred.Store(int64(e.index))
@@ -222,14 +228,21 @@ func ctxError(err, last error) error {
 }
 
 // once is one attempt on one endpoint, bounded by the per-attempt timeout.
-func (t *transport) once(ctx context.Context, e *endpoint, path string, decode func(http.Header, io.Reader) error) error {
+func (t *transport) once(ctx context.Context, e *endpoint, method, path string, body []byte, decode func(http.Header, io.Reader) error) error {
 	actx, cancel := context.WithTimeout(ctx, t.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(actx, http.MethodGet, e.base+path, nil)
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(actx, method, e.base+path, rd)
 	if err != nil {
 		return fmt.Errorf("client: %s: %w", e.base, err)
 	}
 	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if t.auth != "" {
 		req.Header.Set("Authorization", t.auth)
 	}
@@ -238,13 +251,13 @@ func (t *transport) once(ctx context.Context, e *endpoint, path string, decode f
 		return fmt.Errorf("client: %s: %w", e.base, err)
 	}
 	defer resp.Body.Close()
-	body := io.LimitReader(resp.Body, maxBody)
+	answer := io.LimitReader(resp.Body, maxBody)
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		ae := readAPIError(resp.StatusCode, body, e.base)
+		ae := readAPIError(resp.StatusCode, answer, e.base)
 		ae.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
 		return ae
 	}
-	if err := decode(resp.Header, body); err != nil {
+	if err := decode(resp.Header, answer); err != nil {
 		var ae *APIError
 		if errors.As(err, &ae) {
 			ae.Endpoint = e.base
@@ -252,7 +265,7 @@ func (t *transport) once(ctx context.Context, e *endpoint, path string, decode f
 		}
 		return fmt.Errorf("client: %s: bad response: %w", e.base, err)
 	}
-	_, _ = io.Copy(io.Discard, body) // let the connection be reused
+	_, _ = io.Copy(io.Discard, answer) // let the connection be reused
 	return nil
 }
 

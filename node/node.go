@@ -238,12 +238,16 @@ func (c *current) total(st snowflake.Stats) snowflake.Stats {
 type Node struct {
 	cfg    Config
 	leaser worker.Leaser
-	layout snowflake.Layout
-	log    *slog.Logger
-	cur    atomic.Pointer[current]
-	leases atomic.Int64
-	resets atomic.Int64 // leases ended because the coordinator lost its state
-	skews  atomic.Int64 // leases refused or ended for clock skew
+	// leaseCfg is the leases' configuration, defaults filled in (zero on a
+	// static worker id).
+	leaseCfg worker.Config
+	handed   handedLeases // leases handed out by LeaseWorkerID
+	layout   snowflake.Layout
+	log      *slog.Logger
+	cur      atomic.Pointer[current]
+	leases   atomic.Int64
+	resets   atomic.Int64 // leases ended because the coordinator lost its state
+	skews    atomic.Int64 // leases refused or ended for clock skew
 	// lastErr is why the node holds no lease, while it holds none.
 	lastErr atomic.Pointer[error]
 	// resumes is, while the watcher waits for a new lease to start, that
@@ -275,6 +279,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, invalidConfig{err}
 	}
 	n := &Node{cfg: cfg, leaser: lr, layout: p.layout, log: p.log}
+	if cfg.Coordinator != nil {
+		n.leaseCfg = p.lease.WithDefaults()
+	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	var l worker.Lease
 	for {
@@ -527,6 +534,10 @@ func (n *Node) NextN(k int) (snowflake.Batch, error) {
 	}
 }
 
+// Now reads the node's clock: the current generator's, by which its
+// leases reserve.
+func (n *Node) Now() time.Time { return n.cur.Load().gen.Now() }
+
 // Layout is the layout of the node's IDs.
 func (n *Node) Layout() snowflake.Layout { return n.layout }
 
@@ -603,13 +614,14 @@ func (n *Node) Status() Status {
 }
 
 // Close stops seeking leases and releases the current one: the generator is
-// revoked and the worker id freed with its high-water mark stored.
+// revoked and the worker id freed with its high-water mark stored. The
+// leases LeaseWorkerID handed out and not yet closed are released too.
 func (n *Node) Close() error {
 	var err error
 	n.close.Do(func() {
 		n.cancel()
 		n.wg.Wait()
-		err = n.cur.Load().lease.Close()
+		err = errors.Join(n.closeHanded(), n.cur.Load().lease.Close())
 	})
 	return err
 }

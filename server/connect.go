@@ -36,7 +36,8 @@ func (s *Server) connectRoutes(mux *http.ServeMux) {
 		flakeidv1connect.IDServiceStreamSnowflakeProcedure, flakeidv1connect.IDServiceNextSegmentProcedure,
 		flakeidv1connect.IDServiceDecodeProcedure, flakeidv1connect.IDServiceDeleteTagProcedure,
 		flakeidv1connect.IDServiceCreateTagProcedure, flakeidv1connect.IDServiceDecodeNumberProcedure,
-		flakeidv1connect.IDServiceBoundsProcedure))
+		flakeidv1connect.IDServiceBoundsProcedure, flakeidv1connect.IDServiceAcquireLeaseProcedure,
+		flakeidv1connect.IDServiceRenewLeaseProcedure, flakeidv1connect.IDServiceReleaseLeaseProcedure))
 	s.healthRoutes(mux)
 	s.reflectionRoutes(mux)
 }
@@ -514,7 +515,9 @@ var _ connect.Interceptor = rpcInterceptor{}
 // (nil for a stream, whose message is not read yet).
 func (i rpcInterceptor) authorize(procedure string, h http.Header, msg any) error {
 	switch procedure {
-	case flakeidv1connect.IDServiceNextSnowflakeProcedure, flakeidv1connect.IDServiceStreamSnowflakeProcedure:
+	case flakeidv1connect.IDServiceNextSnowflakeProcedure, flakeidv1connect.IDServiceStreamSnowflakeProcedure,
+		flakeidv1connect.IDServiceAcquireLeaseProcedure, flakeidv1connect.IDServiceRenewLeaseProcedure,
+		flakeidv1connect.IDServiceReleaseLeaseProcedure:
 		return i.s.authorize(h, "", true, false)
 	case flakeidv1connect.IDServiceNextSegmentProcedure:
 		req, _ := msg.(*flakeidv1.NextSegmentRequest)

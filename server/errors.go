@@ -73,6 +73,12 @@ func classify(err error) *apiError {
 		errors.Is(err, segment.ErrInvalidCount), errors.Is(err, segment.ErrInvalidTag),
 		errors.Is(err, snowflake.ErrInvalidLayout), errors.Is(err, segment.ErrSeries), errors.Is(err, segment.ErrNotSeries):
 		return &apiError{Status: http.StatusBadRequest, Code: codeInvalid, Message: err.Error()}
+	case errors.Is(err, node.ErrInvalidOwner):
+		return &apiError{Status: http.StatusBadRequest, Code: codeInvalid, Message: err.Error()}
+	case errors.Is(err, node.ErrStaticWorkerID):
+		return &apiError{Status: http.StatusConflict, Code: codePrecondition, Message: err.Error()}
+	case errors.Is(err, worker.ErrExhausted), errors.Is(err, worker.ErrUnavailable), errors.Is(err, worker.ErrClockSkew):
+		return &apiError{Status: http.StatusServiceUnavailable, Code: codeUnavailable, Message: err.Error()}
 	case errors.Is(err, segment.ErrUnknownTag):
 		return &apiError{Status: http.StatusNotFound, Code: codeNotFound, Message: err.Error()}
 	case errors.Is(err, segment.ErrTagExists):

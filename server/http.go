@@ -39,6 +39,9 @@ func (s *Server) routes() http.Handler {
 	api("DELETE /v1/segment/tags/{tag}", "/v1/segment/tags/delete", nil, false, s.handleTagsDelete)
 	api("POST /v1/segment/tags/{tag}/resume", "/v1/segment/tags/resume", nil, false, s.handleTagsResume)
 	api("GET /v1/status", "/v1/status", nil, false, s.handleStatus)
+	api("POST /v1/leases", "/v1/leases", nil, false, s.handleLeaseAcquire)
+	api("POST /v1/leases/{lease}/renew", "/v1/leases/renew", nil, false, s.handleLeaseRenew)
+	api("DELETE /v1/leases/{lease}", "/v1/leases/release", nil, false, s.handleLeaseRelease)
 	// Meituan Leaf's paths: a Leaf client switches by changing a host name.
 	leafSnowflake := api("GET "+leafSnowflakePrefix+"{key}", "/api/snowflake/get", []string{"format", "prefix"}, true, s.handleLeafSnowflake)
 	leafSegment := api("GET "+leafSegmentPrefix+"{key}", "/api/segment/get", nil, true, s.handleLeafSegment)
@@ -84,7 +87,7 @@ func (s *Server) routes() http.Handler {
 	// Anything else is a JSON 405 for a known path, or a JSON 404.
 	mux.Handle("/", s.instrument("other", func(w http.ResponseWriter, r *http.Request) error {
 		var allowed []string
-		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPatch} {
+		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodDelete} {
 			probe := r.Clone(r.Context())
 			probe.Method = m
 			if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/" {

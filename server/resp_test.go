@@ -1799,3 +1799,60 @@ func TestRESPQuitInTransaction(t *testing.T) {
 		t.Fatalf("replies %v: %d IDs answered, %v taken", replies, delivered, taken)
 	}
 }
+
+// TestRESPLease: ID.LEASE, ID.RENEW and ID.RELEASE answer as the JSON API
+// does, over both protocols, and refuse what it refuses.
+func TestRESPLease(t *testing.T) {
+	t.Parallel()
+	e := newRESPEnv(t, nil, nil)
+	for _, proto := range []int{2, 3} {
+		t.Run(fmt.Sprintf("resp%d", proto), func(t *testing.T) {
+			c := e.client(t, proto, nil)
+			ctx := t.Context()
+			asMap := func(v any) map[string]any {
+				t.Helper()
+				got := map[string]any{}
+				switch m := v.(type) {
+				case []any:
+					for i := 0; i+1 < len(m); i += 2 {
+						got[m[i].(string)] = m[i+1]
+					}
+				case map[any]any:
+					for k, v := range m {
+						got[k.(string)] = v
+					}
+				default:
+					t.Fatalf("a lease of %T", v)
+				}
+				return got
+			}
+			v, err := c.Do(ctx, "ID.LEASE", "OWNER", fmt.Sprintf("resp-%d", proto)).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := asMap(v)
+			name, _ := l["lease"].(string)
+			if len(l) != 14 || len(name) != 32 || l["worker_bits"] != int64(5) || l["time_unit_us"] != int64(1000) ||
+				l["first_tick"].(int64) >= l["end_tick"].(int64) || l["layout"] != e.srv.node.Layout().String() {
+				t.Fatalf("ID.LEASE: %v", l)
+			}
+			time.Sleep(150 * time.Millisecond)
+			v, err = c.Do(ctx, "id.renew", name).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := asMap(v); r["end_tick"].(int64) <= l["end_tick"].(int64) || r["worker"] != l["worker"] {
+				t.Fatalf("ID.RENEW %v after %v", r, l)
+			}
+			if s, err := c.Do(ctx, "ID.RELEASE", name).Text(); err != nil || s != "OK" {
+				t.Fatalf("ID.RELEASE: %q, %v", s, err)
+			}
+			_, err = c.Do(ctx, "ID.RENEW", name).Result()
+			redisErr(t, "ID.RENEW of a released lease", err, "ERR", "no lease")
+			_, err = c.Do(ctx, "ID.LEASE", "OWNER", "a b").Result()
+			redisErr(t, "ID.LEASE OWNER 'a b'", err, "ERR", "owner")
+			_, err = c.Do(ctx, "ID.LEASE", "TTL", "5").Result()
+			redisErr(t, "ID.LEASE TTL 5", err, "ERR", "syntax error: ID.LEASE [OWNER owner]")
+		})
+	}
+}

@@ -106,6 +106,12 @@ func newRESPCommands(m *metrics) *respCommands {
 			summary: "ID.BOUNDS [FROM time] [TO time]: the smallest and largest Snowflake IDs whose time lies in [from, to) (RFC 3339, a date, Unix ms, now or -1h; default the layout's epoch and end).", run: (*respConn).idBounds},
 		{name: "id.decode", arity: -2, maxArgs: 4, flags: []string{"readonly", "fast"}, group: "flakeid",
 			summary: "ID.DECODE id [plain|masked]: the parts of a Snowflake ID (time, datacenter, worker, sequence); ID.DECODE number TAG tag: the period and counter of a series' number.", run: (*respConn).idDecode},
+		{name: "id.lease", arity: -1, maxArgs: 3, flags: []string{"write"}, group: "flakeid",
+			summary: "ID.LEASE [OWNER owner]: lease a worker id for local generation (as POST /v1/leases): the lease's name, worker id, layout and ticks [first_tick, end_tick).", run: (*respConn).idLease},
+		{name: "id.renew", arity: 2, flags: []string{"write", "fast"}, group: "flakeid",
+			summary: "ID.RENEW lease: renew a lease (every renew_every_ms): its grown end_tick.", run: (*respConn).idRenew},
+		{name: "id.release", arity: 2, flags: []string{"write", "fast"}, group: "flakeid",
+			summary: "ID.RELEASE lease: free a lease's worker id, its reservation stored; stop issuing under it first.", run: (*respConn).idRelease},
 		{name: "incrby", arity: 3, flags: []string{"write", "fast"}, keys: true, group: "string",
 			summary: "INCRBY key 1 is INCR key (redis-py's incr sends it); any other increment is refused: use ID.NEXT key count.", run: (*respConn).incrBy},
 		{name: "incrbyfloat", arity: 3, flags: []string{"write", "fast"}, keys: true, group: "string", summary: "Not supported: use ID.NEXT key count.", run: (*respConn).counterOnly},
@@ -334,6 +340,77 @@ func (c *respConn) tag(key []byte) (*respTag, error) {
 	}
 	c.tags[name] = t
 	return t, nil
+}
+
+// idLease answers ID.LEASE [OWNER owner].
+func (c *respConn) idLease(args [][]byte) error {
+	var owner string
+	switch {
+	case len(args) == 3 && bytes.EqualFold(args[1], []byte("owner")):
+		owner = string(args[2])
+	case len(args) != 1:
+		return respErrorf("ERR", "syntax error: ID.LEASE [OWNER owner]")
+	}
+	if err := c.allowSnowflake(); err != nil {
+		return err
+	}
+	l, err := c.s.acquireLease(c.ctx, owner)
+	if err != nil {
+		return err
+	}
+	c.writeLease(l)
+	return nil
+}
+
+// idRenew answers ID.RENEW lease.
+func (c *respConn) idRenew(args [][]byte) error {
+	if err := c.allowSnowflake(); err != nil {
+		return err
+	}
+	l, err := c.s.renewLease(string(args[1]))
+	if err != nil {
+		return err
+	}
+	c.writeLease(l)
+	return nil
+}
+
+// idRelease answers ID.RELEASE lease.
+func (c *respConn) idRelease(args [][]byte) error {
+	if err := c.allowSnowflake(); err != nil {
+		return err
+	}
+	if err := c.s.releaseLease(string(args[1])); err != nil {
+		return err
+	}
+	c.wr.WriteString("OK")
+	return nil
+}
+
+// writeLease writes a lease as a map with the JSON answer's keys (the
+// layout's flattened in).
+func (c *respConn) writeLease(l leaseJSON) {
+	c.writeMap(14)
+	c.wr.WriteBulkString("lease")
+	c.wr.WriteBulkString(l.Lease)
+	for _, f := range []struct {
+		k string
+		v int64
+	}{{"datacenter", l.Datacenter}, {"worker", l.Worker}, {"time_bits", int64(l.Layout.TimeBits)},
+		{"datacenter_bits", int64(l.Layout.DatacenterBits)}, {"worker_bits", int64(l.Layout.WorkerBits)},
+		{"sequence_bits", int64(l.Layout.SequenceBits)}, {"time_unit_us", l.Layout.TimeUnitUs}} {
+		c.wr.WriteBulkString(f.k)
+		c.wr.WriteInt64(f.v)
+	}
+	c.wr.WriteBulkString("layout")
+	c.wr.WriteBulkString(l.Layout.Name)
+	for _, f := range []struct {
+		k string
+		v int64
+	}{{"first_tick", l.FirstTick}, {"end_tick", l.EndTick}, {"now_us", l.NowUs}, {"renew_every_ms", l.RenewEveryMs}, {"ttl_ms", l.TTLMs}} {
+		c.wr.WriteBulkString(f.k)
+		c.wr.WriteInt64(f.v)
+	}
 }
 
 // allowSnowflake checks that the connection may take Snowflake IDs.

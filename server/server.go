@@ -303,6 +303,7 @@ type Server struct {
 	uuids    *uuidMaker
 	resp     *respCommands
 	tinyid   *tinyidTokens // nil: no Tinyid token table
+	leases   leaseSessions // worker-id leases handed to clients
 	started  time.Time
 	draining chan struct{}
 

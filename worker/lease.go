@@ -106,8 +106,10 @@ func DefaultConfig() Config {
 	}
 }
 
-// withDefaults fills the zero fields of c from DefaultConfig.
-func (c Config) withDefaults() Config {
+// WithDefaults returns c with its zero fields filled in as NewLeaser
+// fills them (RenewEvery, RetryEvery, ReserveAhead, SafetyMargin and
+// Quarantine follow the TTL and each other; see each field).
+func (c Config) WithDefaults() Config {
 	d := DefaultConfig()
 	if c.Workers == 0 {
 		c.Workers = d.Workers
@@ -147,7 +149,7 @@ func (c Config) withDefaults() Config {
 
 // Validate checks every field and their relations, with defaults applied.
 func (c Config) Validate() error {
-	c = c.withDefaults()
+	c = c.WithDefaults()
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
 	}
@@ -198,7 +200,7 @@ func NewLeaser(coord Coordinator, cfg Config) (Leaser, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &leaser{coord: coord, cfg: cfg.withDefaults()}, nil
+	return &leaser{coord: coord, cfg: cfg.WithDefaults()}, nil
 }
 
 // Acquire claims a worker id and starts renewing it. With WaitForFree it

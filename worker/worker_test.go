@@ -22,7 +22,7 @@ func TestConfigValidate(t *testing.T) {
 	if err := (Config{TTL: 2 * time.Second, ReserveAhead: 30 * time.Second}).Validate(); err != nil {
 		t.Fatalf("ReserveAhead 30s past a TTL of 2s: %v", err)
 	}
-	if q := (Config{TTL: 2 * time.Second, ReserveAhead: 30 * time.Second}).withDefaults().Quarantine; q != 31*time.Second {
+	if q := (Config{TTL: 2 * time.Second, ReserveAhead: 30 * time.Second}).WithDefaults().Quarantine; q != 31*time.Second {
 		t.Fatalf("the quarantine of a 30s reservation is %v, want 31s (reservation + max clock skew)", q)
 	}
 	for _, tc := range []struct {
@@ -57,7 +57,7 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestQuarantineDefault(t *testing.T) {
-	c := Config{ReserveAhead: 5 * time.Second, MaxClockSkew: 2 * time.Second}.withDefaults()
+	c := Config{ReserveAhead: 5 * time.Second, MaxClockSkew: 2 * time.Second}.WithDefaults()
 	if c.Quarantine != 7*time.Second {
 		t.Fatalf("default quarantine %v, want reserve ahead + max clock skew = 7s", c.Quarantine)
 	}

@@ -24,6 +24,96 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type AcquireLeaseRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// owner names the caller in the coordinator: 1–64 letters, digits and
+	// -_.:/@; empty means "client".
+	Owner         string `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcquireLeaseRequest) Reset() {
+	*x = AcquireLeaseRequest{}
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcquireLeaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcquireLeaseRequest) ProtoMessage() {}
+
+func (x *AcquireLeaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcquireLeaseRequest.ProtoReflect.Descriptor instead.
+func (*AcquireLeaseRequest) Descriptor() ([]byte, []int) {
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *AcquireLeaseRequest) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+type AcquireLeaseResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Lease         *WorkerLease           `protobuf:"bytes,1,opt,name=lease,proto3" json:"lease,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcquireLeaseResponse) Reset() {
+	*x = AcquireLeaseResponse{}
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcquireLeaseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcquireLeaseResponse) ProtoMessage() {}
+
+func (x *AcquireLeaseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcquireLeaseResponse.ProtoReflect.Descriptor instead.
+func (*AcquireLeaseResponse) Descriptor() ([]byte, []int) {
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *AcquireLeaseResponse) GetLease() *WorkerLease {
+	if x != nil {
+		return x.Lease
+	}
+	return nil
+}
+
 type BoundsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// from is where the window starts (included): RFC 3339, a date
@@ -39,7 +129,7 @@ type BoundsRequest struct {
 
 func (x *BoundsRequest) Reset() {
 	*x = BoundsRequest{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[0]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -51,7 +141,7 @@ func (x *BoundsRequest) String() string {
 func (*BoundsRequest) ProtoMessage() {}
 
 func (x *BoundsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[0]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -64,7 +154,7 @@ func (x *BoundsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BoundsRequest.ProtoReflect.Descriptor instead.
 func (*BoundsRequest) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{0}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *BoundsRequest) GetFrom() string {
@@ -103,7 +193,7 @@ type BoundsResponse struct {
 
 func (x *BoundsResponse) Reset() {
 	*x = BoundsResponse{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[1]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -115,7 +205,7 @@ func (x *BoundsResponse) String() string {
 func (*BoundsResponse) ProtoMessage() {}
 
 func (x *BoundsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[1]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -128,7 +218,7 @@ func (x *BoundsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BoundsResponse.ProtoReflect.Descriptor instead.
 func (*BoundsResponse) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{1}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *BoundsResponse) GetMin() int64 {
@@ -176,6 +266,175 @@ func (x *BoundsResponse) GetNote() string {
 // SeriesSettings make a tag a series of business numbers
 // (ORD-20261128-000123): a counter that starts again every period, shown
 // through a template. docs/API.md describes the fields.
+type ReleaseLeaseRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Lease         string                 `protobuf:"bytes,1,opt,name=lease,proto3" json:"lease,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseLeaseRequest) Reset() {
+	*x = ReleaseLeaseRequest{}
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseLeaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseLeaseRequest) ProtoMessage() {}
+
+func (x *ReleaseLeaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseLeaseRequest.ProtoReflect.Descriptor instead.
+func (*ReleaseLeaseRequest) Descriptor() ([]byte, []int) {
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ReleaseLeaseRequest) GetLease() string {
+	if x != nil {
+		return x.Lease
+	}
+	return ""
+}
+
+type ReleaseLeaseResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseLeaseResponse) Reset() {
+	*x = ReleaseLeaseResponse{}
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseLeaseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseLeaseResponse) ProtoMessage() {}
+
+func (x *ReleaseLeaseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseLeaseResponse.ProtoReflect.Descriptor instead.
+func (*ReleaseLeaseResponse) Descriptor() ([]byte, []int) {
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{5}
+}
+
+type RenewLeaseRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// lease is the name AcquireLease gave.
+	Lease         string `protobuf:"bytes,1,opt,name=lease,proto3" json:"lease,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewLeaseRequest) Reset() {
+	*x = RenewLeaseRequest{}
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewLeaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewLeaseRequest) ProtoMessage() {}
+
+func (x *RenewLeaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewLeaseRequest.ProtoReflect.Descriptor instead.
+func (*RenewLeaseRequest) Descriptor() ([]byte, []int) {
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *RenewLeaseRequest) GetLease() string {
+	if x != nil {
+		return x.Lease
+	}
+	return ""
+}
+
+type RenewLeaseResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Lease         *WorkerLease           `protobuf:"bytes,1,opt,name=lease,proto3" json:"lease,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewLeaseResponse) Reset() {
+	*x = RenewLeaseResponse{}
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewLeaseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewLeaseResponse) ProtoMessage() {}
+
+func (x *RenewLeaseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewLeaseResponse.ProtoReflect.Descriptor instead.
+func (*RenewLeaseResponse) Descriptor() ([]byte, []int) {
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RenewLeaseResponse) GetLease() *WorkerLease {
+	if x != nil {
+		return x.Lease
+	}
+	return nil
+}
+
 type SeriesSettings struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// period: minute, hour, day, week, month or year. Required.
@@ -194,7 +453,7 @@ type SeriesSettings struct {
 
 func (x *SeriesSettings) Reset() {
 	*x = SeriesSettings{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[2]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -206,7 +465,7 @@ func (x *SeriesSettings) String() string {
 func (*SeriesSettings) ProtoMessage() {}
 
 func (x *SeriesSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[2]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -219,7 +478,7 @@ func (x *SeriesSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeriesSettings.ProtoReflect.Descriptor instead.
 func (*SeriesSettings) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{2}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SeriesSettings) GetPeriod() string {
@@ -273,7 +532,7 @@ type CreateTagRequest struct {
 
 func (x *CreateTagRequest) Reset() {
 	*x = CreateTagRequest{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[3]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -285,7 +544,7 @@ func (x *CreateTagRequest) String() string {
 func (*CreateTagRequest) ProtoMessage() {}
 
 func (x *CreateTagRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[3]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -298,7 +557,7 @@ func (x *CreateTagRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTagRequest.ProtoReflect.Descriptor instead.
 func (*CreateTagRequest) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{3}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CreateTagRequest) GetTag() string {
@@ -352,7 +611,7 @@ type CreateTagResponse struct {
 
 func (x *CreateTagResponse) Reset() {
 	*x = CreateTagResponse{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[4]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -364,7 +623,7 @@ func (x *CreateTagResponse) String() string {
 func (*CreateTagResponse) ProtoMessage() {}
 
 func (x *CreateTagResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[4]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -377,7 +636,7 @@ func (x *CreateTagResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateTagResponse.ProtoReflect.Descriptor instead.
 func (*CreateTagResponse) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{4}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CreateTagResponse) GetTag() string {
@@ -427,7 +686,7 @@ type DecodeNumberRequest struct {
 
 func (x *DecodeNumberRequest) Reset() {
 	*x = DecodeNumberRequest{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[5]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -439,7 +698,7 @@ func (x *DecodeNumberRequest) String() string {
 func (*DecodeNumberRequest) ProtoMessage() {}
 
 func (x *DecodeNumberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[5]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -452,7 +711,7 @@ func (x *DecodeNumberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecodeNumberRequest.ProtoReflect.Descriptor instead.
 func (*DecodeNumberRequest) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{5}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DecodeNumberRequest) GetTag() string {
@@ -492,7 +751,7 @@ type DecodeNumberResponse struct {
 
 func (x *DecodeNumberResponse) Reset() {
 	*x = DecodeNumberResponse{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[6]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -504,7 +763,7 @@ func (x *DecodeNumberResponse) String() string {
 func (*DecodeNumberResponse) ProtoMessage() {}
 
 func (x *DecodeNumberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[6]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -517,7 +776,7 @@ func (x *DecodeNumberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecodeNumberResponse.ProtoReflect.Descriptor instead.
 func (*DecodeNumberResponse) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{6}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DecodeNumberResponse) GetTag() string {
@@ -599,7 +858,7 @@ type DeleteTagRequest struct {
 
 func (x *DeleteTagRequest) Reset() {
 	*x = DeleteTagRequest{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[7]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -611,7 +870,7 @@ func (x *DeleteTagRequest) String() string {
 func (*DeleteTagRequest) ProtoMessage() {}
 
 func (x *DeleteTagRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[7]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -624,7 +883,7 @@ func (x *DeleteTagRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTagRequest.ProtoReflect.Descriptor instead.
 func (*DeleteTagRequest) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{7}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeleteTagRequest) GetTag() string {
@@ -644,7 +903,7 @@ type DeleteTagResponse struct {
 
 func (x *DeleteTagResponse) Reset() {
 	*x = DeleteTagResponse{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[8]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -656,7 +915,7 @@ func (x *DeleteTagResponse) String() string {
 func (*DeleteTagResponse) ProtoMessage() {}
 
 func (x *DeleteTagResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[8]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -669,7 +928,7 @@ func (x *DeleteTagResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteTagResponse.ProtoReflect.Descriptor instead.
 func (*DeleteTagResponse) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{8}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeleteTagResponse) GetTag() string {
@@ -692,7 +951,7 @@ type IDRange struct {
 
 func (x *IDRange) Reset() {
 	*x = IDRange{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[9]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -704,7 +963,7 @@ func (x *IDRange) String() string {
 func (*IDRange) ProtoMessage() {}
 
 func (x *IDRange) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[9]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -717,7 +976,7 @@ func (x *IDRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IDRange.ProtoReflect.Descriptor instead.
 func (*IDRange) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{9}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *IDRange) GetFirst() int64 {
@@ -757,7 +1016,7 @@ type NextSnowflakeRequest struct {
 
 func (x *NextSnowflakeRequest) Reset() {
 	*x = NextSnowflakeRequest{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[10]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -769,7 +1028,7 @@ func (x *NextSnowflakeRequest) String() string {
 func (*NextSnowflakeRequest) ProtoMessage() {}
 
 func (x *NextSnowflakeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[10]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -782,7 +1041,7 @@ func (x *NextSnowflakeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextSnowflakeRequest.ProtoReflect.Descriptor instead.
 func (*NextSnowflakeRequest) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{10}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *NextSnowflakeRequest) GetCount() int64 {
@@ -824,7 +1083,7 @@ type NextSnowflakeResponse struct {
 
 func (x *NextSnowflakeResponse) Reset() {
 	*x = NextSnowflakeResponse{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[11]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -836,7 +1095,7 @@ func (x *NextSnowflakeResponse) String() string {
 func (*NextSnowflakeResponse) ProtoMessage() {}
 
 func (x *NextSnowflakeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[11]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -849,7 +1108,7 @@ func (x *NextSnowflakeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextSnowflakeResponse.ProtoReflect.Descriptor instead.
 func (*NextSnowflakeResponse) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{11}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *NextSnowflakeResponse) GetRanges() []*IDRange {
@@ -902,7 +1161,7 @@ type StreamSnowflakeRequest struct {
 
 func (x *StreamSnowflakeRequest) Reset() {
 	*x = StreamSnowflakeRequest{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[12]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -914,7 +1173,7 @@ func (x *StreamSnowflakeRequest) String() string {
 func (*StreamSnowflakeRequest) ProtoMessage() {}
 
 func (x *StreamSnowflakeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[12]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -927,7 +1186,7 @@ func (x *StreamSnowflakeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamSnowflakeRequest.ProtoReflect.Descriptor instead.
 func (*StreamSnowflakeRequest) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{12}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StreamSnowflakeRequest) GetCount() int64 {
@@ -972,7 +1231,7 @@ type NextSegmentRequest struct {
 
 func (x *NextSegmentRequest) Reset() {
 	*x = NextSegmentRequest{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[13]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -984,7 +1243,7 @@ func (x *NextSegmentRequest) String() string {
 func (*NextSegmentRequest) ProtoMessage() {}
 
 func (x *NextSegmentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[13]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -997,7 +1256,7 @@ func (x *NextSegmentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextSegmentRequest.ProtoReflect.Descriptor instead.
 func (*NextSegmentRequest) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{13}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *NextSegmentRequest) GetTag() string {
@@ -1038,7 +1297,7 @@ type NextSegmentResponse struct {
 
 func (x *NextSegmentResponse) Reset() {
 	*x = NextSegmentResponse{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[14]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1050,7 +1309,7 @@ func (x *NextSegmentResponse) String() string {
 func (*NextSegmentResponse) ProtoMessage() {}
 
 func (x *NextSegmentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[14]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1063,7 +1322,7 @@ func (x *NextSegmentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextSegmentResponse.ProtoReflect.Descriptor instead.
 func (*NextSegmentResponse) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{14}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *NextSegmentResponse) GetTag() string {
@@ -1112,7 +1371,7 @@ type DecodeRequest struct {
 
 func (x *DecodeRequest) Reset() {
 	*x = DecodeRequest{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[15]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1124,7 +1383,7 @@ func (x *DecodeRequest) String() string {
 func (*DecodeRequest) ProtoMessage() {}
 
 func (x *DecodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[15]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1137,7 +1396,7 @@ func (x *DecodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecodeRequest.ProtoReflect.Descriptor instead.
 func (*DecodeRequest) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{15}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DecodeRequest) GetId() string {
@@ -1184,7 +1443,7 @@ type DecodeResponse struct {
 
 func (x *DecodeResponse) Reset() {
 	*x = DecodeResponse{}
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[16]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1196,7 +1455,7 @@ func (x *DecodeResponse) String() string {
 func (*DecodeResponse) ProtoMessage() {}
 
 func (x *DecodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flakeid_v1_flakeid_proto_msgTypes[16]
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1209,7 +1468,7 @@ func (x *DecodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecodeResponse.ProtoReflect.Descriptor instead.
 func (*DecodeResponse) Descriptor() ([]byte, []int) {
-	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{16}
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DecodeResponse) GetId() int64 {
@@ -1296,12 +1555,181 @@ func (x *DecodeResponse) GetPrefix() string {
 	return ""
 }
 
+// WorkerLease is a worker id leased for local generation, and what a client
+// needs to make IDs under it.
+type WorkerLease struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// lease names it in renewals and the release: 32 hex digits.
+	Lease      string `protobuf:"bytes,1,opt,name=lease,proto3" json:"lease,omitempty"`
+	Datacenter int64  `protobuf:"varint,2,opt,name=datacenter,proto3" json:"datacenter,omitempty"`
+	Worker     int64  `protobuf:"varint,3,opt,name=worker,proto3" json:"worker,omitempty"`
+	// The layout's field widths, from the top (the sign bit is 0): time,
+	// datacenter, worker, sequence; an ID is
+	// tick << (datacenter_bits + worker_bits + sequence_bits) |
+	// datacenter << (worker_bits + sequence_bits) | worker << sequence_bits | seq.
+	TimeBits       int32 `protobuf:"varint,4,opt,name=time_bits,json=timeBits,proto3" json:"time_bits,omitempty"`
+	DatacenterBits int32 `protobuf:"varint,5,opt,name=datacenter_bits,json=datacenterBits,proto3" json:"datacenter_bits,omitempty"`
+	WorkerBits     int32 `protobuf:"varint,6,opt,name=worker_bits,json=workerBits,proto3" json:"worker_bits,omitempty"`
+	SequenceBits   int32 `protobuf:"varint,7,opt,name=sequence_bits,json=sequenceBits,proto3" json:"sequence_bits,omitempty"`
+	// time_unit_us is the length of a tick in microseconds; layout the
+	// layout's text.
+	TimeUnitUs int64  `protobuf:"varint,8,opt,name=time_unit_us,json=timeUnitUs,proto3" json:"time_unit_us,omitempty"`
+	Layout     string `protobuf:"bytes,9,opt,name=layout,proto3" json:"layout,omitempty"`
+	// first_tick is the first tick the lease may issue in (its high-water
+	// mark), end_tick the first it may not (its reservation), counted from
+	// the layout's epoch. end_tick grows with each renewal.
+	FirstTick int64 `protobuf:"varint,10,opt,name=first_tick,json=firstTick,proto3" json:"first_tick,omitempty"`
+	EndTick   int64 `protobuf:"varint,11,opt,name=end_tick,json=endTick,proto3" json:"end_tick,omitempty"`
+	// now_us is the server's clock when it answered, in microseconds since
+	// the layout's epoch: a client's clock for picking ticks is now_us plus
+	// the time since it sent the request, by its monotonic clock.
+	NowUs int64 `protobuf:"varint,12,opt,name=now_us,json=nowUs,proto3" json:"now_us,omitempty"`
+	// renew_every_ms is how often to renew; ttl_ms how long without a
+	// renewal before the server closes the lease.
+	RenewEveryMs  int64 `protobuf:"varint,13,opt,name=renew_every_ms,json=renewEveryMs,proto3" json:"renew_every_ms,omitempty"`
+	TtlMs         int64 `protobuf:"varint,14,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkerLease) Reset() {
+	*x = WorkerLease{}
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkerLease) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkerLease) ProtoMessage() {}
+
+func (x *WorkerLease) ProtoReflect() protoreflect.Message {
+	mi := &file_flakeid_v1_flakeid_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkerLease.ProtoReflect.Descriptor instead.
+func (*WorkerLease) Descriptor() ([]byte, []int) {
+	return file_flakeid_v1_flakeid_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *WorkerLease) GetLease() string {
+	if x != nil {
+		return x.Lease
+	}
+	return ""
+}
+
+func (x *WorkerLease) GetDatacenter() int64 {
+	if x != nil {
+		return x.Datacenter
+	}
+	return 0
+}
+
+func (x *WorkerLease) GetWorker() int64 {
+	if x != nil {
+		return x.Worker
+	}
+	return 0
+}
+
+func (x *WorkerLease) GetTimeBits() int32 {
+	if x != nil {
+		return x.TimeBits
+	}
+	return 0
+}
+
+func (x *WorkerLease) GetDatacenterBits() int32 {
+	if x != nil {
+		return x.DatacenterBits
+	}
+	return 0
+}
+
+func (x *WorkerLease) GetWorkerBits() int32 {
+	if x != nil {
+		return x.WorkerBits
+	}
+	return 0
+}
+
+func (x *WorkerLease) GetSequenceBits() int32 {
+	if x != nil {
+		return x.SequenceBits
+	}
+	return 0
+}
+
+func (x *WorkerLease) GetTimeUnitUs() int64 {
+	if x != nil {
+		return x.TimeUnitUs
+	}
+	return 0
+}
+
+func (x *WorkerLease) GetLayout() string {
+	if x != nil {
+		return x.Layout
+	}
+	return ""
+}
+
+func (x *WorkerLease) GetFirstTick() int64 {
+	if x != nil {
+		return x.FirstTick
+	}
+	return 0
+}
+
+func (x *WorkerLease) GetEndTick() int64 {
+	if x != nil {
+		return x.EndTick
+	}
+	return 0
+}
+
+func (x *WorkerLease) GetNowUs() int64 {
+	if x != nil {
+		return x.NowUs
+	}
+	return 0
+}
+
+func (x *WorkerLease) GetRenewEveryMs() int64 {
+	if x != nil {
+		return x.RenewEveryMs
+	}
+	return 0
+}
+
+func (x *WorkerLease) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
 var File_flakeid_v1_flakeid_proto protoreflect.FileDescriptor
 
 const file_flakeid_v1_flakeid_proto_rawDesc = "" +
 	"\n" +
 	"\x18flakeid/v1/flakeid.proto\x12\n" +
-	"flakeid.v1\"3\n" +
+	"flakeid.v1\"+\n" +
+	"\x13AcquireLeaseRequest\x12\x14\n" +
+	"\x05owner\x18\x01 \x01(\tR\x05owner\"E\n" +
+	"\x14AcquireLeaseResponse\x12-\n" +
+	"\x05lease\x18\x01 \x01(\v2\x17.flakeid.v1.WorkerLeaseR\x05lease\"3\n" +
 	"\rBoundsRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\tR\x02to\"\x84\x01\n" +
@@ -1311,7 +1739,14 @@ const file_flakeid_v1_flakeid_proto_rawDesc = "" +
 	"\x04from\x18\x03 \x01(\tR\x04from\x12\x0e\n" +
 	"\x02to\x18\x04 \x01(\tR\x02to\x12\x16\n" +
 	"\x06layout\x18\x05 \x01(\tR\x06layout\x12\x12\n" +
-	"\x04note\x18\x06 \x01(\tR\x04note\"\x91\x01\n" +
+	"\x04note\x18\x06 \x01(\tR\x04note\"+\n" +
+	"\x13ReleaseLeaseRequest\x12\x14\n" +
+	"\x05lease\x18\x01 \x01(\tR\x05lease\"\x16\n" +
+	"\x14ReleaseLeaseResponse\")\n" +
+	"\x11RenewLeaseRequest\x12\x14\n" +
+	"\x05lease\x18\x01 \x01(\tR\x05lease\"C\n" +
+	"\x12RenewLeaseResponse\x12-\n" +
+	"\x05lease\x18\x01 \x01(\v2\x17.flakeid.v1.WorkerLeaseR\x05lease\"\x91\x01\n" +
 	"\x0eSeriesSettings\x12\x16\n" +
 	"\x06period\x18\x01 \x01(\tR\x06period\x12\x0e\n" +
 	"\x02tz\x18\x02 \x01(\tR\x02tz\x12\x1a\n" +
@@ -1407,7 +1842,28 @@ const file_flakeid_v1_flakeid_proto_rawDesc = "" +
 	"\v_datacenterB\t\n" +
 	"\a_workerB\v\n" +
 	"\t_sequenceB\t\n" +
-	"\a_key_id2\x8f\x05\n" +
+	"\a_key_id\"\xaf\x03\n" +
+	"\vWorkerLease\x12\x14\n" +
+	"\x05lease\x18\x01 \x01(\tR\x05lease\x12\x1e\n" +
+	"\n" +
+	"datacenter\x18\x02 \x01(\x03R\n" +
+	"datacenter\x12\x16\n" +
+	"\x06worker\x18\x03 \x01(\x03R\x06worker\x12\x1b\n" +
+	"\ttime_bits\x18\x04 \x01(\x05R\btimeBits\x12'\n" +
+	"\x0fdatacenter_bits\x18\x05 \x01(\x05R\x0edatacenterBits\x12\x1f\n" +
+	"\vworker_bits\x18\x06 \x01(\x05R\n" +
+	"workerBits\x12#\n" +
+	"\rsequence_bits\x18\a \x01(\x05R\fsequenceBits\x12 \n" +
+	"\ftime_unit_us\x18\b \x01(\x03R\n" +
+	"timeUnitUs\x12\x16\n" +
+	"\x06layout\x18\t \x01(\tR\x06layout\x12\x1d\n" +
+	"\n" +
+	"first_tick\x18\n" +
+	" \x01(\x03R\tfirstTick\x12\x19\n" +
+	"\bend_tick\x18\v \x01(\x03R\aendTick\x12\x15\n" +
+	"\x06now_us\x18\f \x01(\x03R\x05nowUs\x12$\n" +
+	"\x0erenew_every_ms\x18\r \x01(\x03R\frenewEveryMs\x12\x15\n" +
+	"\x06ttl_ms\x18\x0e \x01(\x03R\x05ttlMs2\x88\a\n" +
 	"\tIDService\x12V\n" +
 	"\rNextSnowflake\x12 .flakeid.v1.NextSnowflakeRequest\x1a!.flakeid.v1.NextSnowflakeResponse\"\x00\x12\\\n" +
 	"\x0fStreamSnowflake\x12\".flakeid.v1.StreamSnowflakeRequest\x1a!.flakeid.v1.NextSnowflakeResponse\"\x000\x01\x12P\n" +
@@ -1416,7 +1872,11 @@ const file_flakeid_v1_flakeid_proto_rawDesc = "" +
 	"\tDeleteTag\x12\x1c.flakeid.v1.DeleteTagRequest\x1a\x1d.flakeid.v1.DeleteTagResponse\"\x00\x12J\n" +
 	"\tCreateTag\x12\x1c.flakeid.v1.CreateTagRequest\x1a\x1d.flakeid.v1.CreateTagResponse\"\x00\x12V\n" +
 	"\fDecodeNumber\x12\x1f.flakeid.v1.DecodeNumberRequest\x1a .flakeid.v1.DecodeNumberResponse\"\x03\x90\x02\x01\x12D\n" +
-	"\x06Bounds\x12\x19.flakeid.v1.BoundsRequest\x1a\x1a.flakeid.v1.BoundsResponse\"\x03\x90\x02\x01B5Z3github.com/flakeid/flakeid/gen/flakeid/v1;flakeidv1b\x06proto3"
+	"\x06Bounds\x12\x19.flakeid.v1.BoundsRequest\x1a\x1a.flakeid.v1.BoundsResponse\"\x03\x90\x02\x01\x12S\n" +
+	"\fAcquireLease\x12\x1f.flakeid.v1.AcquireLeaseRequest\x1a .flakeid.v1.AcquireLeaseResponse\"\x00\x12M\n" +
+	"\n" +
+	"RenewLease\x12\x1d.flakeid.v1.RenewLeaseRequest\x1a\x1e.flakeid.v1.RenewLeaseResponse\"\x00\x12S\n" +
+	"\fReleaseLease\x12\x1f.flakeid.v1.ReleaseLeaseRequest\x1a .flakeid.v1.ReleaseLeaseResponse\"\x00B5Z3github.com/flakeid/flakeid/gen/flakeid/v1;flakeidv1b\x06proto3"
 
 var (
 	file_flakeid_v1_flakeid_proto_rawDescOnce sync.Once
@@ -1430,52 +1890,67 @@ func file_flakeid_v1_flakeid_proto_rawDescGZIP() []byte {
 	return file_flakeid_v1_flakeid_proto_rawDescData
 }
 
-var file_flakeid_v1_flakeid_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_flakeid_v1_flakeid_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_flakeid_v1_flakeid_proto_goTypes = []any{
-	(*BoundsRequest)(nil),          // 0: flakeid.v1.BoundsRequest
-	(*BoundsResponse)(nil),         // 1: flakeid.v1.BoundsResponse
-	(*SeriesSettings)(nil),         // 2: flakeid.v1.SeriesSettings
-	(*CreateTagRequest)(nil),       // 3: flakeid.v1.CreateTagRequest
-	(*CreateTagResponse)(nil),      // 4: flakeid.v1.CreateTagResponse
-	(*DecodeNumberRequest)(nil),    // 5: flakeid.v1.DecodeNumberRequest
-	(*DecodeNumberResponse)(nil),   // 6: flakeid.v1.DecodeNumberResponse
-	(*DeleteTagRequest)(nil),       // 7: flakeid.v1.DeleteTagRequest
-	(*DeleteTagResponse)(nil),      // 8: flakeid.v1.DeleteTagResponse
-	(*IDRange)(nil),                // 9: flakeid.v1.IDRange
-	(*NextSnowflakeRequest)(nil),   // 10: flakeid.v1.NextSnowflakeRequest
-	(*NextSnowflakeResponse)(nil),  // 11: flakeid.v1.NextSnowflakeResponse
-	(*StreamSnowflakeRequest)(nil), // 12: flakeid.v1.StreamSnowflakeRequest
-	(*NextSegmentRequest)(nil),     // 13: flakeid.v1.NextSegmentRequest
-	(*NextSegmentResponse)(nil),    // 14: flakeid.v1.NextSegmentResponse
-	(*DecodeRequest)(nil),          // 15: flakeid.v1.DecodeRequest
-	(*DecodeResponse)(nil),         // 16: flakeid.v1.DecodeResponse
+	(*AcquireLeaseRequest)(nil),    // 0: flakeid.v1.AcquireLeaseRequest
+	(*AcquireLeaseResponse)(nil),   // 1: flakeid.v1.AcquireLeaseResponse
+	(*BoundsRequest)(nil),          // 2: flakeid.v1.BoundsRequest
+	(*BoundsResponse)(nil),         // 3: flakeid.v1.BoundsResponse
+	(*ReleaseLeaseRequest)(nil),    // 4: flakeid.v1.ReleaseLeaseRequest
+	(*ReleaseLeaseResponse)(nil),   // 5: flakeid.v1.ReleaseLeaseResponse
+	(*RenewLeaseRequest)(nil),      // 6: flakeid.v1.RenewLeaseRequest
+	(*RenewLeaseResponse)(nil),     // 7: flakeid.v1.RenewLeaseResponse
+	(*SeriesSettings)(nil),         // 8: flakeid.v1.SeriesSettings
+	(*CreateTagRequest)(nil),       // 9: flakeid.v1.CreateTagRequest
+	(*CreateTagResponse)(nil),      // 10: flakeid.v1.CreateTagResponse
+	(*DecodeNumberRequest)(nil),    // 11: flakeid.v1.DecodeNumberRequest
+	(*DecodeNumberResponse)(nil),   // 12: flakeid.v1.DecodeNumberResponse
+	(*DeleteTagRequest)(nil),       // 13: flakeid.v1.DeleteTagRequest
+	(*DeleteTagResponse)(nil),      // 14: flakeid.v1.DeleteTagResponse
+	(*IDRange)(nil),                // 15: flakeid.v1.IDRange
+	(*NextSnowflakeRequest)(nil),   // 16: flakeid.v1.NextSnowflakeRequest
+	(*NextSnowflakeResponse)(nil),  // 17: flakeid.v1.NextSnowflakeResponse
+	(*StreamSnowflakeRequest)(nil), // 18: flakeid.v1.StreamSnowflakeRequest
+	(*NextSegmentRequest)(nil),     // 19: flakeid.v1.NextSegmentRequest
+	(*NextSegmentResponse)(nil),    // 20: flakeid.v1.NextSegmentResponse
+	(*DecodeRequest)(nil),          // 21: flakeid.v1.DecodeRequest
+	(*DecodeResponse)(nil),         // 22: flakeid.v1.DecodeResponse
+	(*WorkerLease)(nil),            // 23: flakeid.v1.WorkerLease
 }
 var file_flakeid_v1_flakeid_proto_depIdxs = []int32{
-	2,  // 0: flakeid.v1.CreateTagRequest.series:type_name -> flakeid.v1.SeriesSettings
-	2,  // 1: flakeid.v1.CreateTagResponse.series:type_name -> flakeid.v1.SeriesSettings
-	9,  // 2: flakeid.v1.NextSnowflakeResponse.ranges:type_name -> flakeid.v1.IDRange
-	9,  // 3: flakeid.v1.NextSegmentResponse.ranges:type_name -> flakeid.v1.IDRange
-	10, // 4: flakeid.v1.IDService.NextSnowflake:input_type -> flakeid.v1.NextSnowflakeRequest
-	12, // 5: flakeid.v1.IDService.StreamSnowflake:input_type -> flakeid.v1.StreamSnowflakeRequest
-	13, // 6: flakeid.v1.IDService.NextSegment:input_type -> flakeid.v1.NextSegmentRequest
-	15, // 7: flakeid.v1.IDService.Decode:input_type -> flakeid.v1.DecodeRequest
-	7,  // 8: flakeid.v1.IDService.DeleteTag:input_type -> flakeid.v1.DeleteTagRequest
-	3,  // 9: flakeid.v1.IDService.CreateTag:input_type -> flakeid.v1.CreateTagRequest
-	5,  // 10: flakeid.v1.IDService.DecodeNumber:input_type -> flakeid.v1.DecodeNumberRequest
-	0,  // 11: flakeid.v1.IDService.Bounds:input_type -> flakeid.v1.BoundsRequest
-	11, // 12: flakeid.v1.IDService.NextSnowflake:output_type -> flakeid.v1.NextSnowflakeResponse
-	11, // 13: flakeid.v1.IDService.StreamSnowflake:output_type -> flakeid.v1.NextSnowflakeResponse
-	14, // 14: flakeid.v1.IDService.NextSegment:output_type -> flakeid.v1.NextSegmentResponse
-	16, // 15: flakeid.v1.IDService.Decode:output_type -> flakeid.v1.DecodeResponse
-	8,  // 16: flakeid.v1.IDService.DeleteTag:output_type -> flakeid.v1.DeleteTagResponse
-	4,  // 17: flakeid.v1.IDService.CreateTag:output_type -> flakeid.v1.CreateTagResponse
-	6,  // 18: flakeid.v1.IDService.DecodeNumber:output_type -> flakeid.v1.DecodeNumberResponse
-	1,  // 19: flakeid.v1.IDService.Bounds:output_type -> flakeid.v1.BoundsResponse
-	12, // [12:20] is the sub-list for method output_type
-	4,  // [4:12] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	23, // 0: flakeid.v1.AcquireLeaseResponse.lease:type_name -> flakeid.v1.WorkerLease
+	23, // 1: flakeid.v1.RenewLeaseResponse.lease:type_name -> flakeid.v1.WorkerLease
+	8,  // 2: flakeid.v1.CreateTagRequest.series:type_name -> flakeid.v1.SeriesSettings
+	8,  // 3: flakeid.v1.CreateTagResponse.series:type_name -> flakeid.v1.SeriesSettings
+	15, // 4: flakeid.v1.NextSnowflakeResponse.ranges:type_name -> flakeid.v1.IDRange
+	15, // 5: flakeid.v1.NextSegmentResponse.ranges:type_name -> flakeid.v1.IDRange
+	16, // 6: flakeid.v1.IDService.NextSnowflake:input_type -> flakeid.v1.NextSnowflakeRequest
+	18, // 7: flakeid.v1.IDService.StreamSnowflake:input_type -> flakeid.v1.StreamSnowflakeRequest
+	19, // 8: flakeid.v1.IDService.NextSegment:input_type -> flakeid.v1.NextSegmentRequest
+	21, // 9: flakeid.v1.IDService.Decode:input_type -> flakeid.v1.DecodeRequest
+	13, // 10: flakeid.v1.IDService.DeleteTag:input_type -> flakeid.v1.DeleteTagRequest
+	9,  // 11: flakeid.v1.IDService.CreateTag:input_type -> flakeid.v1.CreateTagRequest
+	11, // 12: flakeid.v1.IDService.DecodeNumber:input_type -> flakeid.v1.DecodeNumberRequest
+	2,  // 13: flakeid.v1.IDService.Bounds:input_type -> flakeid.v1.BoundsRequest
+	0,  // 14: flakeid.v1.IDService.AcquireLease:input_type -> flakeid.v1.AcquireLeaseRequest
+	6,  // 15: flakeid.v1.IDService.RenewLease:input_type -> flakeid.v1.RenewLeaseRequest
+	4,  // 16: flakeid.v1.IDService.ReleaseLease:input_type -> flakeid.v1.ReleaseLeaseRequest
+	17, // 17: flakeid.v1.IDService.NextSnowflake:output_type -> flakeid.v1.NextSnowflakeResponse
+	17, // 18: flakeid.v1.IDService.StreamSnowflake:output_type -> flakeid.v1.NextSnowflakeResponse
+	20, // 19: flakeid.v1.IDService.NextSegment:output_type -> flakeid.v1.NextSegmentResponse
+	22, // 20: flakeid.v1.IDService.Decode:output_type -> flakeid.v1.DecodeResponse
+	14, // 21: flakeid.v1.IDService.DeleteTag:output_type -> flakeid.v1.DeleteTagResponse
+	10, // 22: flakeid.v1.IDService.CreateTag:output_type -> flakeid.v1.CreateTagResponse
+	12, // 23: flakeid.v1.IDService.DecodeNumber:output_type -> flakeid.v1.DecodeNumberResponse
+	3,  // 24: flakeid.v1.IDService.Bounds:output_type -> flakeid.v1.BoundsResponse
+	1,  // 25: flakeid.v1.IDService.AcquireLease:output_type -> flakeid.v1.AcquireLeaseResponse
+	7,  // 26: flakeid.v1.IDService.RenewLease:output_type -> flakeid.v1.RenewLeaseResponse
+	5,  // 27: flakeid.v1.IDService.ReleaseLease:output_type -> flakeid.v1.ReleaseLeaseResponse
+	17, // [17:28] is the sub-list for method output_type
+	6,  // [6:17] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_flakeid_v1_flakeid_proto_init() }
@@ -1483,15 +1958,15 @@ func file_flakeid_v1_flakeid_proto_init() {
 	if File_flakeid_v1_flakeid_proto != nil {
 		return
 	}
-	file_flakeid_v1_flakeid_proto_msgTypes[2].OneofWrappers = []any{}
-	file_flakeid_v1_flakeid_proto_msgTypes[16].OneofWrappers = []any{}
+	file_flakeid_v1_flakeid_proto_msgTypes[8].OneofWrappers = []any{}
+	file_flakeid_v1_flakeid_proto_msgTypes[22].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flakeid_v1_flakeid_proto_rawDesc), len(file_flakeid_v1_flakeid_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -53,6 +53,12 @@ const (
 	IDServiceDecodeNumberProcedure = "/flakeid.v1.IDService/DecodeNumber"
 	// IDServiceBoundsProcedure is the fully-qualified name of the IDService's Bounds RPC.
 	IDServiceBoundsProcedure = "/flakeid.v1.IDService/Bounds"
+	// IDServiceAcquireLeaseProcedure is the fully-qualified name of the IDService's AcquireLease RPC.
+	IDServiceAcquireLeaseProcedure = "/flakeid.v1.IDService/AcquireLease"
+	// IDServiceRenewLeaseProcedure is the fully-qualified name of the IDService's RenewLease RPC.
+	IDServiceRenewLeaseProcedure = "/flakeid.v1.IDService/RenewLease"
+	// IDServiceReleaseLeaseProcedure is the fully-qualified name of the IDService's ReleaseLease RPC.
+	IDServiceReleaseLeaseProcedure = "/flakeid.v1.IDService/ReleaseLease"
 )
 
 // IDServiceClient is a client for the flakeid.v1.IDService service.
@@ -83,6 +89,22 @@ type IDServiceClient interface {
 	// in a window: for range scans, partition pruning and pagination cursors
 	// on ID-keyed tables.
 	Bounds(context.Context, *connect.Request[v1.BoundsRequest]) (*connect.Response[v1.BoundsResponse], error)
+	// AcquireLease leases a worker id for local generation: the node takes it
+	// from its coordinator on the caller's behalf, with the reservation,
+	// high-water mark and fencing of its own lease, and renews it while the
+	// caller renews. The caller then makes Snowflake IDs of the server's
+	// layout itself, in the ticks [first_tick, end_tick) it was last told.
+	// A server that masks its Snowflake IDs, or runs on a static worker id,
+	// answers FailedPrecondition; every worker id held, Unavailable.
+	AcquireLease(context.Context, *connect.Request[v1.AcquireLeaseRequest]) (*connect.Response[v1.AcquireLeaseResponse], error)
+	// RenewLease reports a lease's grown reservation; call it every
+	// renew_every_ms. A lease not renewed within ttl_ms, released, lost, or
+	// unknown to this server is NotFound: issue only in the ticks it was last
+	// given, and acquire another.
+	RenewLease(context.Context, *connect.Request[v1.RenewLeaseRequest]) (*connect.Response[v1.RenewLeaseResponse], error)
+	// ReleaseLease frees a lease's worker id, storing its reservation. Stop
+	// issuing under it first.
+	ReleaseLease(context.Context, *connect.Request[v1.ReleaseLeaseRequest]) (*connect.Response[v1.ReleaseLeaseResponse], error)
 }
 
 // NewIDServiceClient constructs a client for the flakeid.v1.IDService service. By default, it uses
@@ -147,6 +169,24 @@ func NewIDServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...c
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		acquireLease: connect.NewClient[v1.AcquireLeaseRequest, v1.AcquireLeaseResponse](
+			httpClient,
+			baseURL+IDServiceAcquireLeaseProcedure,
+			connect.WithSchema(iDServiceMethods.ByName("AcquireLease")),
+			connect.WithClientOptions(opts...),
+		),
+		renewLease: connect.NewClient[v1.RenewLeaseRequest, v1.RenewLeaseResponse](
+			httpClient,
+			baseURL+IDServiceRenewLeaseProcedure,
+			connect.WithSchema(iDServiceMethods.ByName("RenewLease")),
+			connect.WithClientOptions(opts...),
+		),
+		releaseLease: connect.NewClient[v1.ReleaseLeaseRequest, v1.ReleaseLeaseResponse](
+			httpClient,
+			baseURL+IDServiceReleaseLeaseProcedure,
+			connect.WithSchema(iDServiceMethods.ByName("ReleaseLease")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -160,6 +200,9 @@ type iDServiceClient struct {
 	createTag       *connect.Client[v1.CreateTagRequest, v1.CreateTagResponse]
 	decodeNumber    *connect.Client[v1.DecodeNumberRequest, v1.DecodeNumberResponse]
 	bounds          *connect.Client[v1.BoundsRequest, v1.BoundsResponse]
+	acquireLease    *connect.Client[v1.AcquireLeaseRequest, v1.AcquireLeaseResponse]
+	renewLease      *connect.Client[v1.RenewLeaseRequest, v1.RenewLeaseResponse]
+	releaseLease    *connect.Client[v1.ReleaseLeaseRequest, v1.ReleaseLeaseResponse]
 }
 
 // NextSnowflake calls flakeid.v1.IDService.NextSnowflake.
@@ -202,6 +245,21 @@ func (c *iDServiceClient) Bounds(ctx context.Context, req *connect.Request[v1.Bo
 	return c.bounds.CallUnary(ctx, req)
 }
 
+// AcquireLease calls flakeid.v1.IDService.AcquireLease.
+func (c *iDServiceClient) AcquireLease(ctx context.Context, req *connect.Request[v1.AcquireLeaseRequest]) (*connect.Response[v1.AcquireLeaseResponse], error) {
+	return c.acquireLease.CallUnary(ctx, req)
+}
+
+// RenewLease calls flakeid.v1.IDService.RenewLease.
+func (c *iDServiceClient) RenewLease(ctx context.Context, req *connect.Request[v1.RenewLeaseRequest]) (*connect.Response[v1.RenewLeaseResponse], error) {
+	return c.renewLease.CallUnary(ctx, req)
+}
+
+// ReleaseLease calls flakeid.v1.IDService.ReleaseLease.
+func (c *iDServiceClient) ReleaseLease(ctx context.Context, req *connect.Request[v1.ReleaseLeaseRequest]) (*connect.Response[v1.ReleaseLeaseResponse], error) {
+	return c.releaseLease.CallUnary(ctx, req)
+}
+
 // IDServiceHandler is an implementation of the flakeid.v1.IDService service.
 type IDServiceHandler interface {
 	// NextSnowflake returns count Snowflake IDs (1 to the server's maximum,
@@ -230,6 +288,22 @@ type IDServiceHandler interface {
 	// in a window: for range scans, partition pruning and pagination cursors
 	// on ID-keyed tables.
 	Bounds(context.Context, *connect.Request[v1.BoundsRequest]) (*connect.Response[v1.BoundsResponse], error)
+	// AcquireLease leases a worker id for local generation: the node takes it
+	// from its coordinator on the caller's behalf, with the reservation,
+	// high-water mark and fencing of its own lease, and renews it while the
+	// caller renews. The caller then makes Snowflake IDs of the server's
+	// layout itself, in the ticks [first_tick, end_tick) it was last told.
+	// A server that masks its Snowflake IDs, or runs on a static worker id,
+	// answers FailedPrecondition; every worker id held, Unavailable.
+	AcquireLease(context.Context, *connect.Request[v1.AcquireLeaseRequest]) (*connect.Response[v1.AcquireLeaseResponse], error)
+	// RenewLease reports a lease's grown reservation; call it every
+	// renew_every_ms. A lease not renewed within ttl_ms, released, lost, or
+	// unknown to this server is NotFound: issue only in the ticks it was last
+	// given, and acquire another.
+	RenewLease(context.Context, *connect.Request[v1.RenewLeaseRequest]) (*connect.Response[v1.RenewLeaseResponse], error)
+	// ReleaseLease frees a lease's worker id, storing its reservation. Stop
+	// issuing under it first.
+	ReleaseLease(context.Context, *connect.Request[v1.ReleaseLeaseRequest]) (*connect.Response[v1.ReleaseLeaseResponse], error)
 }
 
 // NewIDServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -290,6 +364,24 @@ func NewIDServiceHandler(svc IDServiceHandler, opts ...connect.HandlerOption) (s
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	iDServiceAcquireLeaseHandler := connect.NewUnaryHandler(
+		IDServiceAcquireLeaseProcedure,
+		svc.AcquireLease,
+		connect.WithSchema(iDServiceMethods.ByName("AcquireLease")),
+		connect.WithHandlerOptions(opts...),
+	)
+	iDServiceRenewLeaseHandler := connect.NewUnaryHandler(
+		IDServiceRenewLeaseProcedure,
+		svc.RenewLease,
+		connect.WithSchema(iDServiceMethods.ByName("RenewLease")),
+		connect.WithHandlerOptions(opts...),
+	)
+	iDServiceReleaseLeaseHandler := connect.NewUnaryHandler(
+		IDServiceReleaseLeaseProcedure,
+		svc.ReleaseLease,
+		connect.WithSchema(iDServiceMethods.ByName("ReleaseLease")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/flakeid.v1.IDService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case IDServiceNextSnowflakeProcedure:
@@ -308,6 +400,12 @@ func NewIDServiceHandler(svc IDServiceHandler, opts ...connect.HandlerOption) (s
 			iDServiceDecodeNumberHandler.ServeHTTP(w, r)
 		case IDServiceBoundsProcedure:
 			iDServiceBoundsHandler.ServeHTTP(w, r)
+		case IDServiceAcquireLeaseProcedure:
+			iDServiceAcquireLeaseHandler.ServeHTTP(w, r)
+		case IDServiceRenewLeaseProcedure:
+			iDServiceRenewLeaseHandler.ServeHTTP(w, r)
+		case IDServiceReleaseLeaseProcedure:
+			iDServiceReleaseLeaseHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -347,4 +445,16 @@ func (UnimplementedIDServiceHandler) DecodeNumber(context.Context, *connect.Requ
 
 func (UnimplementedIDServiceHandler) Bounds(context.Context, *connect.Request[v1.BoundsRequest]) (*connect.Response[v1.BoundsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("flakeid.v1.IDService.Bounds is not implemented"))
+}
+
+func (UnimplementedIDServiceHandler) AcquireLease(context.Context, *connect.Request[v1.AcquireLeaseRequest]) (*connect.Response[v1.AcquireLeaseResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("flakeid.v1.IDService.AcquireLease is not implemented"))
+}
+
+func (UnimplementedIDServiceHandler) RenewLease(context.Context, *connect.Request[v1.RenewLeaseRequest]) (*connect.Response[v1.RenewLeaseResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("flakeid.v1.IDService.RenewLease is not implemented"))
+}
+
+func (UnimplementedIDServiceHandler) ReleaseLease(context.Context, *connect.Request[v1.ReleaseLeaseRequest]) (*connect.Response[v1.ReleaseLeaseResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("flakeid.v1.IDService.ReleaseLease is not implemented"))
 }

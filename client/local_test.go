@@ -1,0 +1,300 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/flakeid/flakeid/server"
+	"github.com/flakeid/flakeid/snowflake"
+)
+
+// cuttable is a proxy to a server that can be cut off: while down it
+// answers 503 to everything.
+type cuttable struct {
+	down atomic.Bool
+	hs   *httptest.Server
+}
+
+func newCuttable(t *testing.T, target string) *cuttable {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cuttable{}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	c.hs = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c.down.Load() {
+			http.Error(w, "cut off", http.StatusServiceUnavailable)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(c.hs.Close)
+	return c
+}
+
+// decodeAll decodes ids of the default layout.
+func decodeAll(t *testing.T, ids []int64) []snowflake.Parts {
+	t.Helper()
+	l := snowflake.DefaultLayout()
+	out := make([]snowflake.Parts, len(ids))
+	for i, id := range ids {
+		p, err := l.Decode(snowflake.ID(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = p
+	}
+	return out
+}
+
+// TestLocalGeneratorUnique: local generators on two servers, each called
+// from several goroutines, beside the servers' own IDs: every ID unique,
+// each goroutine's increasing, each generator on a worker id of its own,
+// near the servers' clock.
+func TestLocalGeneratorUnique(t *testing.T) {
+	cl := newCluster(t, 2)
+	c := newClient(t, Config{Buffer: BufferConfig{Snowflake: 1000}}, cl.urls()...)
+	ctx := t.Context()
+	var gens []*LocalGenerator
+	for i := range 3 {
+		g, err := c.NewLocalGenerator(ctx, "test-"+string(rune('a'+i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Close()
+		gens = append(gens, g)
+	}
+	var mu sync.Mutex
+	var all []int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for _, g := range gens {
+		for range 3 {
+			wg.Go(func() {
+				ids := make([]int64, 0, 20000)
+				for range 20000 {
+					id, err := g.NextID(ctx)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if len(ids) > 0 && id <= ids[len(ids)-1] {
+						t.Errorf("ID %d after %d", id, ids[len(ids)-1])
+						return
+					}
+					ids = append(ids, id)
+				}
+				mu.Lock()
+				all = append(all, ids...)
+				mu.Unlock()
+			})
+		}
+	}
+	wg.Go(func() {
+		for range 5000 {
+			id, err := c.NextID(ctx)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			all = append(all, id)
+			mu.Unlock()
+		}
+	})
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	seen := make(map[int64]bool, len(all))
+	for _, id := range all {
+		if seen[id] {
+			t.Fatalf("ID %d issued twice", id)
+		}
+		seen[id] = true
+	}
+	workers := map[int64]bool{}
+	for _, n := range cl.nodes {
+		workers[n.Status().WorkerID] = true
+	}
+	for _, g := range gens {
+		if workers[g.cur.worker] {
+			t.Fatalf("a local generator on worker %d, which another holds", g.cur.worker)
+		}
+		workers[g.cur.worker] = true
+	}
+	for _, p := range decodeAll(t, all[:100]) {
+		if p.Time.Before(start.Add(-time.Second)) || p.Time.After(time.Now().Add(time.Second)) {
+			t.Fatalf("an ID of %v, made between %v and now", p.Time, start)
+		}
+	}
+}
+
+// TestLocalGeneratorFence: cut off from its server, a local generator
+// issues up to the end of its reservation and no further; once it may
+// issue no more, a call fails with ErrUnavailable when its context ends;
+// when another endpoint answers, it goes on under a new lease there.
+func TestLocalGeneratorFence(t *testing.T) {
+	cl := newCluster(t, 2)
+	a, b := newCuttable(t, cl.urls()[0]), newCuttable(t, cl.urls()[1])
+	b.down.Store(true)
+	c := newClient(t, Config{}, a.hs.URL, b.hs.URL)
+	g, err := c.NewLocalGenerator(t.Context(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	first := g.cur
+	a.down.Store(true)
+	g.mu.Lock()
+	end := g.cur.end
+	g.mu.Unlock()
+	var ids []int64
+	for {
+		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+		id, err := g.NextID(ctx)
+		cancel()
+		if errors.Is(err, ErrUnavailable) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+		if len(ids)%1000 == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	for _, p := range decodeAll(t, ids) {
+		if p.Worker != first.worker || p.Tick >= end {
+			t.Fatalf("cut off, an ID in tick %d of worker %d; the reservation ends at tick %d of worker %d", p.Tick, p.Worker, end, first.worker)
+		}
+	}
+	if len(ids) == 0 {
+		t.Fatal("no ID on the reservation")
+	}
+	// The other endpoint comes back: a new lease there.
+	b.down.Store(false)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	id, err := g.NextID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id <= ids[len(ids)-1] && decodeAll(t, []int64{id})[0].Worker == first.worker {
+		t.Fatalf("after the failover, ID %d, not after %d of the same worker", id, ids[len(ids)-1])
+	}
+	g.mu.Lock()
+	now := g.cur
+	g.mu.Unlock()
+	if now.ep.base != b.hs.URL {
+		t.Fatalf("the new lease is from %s, not %s", now.ep.base, b.hs.URL)
+	}
+}
+
+// TestLocalGeneratorRefused: a masking server refuses local generation,
+// a client closed has none, and Close releases the lease and ends NextID.
+func TestLocalGeneratorRefused(t *testing.T) {
+	masked := newClusterWith(t, 1, func(c *server.Config) {
+		c.Mask = server.MaskConfig{Keys: []server.MaskKey{{ID: 1, Key: "000102030405060708090a0b0c0d0e0f"}}, Snowflake: true}
+	})
+	c := newClient(t, Config{}, masked.urls()...)
+	_, err := c.NewLocalGenerator(t.Context(), "")
+	if ae, ok := errors.AsType[*APIError](err); !ok || ae.Code != "failed_precondition" {
+		t.Fatalf("a masking server: %v", err)
+	}
+
+	cl := newCluster(t, 1)
+	c = newClient(t, Config{}, cl.urls()...)
+	if _, err := c.NewLocalGenerator(t.Context(), "bad owner"); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("a bad owner: %v", err)
+	}
+	g, err := c.NewLocalGenerator(t.Context(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.NextID(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	worker := g.cur.worker
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.NextID(t.Context()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("NextID after Close: %v", err)
+	}
+	infos, err := cl.coord.List(t.Context(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range infos {
+		if in.Worker == worker && in.Held(time.Now()) {
+			t.Fatalf("worker %d held after Close", worker)
+		}
+	}
+	_ = c.Close()
+	if _, err := c.NewLocalGenerator(t.Context(), ""); !errors.Is(err, ErrClosed) {
+		t.Fatalf("from a closed client: %v", err)
+	}
+}
+
+// BenchmarkLocalGenerator measures NextID of a local generator (the
+// default layout: at most 4,096 IDs per millisecond per worker id), beside
+// snowflake.Generator's NextID in the same run, the in-process ceiling.
+func BenchmarkLocalGenerator(b *testing.B) {
+	cl := newCluster(b, 1)
+	c := newClient(b, Config{}, cl.urls()...)
+	g, err := c.NewLocalGenerator(b.Context(), "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer g.Close()
+	ctx := context.Background()
+	sg, err := snowflake.New(snowflake.Settings{WorkerID: 31})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ids := func(b *testing.B, start time.Time) {
+		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "ids/s")
+	}
+	b.Run("local/serial", func(b *testing.B) {
+		start := time.Now()
+		for b.Loop() {
+			if _, err := g.NextID(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		ids(b, start)
+	})
+	b.Run("local/parallel", func(b *testing.B) {
+		start := time.Now()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := g.NextID(ctx); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		ids(b, start)
+	})
+	b.Run("snowflake/serial", func(b *testing.B) {
+		start := time.Now()
+		for b.Loop() {
+			if _, err := sg.NextID(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		ids(b, start)
+	})
+}
