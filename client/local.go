@@ -100,8 +100,8 @@ func (a leaseAnswer) lease(ep *endpoint, sent time.Time) (*localLease, error) {
 	switch {
 	case len(a.Lease) == 0 || len(a.Lease) > 64:
 		return nil, fmt.Errorf("a lease named %q", a.Lease)
-	case l.TimeBits < 1 || l.DatacenterBits < 0 || l.WorkerBits < 0 || l.SequenceBits < 0 || bits != 63:
-		return nil, fmt.Errorf("a layout of %d+%d+%d+%d bits, not 63", l.TimeBits, l.DatacenterBits, l.WorkerBits, l.SequenceBits)
+	case l.TimeBits < 1 || l.DatacenterBits < 0 || l.WorkerBits < 0 || l.SequenceBits < 0 || bits > 63:
+		return nil, fmt.Errorf("a layout of %d+%d+%d+%d bits, over 63", l.TimeBits, l.DatacenterBits, l.WorkerBits, l.SequenceBits)
 	case a.Datacenter < 0 || a.Datacenter >= 1<<l.DatacenterBits || a.Worker < 0 || a.Worker >= 1<<l.WorkerBits:
 		return nil, fmt.Errorf("datacenter %d, worker %d outside the layout", a.Datacenter, a.Worker)
 	case l.TimeUnitUs < 1 || a.FirstTick < 0 || a.EndTick < a.FirstTick || a.EndTick > 1<<l.TimeBits || a.NowUs < 0:
@@ -356,7 +356,7 @@ func (g *LocalGenerator) renew(ctx context.Context) {
 		}
 		g.swap(next)
 		failures = 0
-		if !gone {
+		if !gone && next.name != l.name {
 			g.release(l)
 		}
 	}

@@ -105,4 +105,20 @@ export declare class Client {
   nextNumbers(tag: string, n: number, opts?: CallOptions): Promise<string[]>;
   decode(id: ID, as?: "" | "masked" | "plain", opts?: CallOptions): Promise<Parts>;
   bounds(start?: string, end?: string, opts?: CallOptions): Promise<Bounds>;
+  /** A generator of Snowflake IDs in this process under a worker-id lease a server holds for it. */
+  localGenerator(owner?: string, opts?: CallOptions): Promise<LocalGenerator>;
+}
+
+/**
+ * Makes Snowflake IDs in this process under a worker-id lease a server holds
+ * for it, only inside the reservation it was last told, read by
+ * performance.now() before every ID; renews in the background.
+ */
+export declare class LocalGenerator {
+  /** The [datacenter, worker] pair of the lease IDs are issued under. */
+  readonly worker: [number, number];
+  /** The next Snowflake ID; waits (within opts.timeout) while it may not issue, then throws Unavailable. */
+  nextId(opts?: CallOptions): Promise<ID>;
+  /** Stops the renewals and releases the lease. Idempotent. */
+  close(): void;
 }

@@ -220,13 +220,40 @@ export class Client {
     const low = this.bufferCfg.lowWater || DEFAULT_LOW_WATER;
     this.ids = this.bufferCfg.snowflake ? new IDBuffer(() => this.ranges("/v1/snowflake/next", this.bufferCfg.snowflake), this.bufferCfg.snowflake, low, () => this.retryPause()) : null;
     this.segments = new Map();
+    this.generators = new Set();
   }
 
-  /** Stops the refills; later calls throw Closed. Idempotent. */
+  /** Stops the refills and closes the local generators (releasing their leases); later calls throw Closed. Idempotent. */
   close() {
     this.closed = true;
     this.ids?.close();
     for (const b of this.segments.values()) b.close();
+    for (const g of this.generators) g.close();
+    this.generators.clear();
+  }
+
+  /**
+   * A generator of Snowflake IDs in this process, under a worker-id lease
+   * one of the endpoints holds for it (failing over as any call does,
+   * within opts.timeout): see LocalGenerator. owner names this process in
+   * the coordinator, 1–64 letters, digits and -_.:/@; "" means
+   * "js/<pid or browser>". A server that masks its Snowflake IDs, or runs on
+   * a static worker id, refuses (an API error with code
+   * failed_precondition); one whose worker ids are all held throws
+   * Unavailable.
+   */
+  async localGenerator(owner = "", opts) {
+    this.checkOpen();
+    if (owner && !/^[A-Za-z0-9\-_.:/@]{1,64}$/.test(owner)) throw new InvalidArgument(`owner ${JSON.stringify(owner)}: want 1–64 letters, digits and -_.:/@`);
+    const g = new LocalGenerator(this, owner || defaultOwner());
+    g.lease = await g.acquire(opts);
+    if (this.closed) {
+      g.close();
+      throw new Closed("the client is closed");
+    }
+    this.generators.add(g);
+    g.schedule(g.lease.renewEvery);
+    return g;
   }
 
   /** One Snowflake ID: from the buffer when there is one, else a request. */
@@ -368,6 +395,34 @@ export class Client {
   }
 
   async get(path, query, opts) {
+    return (await this.call("GET", path, query, undefined, opts)).answer;
+  }
+
+  /** One request to endpoint e, no failover: the answer's JSON, or the error (Unavailable for a network error). */
+  async once(e, method, path) {
+    const ctl = new AbortController();
+    const timer = setTimeout(() => ctl.abort(new Error(`no answer within ${this.timeout} ms`)), this.timeout);
+    let status, headers, body;
+    try {
+      const res = await fetch(e.base + path, { method, headers: this.headers, signal: ctl.signal });
+      status = res.status;
+      headers = res.headers;
+      body = await res.text();
+    } catch (err) {
+      throw new Unavailable(`${e.base}: ${ctl.signal.aborted ? ctl.signal.reason.message : err.message}`, { cause: err });
+    } finally {
+      clearTimeout(timer);
+    }
+    if (status < 200 || status > 299) throw errorAnswer(e, status, headers, body);
+    try {
+      return JSON.parse(body);
+    } catch (err) {
+      throw new Unavailable(`${e.base}: an answer that is not JSON: ${body.slice(0, 200)}`, { cause: err });
+    }
+  }
+
+  /** Sends method path?query (with body, JSON) to one endpoint after another (see Client): {e, answer}. */
+  async call(method, path, query, data, opts) {
     this.checkOpen();
     const end = deadline(opts);
     const qs = new URLSearchParams(Object.entries(query).map(([k, v]) => [k, String(v)])).toString();
@@ -386,7 +441,9 @@ export class Client {
         const timer = setTimeout(() => ctl.abort(new Error(`no answer within ${per} ms`)), per);
         let status, headers, body;
         try {
-          const res = await fetch(e.base + target, { headers: this.headers, signal: ctl.signal });
+          const init = { method, headers: this.headers, signal: ctl.signal };
+          if (data !== undefined) Object.assign(init, { body: data, headers: { ...this.headers, "Content-Type": "application/json" } });
+          const res = await fetch(e.base + target, init);
           status = res.status;
           headers = res.headers;
           body = await res.text();
@@ -402,20 +459,12 @@ export class Client {
           e.downUntil = 0;
           this.preferred = this.endpoints.indexOf(e);
           try {
-            return JSON.parse(body);
+            return { e, answer: JSON.parse(body) };
           } catch (err) {
             throw new Unavailable(`${e.base}: an answer that is not JSON: ${body.slice(0, 200)}`, { cause: err });
           }
         }
-        let code = "", message = body.slice(0, 500).trim();
-        try {
-          const j = JSON.parse(body).error;
-          if (j) (code = String(j.code ?? "")), (message = String(j.message ?? ""));
-        } catch {
-          // not JSON: the status says it
-        }
-        const ra = Number(headers.get("Retry-After"));
-        const err = apiError(status, code, message, e.base, Number.isFinite(ra) && ra > 0 ? ra * 1000 : 0);
+        const err = errorAnswer(e, status, headers, body);
         if (status === 408 || status === 429 || status >= 500) {
           this.failed(e, err.retryAfter);
           last = err;
@@ -434,9 +483,245 @@ export class Client {
   }
 }
 
+/** The error of a non-2xx answer. */
+function errorAnswer(e, status, headers, body) {
+  let code = "", message = body.slice(0, 500).trim();
+  try {
+    const j = JSON.parse(body).error;
+    if (j) (code = String(j.code ?? "")), (message = String(j.message ?? ""));
+  } catch {
+    // not JSON: the status says it
+  }
+  const ra = Number(headers.get("Retry-After"));
+  return apiError(status, code, message, e.base, Number.isFinite(ra) && ra > 0 ? ra * 1000 : 0);
+}
+
 function deadline(opts) {
   const t = opts?.timeout;
   if (t === undefined || t === null) return undefined;
   if (typeof t !== "number" || !(t > 0)) throw new InvalidArgument(`timeout ${t}: want a positive number of milliseconds`);
   return Date.now() + t;
+}
+
+/** "js/<pid>" in Node.js, "js/browser" elsewhere. */
+function defaultOwner() {
+  const pid = globalThis.process?.pid;
+  return pid ? `js/${pid}` : "js/browser";
+}
+
+/** The monotonic clock, in microseconds (performance.now: Node.js and browsers). */
+const monoUs = () => Math.floor(performance.now() * 1000);
+
+/** One lease's answer, and the monotonic time its clock starts at. */
+function readLease(a, e, baseUs) {
+  const lay = a?.layout ?? {};
+  const [tb, db, wb, sb, unit] = [lay.time_bits, lay.datacenter_bits, lay.worker_bits, lay.sequence_bits, lay.time_unit_us];
+  const ints = [a?.datacenter, a?.worker, tb, db, wb, sb, unit, a?.first_tick, a?.end_tick, a?.now_us, a?.renew_every_ms, a?.ttl_ms];
+  if (typeof a?.lease !== "string" || !(a.lease.length > 0 && a.lease.length <= 64) || !ints.every(Number.isSafeInteger)) {
+    throw new Error(`a lease that is not one: ${JSON.stringify(a).slice(0, 300)}`);
+  }
+  if (tb < 1 || Math.min(db, wb, sb) < 0 || tb + db + wb + sb > 63) throw new Error(`a layout of ${tb}+${db}+${wb}+${sb} bits`);
+  if (a.datacenter < 0 || a.datacenter >= 2 ** db || a.worker < 0 || a.worker >= 2 ** wb) throw new Error(`datacenter ${a.datacenter}, worker ${a.worker} outside the layout`);
+  if (unit < 1 || a.first_tick < 0 || a.end_tick < a.first_tick || a.end_tick > 2 ** tb || a.now_us < 0) {
+    throw new Error(`ticks [${a.first_tick}, ${a.end_tick}) of ${unit} µs at ${a.now_us} µs`);
+  }
+  if (a.renew_every_ms < 1 || a.ttl_ms < a.renew_every_ms) throw new Error(`renewals every ${a.renew_every_ms} ms with a TTL of ${a.ttl_ms} ms`);
+  return {
+    name: a.lease, e, datacenter: a.datacenter, worker: a.worker, unitUs: unit, first: a.first_tick, end: a.end_tick,
+    nowUs: a.now_us, baseUs, renewEvery: a.renew_every_ms, ttl: a.ttl_ms,
+    tShift: BigInt(db + wb + sb), node: (BigInt(a.datacenter) << BigInt(wb + sb)) | (BigInt(a.worker) << BigInt(sb)), maxSeq: 2 ** sb - 1,
+  };
+}
+
+/**
+ * Makes Snowflake IDs in this process under a worker-id lease a server
+ * holds for it: no request per ID, and the guarantees of a server's own
+ * generator. Create it with Client.localGenerator.
+ *
+ * The server leases the worker id from its coordinator on this process's
+ * behalf, with the reservation, high-water mark and fencing of its own
+ * lease, and renews it while this generator renews (every renew_every_ms,
+ * on a timer that does not keep Node.js alive). IDs are issued only in the
+ * ticks [first_tick, end_tick) of the last answer, the time read as the
+ * server's clock in that answer plus the time since, by performance.now(),
+ * before every ID: a process paused (SIGSTOP, a long GC, a frozen tab) or cut
+ * off past its reservation issues nothing until a renewal comes, and a step
+ * of the wall clock is not seen. Whoever holds the worker id next — after a
+ * kill -9, a lost lease, a coordinator that lost its state — starts past
+ * every end_tick a renewal reported, so none of these costs a duplicate. A
+ * lease that ends (not renewed within its TTL, lost, its server gone) is
+ * replaced by a new one from any endpoint while the old reservation lasts.
+ * IDs increase within a lease; a new lease may bring another worker id.
+ */
+export class LocalGenerator {
+  constructor(client, owner) {
+    this.client = client;
+    this.owner = owner;
+    this.lease = null;
+    this.last = -1; // the last tick issued under lease
+    this.seq = 0;
+    this.err = null; // why the last renewal or acquisition failed
+    this.closed = false;
+    this.timer = null;
+    this.failures = 0;
+    this.waiters = []; // resolved when the lease changes or grows
+  }
+
+  /** The [datacenter, worker] pair of the lease IDs are issued under. */
+  get worker() {
+    return [this.lease.datacenter, this.lease.worker];
+  }
+
+  /**
+   * The next Snowflake ID (a decimal string, or a bigint with the client's
+   * bigint option). It waits while the lease may not issue yet (its first
+   * tick is ahead of the clock), while a tick's sequence is used up (for
+   * the next tick), and while the reservation is used up (for a renewal or
+   * a new lease) — as long as opts.timeout (milliseconds; absent: as long as
+   * it takes) allows, then throws Unavailable with the reason. After close it
+   * throws Closed.
+   */
+  async nextId(opts) {
+    let end;
+    for (;;) {
+      if (this.closed) throw new Closed("the local generator is closed");
+      const l = this.lease;
+      const nowUs = l.nowUs + monoUs() - l.baseUs;
+      const now = Math.floor(nowUs / l.unitUs);
+      let tick = Math.max(now, l.first), seq = 0;
+      if (tick <= this.last) {
+        if (this.seq < l.maxSeq) (tick = this.last), (seq = this.seq + 1);
+        else tick = this.last + 1;
+      }
+      if (tick < l.end && tick <= now) {
+        this.last = tick;
+        this.seq = seq;
+        const id = (BigInt(tick) << l.tShift) | l.node | BigInt(seq);
+        return this.client.bigint ? id : id.toString();
+      }
+      end ??= deadline(opts);
+      const left = end === undefined ? undefined : end - Date.now();
+      if (tick >= l.end) {
+        if (left !== undefined && left <= 0) {
+          const why = this.err ? this.err.message : "no renewal came in time";
+          throw new Unavailable(`the lease of worker ${l.datacenter}/${l.worker} has issued its whole reservation (to tick ${l.end}), and ${why}`, { cause: this.err ?? undefined });
+        }
+        await new Promise((resolve) => {
+          const t = left === undefined ? null : setTimeout(resolve, left);
+          this.waiters.push(() => {
+            if (t) clearTimeout(t);
+            resolve();
+          });
+        });
+        continue;
+      }
+      const waitMs = (tick * l.unitUs - nowUs) / 1000;
+      if (left !== undefined && waitMs > left) throw new Unavailable(`the next tick the lease may issue in starts in ${waitMs} ms, after the timeout`);
+      // A wait for the next tick, of a millisecond or less, yields to the
+      // event loop (setImmediate) rather than sleep on a timer, whose
+      // wake-up comes a millisecond late or more.
+      if (waitMs <= 2 && typeof setImmediate === "function") await new Promise((r) => setImmediate(r));
+      else await sleep(waitMs);
+    }
+  }
+
+  /** Stops the renewals and releases the lease (its server stores the reservation). Later nextId calls throw Closed. Idempotent. */
+  close() {
+    if (this.closed) return;
+    this.closed = true;
+    clearTimeout(this.timer);
+    this.wake();
+    this.client.generators.delete(this);
+    if (this.lease) this.release(this.lease);
+  }
+
+  // The machinery.
+
+  wake() {
+    const w = this.waiters;
+    this.waiters = [];
+    for (const f of w) f();
+  }
+
+  async acquire(opts) {
+    const { e, answer } = await this.client.call("POST", "/v1/leases", {}, JSON.stringify({ owner: this.owner }), opts);
+    // The server reads its clock after the lease's probation, a second or
+    // so after the request: the answer's arrival is when the lease's clock
+    // starts.
+    const got = monoUs();
+    try {
+      return readLease(answer, e, got);
+    } catch (err) {
+      if (typeof answer?.lease === "string") this.release({ e, name: answer.lease });
+      throw new Unavailable(`${e.base}: a bad lease: ${err.message}`, { cause: err });
+    }
+  }
+
+  swap(next) {
+    if (next.name === this.lease.name) next.end = Math.max(next.end, this.lease.end);
+    else (this.last = -1), (this.seq = 0);
+    this.lease = next;
+    this.err = null;
+    this.wake();
+  }
+
+  schedule(ms) {
+    if (this.closed) return;
+    this.timer = setTimeout(() => this.renew(), ms);
+    this.timer.unref?.();
+  }
+
+  async renew() {
+    const l = this.lease;
+    const sent = monoUs();
+    let err;
+    try {
+      const a = await this.client.once(l.e, "POST", `/v1/leases/${encodeURIComponent(l.name)}/renew`);
+      let next;
+      try {
+        next = readLease(a, l.e, sent);
+      } catch (bad) {
+        throw new Unavailable(`${l.e.base}: a bad lease: ${bad.message}`, { cause: bad });
+      }
+      if (next.name !== l.name || next.worker !== l.worker || next.datacenter !== l.datacenter) throw new Unavailable(`${l.e.base}: a renewal of lease ${l.name} answered for ${next.name}`);
+      if (this.closed) return;
+      this.swap(next);
+      this.failures = 0;
+      this.schedule(next.renewEvery);
+      return;
+    } catch (e) {
+      err = e;
+    }
+    if (this.closed) return;
+    this.failures++;
+    this.err = err;
+    // The lease is gone from its server, or its reservation runs out within
+    // a renewal period while its server does not answer: take a new one from
+    // any endpoint.
+    const gone = err instanceof NotFound;
+    const leftMs = (l.end * l.unitUs - (l.nowUs + monoUs() - l.baseUs)) / 1000;
+    if (gone || leftMs <= l.renewEvery) {
+      try {
+        const next = await this.acquire(undefined);
+        if (this.closed) {
+          this.release(next);
+          return;
+        }
+        this.swap(next);
+        this.failures = 0;
+        if (!gone && next.name !== l.name) this.release(l);
+        this.schedule(next.renewEvery);
+        return;
+      } catch (aerr) {
+        this.err = new Unavailable(`renewing: ${err.message}; a new lease: ${aerr.message}`, { cause: aerr });
+      }
+    }
+    const b = Math.min(1000, 50 * 2 ** Math.min(this.failures - 1, 20));
+    this.schedule(Math.min(l.renewEvery, jitter(b)));
+  }
+
+  /** Frees a lease on its server, best effort: one not released is closed there after its TTL. */
+  release(l) {
+    this.client.once(l.e, "DELETE", `/v1/leases/${encodeURIComponent(l.name)}`).catch(() => {});
+  }
 }

@@ -5,57 +5,18 @@
 
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, execFileSync } from "node:child_process";
 import { createServer } from "node:http";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
-import { fileURLToPath } from "node:url";
 import * as flakeid from "../src/index.js";
+import { flakeidBinary, serve } from "./server.js";
 
-const repo = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 const TOKEN = "js-client-test-token-0123456789";
 
-let binary = process.env.FLAKEID_TEST_BIN ?? "";
+let binary = "";
 let buildDir = "";
 let server, authServer;
-
-// serve starts `flakeid serve` on a port the OS picks, with its own data directory.
-async function serve(...args) {
-  const dir = mkdtempSync(join(tmpdir(), "flakeid-js-"));
-  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("FLAKEID_")));
-  const proc = spawn(binary, ["serve", "--listen", "127.0.0.1:0", "--data-dir", dir, ...args], { env, stdio: ["ignore", "ignore", "pipe"] });
-  const url = await new Promise((resolve, reject) => {
-    let log = "";
-    const timer = setTimeout(() => reject(new Error(`flakeid serve did not say where it listens: ${log}`)), 60_000);
-    proc.stderr.on("data", (chunk) => {
-      log += chunk;
-      const m = /msg="flakeid: listening; not ready until a worker id is leased" addr=(\S+)/.exec(log);
-      if (m) {
-        clearTimeout(timer);
-        resolve(`http://${m[1]}`);
-      }
-    });
-    proc.on("exit", (code) => reject(new Error(`flakeid serve exited (${code}): ${log}`)));
-  });
-  for (const end = Date.now() + 60_000; Date.now() < end; ) {
-    try {
-      if ((await fetch(`${url}/readyz`)).status === 200) break;
-    } catch {
-      // not yet
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return {
-    url,
-    stop: async () => {
-      const exited = new Promise((r) => proc.on("exit", r));
-      proc.kill("SIGTERM");
-      await exited;
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-}
 
 // fake is an HTTP server of the test's own: answer(n) gives the status, headers and body of its n-th request.
 async function fake(answer) {
@@ -78,15 +39,11 @@ const unavailable = (retryAfter) => [503, retryAfter ? { "Retry-After": retryAft
 const client = (endpoints, extra = {}) => new flakeid.Client({ endpoints: endpoints ?? [server.url], ...extra });
 
 before(async () => {
-  if (!binary) {
-    buildDir = mkdtempSync(join(tmpdir(), "flakeid-js-bin-"));
-    binary = join(buildDir, "flakeid");
-    execFileSync("go", ["build", "-o", binary, "./cmd/flakeid"], { cwd: repo, stdio: "inherit" });
-  }
-  server = await serve("--auto-create-tags");
+  [binary, buildDir] = flakeidBinary();
+  server = await serve(binary, "--auto-create-tags");
   const tokens = join(mkdtempSync(join(tmpdir(), "flakeid-js-tokens-")), "tokens.json");
   writeFileSync(tokens, JSON.stringify([{ name: "test", token: TOKEN, tags: ["*"], snowflake: true, admin: true }]));
-  authServer = await serve("--tokens-file", tokens, "--auto-create-tags");
+  authServer = await serve(binary, "--tokens-file", tokens, "--auto-create-tags");
   rmSync(dirname(tokens), { recursive: true, force: true });
 });
 

@@ -99,7 +99,11 @@ class Fake:
             def log_message(self, *args):
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._serve(Handler)
+
+    def _serve(self, handler) -> None:
+        """Serves with handler on a port the OS picks."""
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
@@ -123,14 +127,21 @@ def dead_url() -> str:
     return url
 
 
+def flakeid_binary() -> tuple[str, str]:
+    """($FLAKEID_TEST_BIN, ""), or (a flakeid built from this repository
+    into a temporary directory, that directory)."""
+    binary = os.environ.get("FLAKEID_TEST_BIN", "")
+    if binary:
+        return binary, ""
+    build_dir = tempfile.mkdtemp(prefix="flakeid-python-bin-")
+    binary = os.path.join(build_dir, "flakeid")
+    subprocess.run(["go", "build", "-o", binary, "./cmd/flakeid"], cwd=REPO, check=True)
+    return binary, build_dir
+
+
 def setUpModule():  # noqa: N802
     global BINARY, BUILD_DIR, SERVER, AUTH_SERVER
-    BINARY = os.environ.get("FLAKEID_TEST_BIN", "")
-    BUILD_DIR = ""
-    if not BINARY:
-        BUILD_DIR = tempfile.mkdtemp(prefix="flakeid-python-bin-")
-        BINARY = os.path.join(BUILD_DIR, "flakeid")
-        subprocess.run(["go", "build", "-o", BINARY, "./cmd/flakeid"], cwd=REPO, check=True)
+    BINARY, BUILD_DIR = flakeid_binary()
     SERVER = Server(BINARY, "--auto-create-tags")
     tokens = os.path.join(SERVER.dir, "..", os.path.basename(SERVER.dir) + "-tokens.json")
     with open(tokens, "w") as f:

@@ -9,16 +9,23 @@ so that most calls never touch the network::
     with flakeid.Client(flakeid.Config.default()) as client:
         print(client.next_id())
 
+or makes them itself, under a worker-id lease a server holds for it::
+
+    with flakeid.Client(flakeid.Config.default()) as client:
+        with client.local_generator("billing") as gen:
+            print(gen.next_id())
+
 Standard library only; Python 3.11 or later.
 """
 
 from .client import (DEFAULT_BACKOFF_MAX, DEFAULT_BACKOFF_MIN, DEFAULT_ENDPOINT, DEFAULT_LOW_WATER, DEFAULT_TIMEOUT,
                      MAX_COUNT, Bounds, BufferConfig, Client, Config, Parts)
+from .local import LocalGenerator
 from .errors import (APIError, Closed, FlakeidError, InvalidArgument, InvalidConfig, NotFound, PermissionDenied,
                      Unauthenticated, Unavailable)
 
 __all__ = [
     "APIError", "Bounds", "BufferConfig", "Client", "Closed", "Config", "DEFAULT_BACKOFF_MAX", "DEFAULT_BACKOFF_MIN",
     "DEFAULT_ENDPOINT", "DEFAULT_LOW_WATER", "DEFAULT_TIMEOUT", "FlakeidError", "InvalidArgument", "InvalidConfig",
-    "MAX_COUNT", "NotFound", "Parts", "PermissionDenied", "Unauthenticated", "Unavailable",
+    "LocalGenerator", "MAX_COUNT", "NotFound", "Parts", "PermissionDenied", "Unauthenticated", "Unavailable",
 ]

@@ -16,6 +16,7 @@ from typing import Any
 
 from .buffer import IDBuffer
 from .errors import APIError, Closed, FlakeidError, InvalidArgument, InvalidConfig, Unavailable, api_error
+from .local import LocalGenerator, default_owner
 
 #: The most IDs the client asks for in one request (the server's own limit,
 #: 100,000 by default, may be lower).
@@ -176,7 +177,8 @@ class _Endpoint:
         self._lock = threading.Lock()
         self._idle: list[http.client.HTTPConnection] = []
 
-    def request(self, target: str, headers: dict[str, str], timeout: float) -> tuple[int, http.client.HTTPMessage, bytes]:
+    def request(self, target: str, headers: dict[str, str], timeout: float, method: str = "GET",
+                body: bytes | None = None) -> tuple[int, http.client.HTTPMessage, bytes]:
         with self._lock:
             conn = self._idle.pop() if self._idle else None
         if conn is None:
@@ -188,7 +190,9 @@ class _Endpoint:
             conn.sock.settimeout(timeout)
         conn.timeout = timeout
         try:
-            conn.request("GET", self.prefix + target, headers=headers)
+            if body is not None:
+                headers = {**headers, "Content-Type": "application/json"}
+            conn.request(method, self.prefix + target, body=body, headers=headers)
             resp = conn.getresponse()
             body = resp.read()
         except BaseException:
@@ -247,6 +251,7 @@ class Client:
         if cfg.buffer.snowflake:
             self._ids = IDBuffer(lambda: self._ranges("/v1/snowflake/next", cfg.buffer.snowflake), cfg.buffer.snowflake, low, self._retry_pause)
         self._segments: dict[str, IDBuffer] = {}
+        self._generators: list[LocalGenerator] = []
 
     def __enter__(self) -> Client:
         return self
@@ -256,11 +261,14 @@ class Client:
 
     def close(self) -> None:
         """Stops the background refills and closes the idle connections.
-        Later calls raise Closed; IDs left in the buffers are dropped.
-        Idempotent."""
+        Later calls raise Closed; IDs left in the buffers are dropped; the
+        local generators are closed (their leases released). Idempotent."""
         with self._lock:
             self._closed = True
             buffers = list(self._segments.values()) + ([self._ids] if self._ids else [])
+            generators, self._generators = self._generators, []
+        for g in generators:
+            g.close()
         for b in buffers:
             b.close()
         for e in self._endpoints:
@@ -372,6 +380,30 @@ class Client:
         return Bounds(min=int(a["min"]), max=int(a["max"]), start=_time(a["from"]), end=_time(a["to"]),
                       layout=a.get("layout", ""), note=a.get("note", ""))
 
+    def local_generator(self, owner: str = "", timeout: float | None = None) -> LocalGenerator:
+        """A generator of Snowflake IDs in this process, under a worker-id
+        lease one of the endpoints holds for it (failing over as any call
+        does, within timeout): see LocalGenerator. owner names this process
+        in the coordinator, 1–64 letters, digits and -_.:/@; "" means
+        "python/<hostname>/<pid>". A server that masks its Snowflake IDs, or
+        runs on a static worker id, refuses (an APIError with code
+        failed_precondition); one whose worker ids are all held raises
+        Unavailable."""
+        self._check_open()
+        if owner and (len(owner) > 64 or any(not (c.isascii() and (c.isalnum() or c in "-_.:/@")) for c in owner)):
+            raise InvalidArgument(f"owner {owner!r}: want 1–64 letters, digits and -_.:/@")
+        g = LocalGenerator(self, owner or default_owner(), timeout)
+        with self._lock:
+            if self._closed:
+                closed = True
+            else:
+                closed = False
+                self._generators.append(g)
+        if closed:
+            g.close()
+            raise Closed("the client is closed")
+        return g
+
     # The machinery.
 
     def _check_open(self) -> None:
@@ -428,6 +460,27 @@ class Client:
     def _get(self, path: str, query: dict[str, Any], timeout: float | None) -> dict[str, Any]:
         """GETs path with query from one endpoint after another (see
         Client), and returns the answer's JSON."""
+        return self._call("GET", path, query, None, timeout)[1]
+
+    def _once(self, e: _Endpoint, method: str, path: str, timeout: float) -> dict[str, Any]:
+        """One request to endpoint e, no failover: the answer's JSON, or the
+        error (Unavailable for a network error)."""
+        try:
+            status, headers, body = e.request(path, self._headers, timeout, method)
+        except (OSError, http.client.HTTPException) as err:
+            raise Unavailable(f"{e.base}: {type(err).__name__}: {err}") from err
+        if not 200 <= status < 300:
+            raise _api_error(e.base, status, headers, body)
+        try:
+            return json.loads(body)
+        except ValueError as err:
+            raise Unavailable(f"{e.base}: an answer that is not JSON: {body[:200]!r}") from err
+
+    def _call(self, method: str, path: str, query: dict[str, Any], data: bytes | None,
+              timeout: float | None) -> tuple[_Endpoint, dict[str, Any]]:
+        """Sends method path with query (and data, JSON) to one endpoint
+        after another (see Client); returns the endpoint that answered and
+        its answer's JSON."""
         self._check_open()
         deadline = _deadline(timeout)
         target = path + ("?" + urllib.parse.urlencode(query) if query else "")
@@ -442,7 +495,7 @@ class Client:
                 attempts += 1
                 per = self._timeout if deadline is None else max(0.001, min(self._timeout, deadline - now))
                 try:
-                    status, headers, body = e.request(target, self._headers, per)
+                    status, headers, body = e.request(target, self._headers, per, method, data)
                 except (OSError, http.client.HTTPException) as err:
                     self._failed(e, 0)
                     last = Unavailable(f"{e.base}: {type(err).__name__}: {err}")
@@ -450,7 +503,7 @@ class Client:
                 if 200 <= status < 300:
                     self._answered(e)
                     try:
-                        return json.loads(body)
+                        return e, json.loads(body)
                     except ValueError as err:
                         raise Unavailable(f"{e.base}: an answer that is not JSON: {body[:200]!r}") from err
                 api = _api_error(e.base, status, headers, body)

@@ -13,6 +13,7 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ThreadLocalRandom;
 
@@ -46,7 +47,7 @@ public final class Client implements AutoCloseable {
     private static final Duration DEFAULT_BACKOFF_MIN = Duration.ofMillis(100);
     private static final Duration DEFAULT_BACKOFF_MAX = Duration.ofSeconds(5);
     private static final double DEFAULT_LOW_WATER = 0.5;
-    private static final long NO_DEADLINE = Long.MAX_VALUE;
+    static final long NO_DEADLINE = Long.MAX_VALUE;
 
     /** One server, and how long it is passed over after failures. */
     private static final class Endpoint {
@@ -70,6 +71,7 @@ public final class Client implements AutoCloseable {
     private final BufferConfig buffer;
     private final IDBuffer ids;
     private final Map<String, IDBuffer> segments = new ConcurrentHashMap<>();
+    private final Set<LocalGenerator> generators = ConcurrentHashMap.newKeySet();
     private int preferred;
     private volatile boolean closed;
 
@@ -98,6 +100,43 @@ public final class Client implements AutoCloseable {
             ids.close();
         }
         segments.values().forEach(IDBuffer::close);
+        for (LocalGenerator g : List.copyOf(generators)) {
+            g.close();
+        }
+    }
+
+    /**
+     * A generator of Snowflake IDs in this process under a worker-id lease
+     * one of the endpoints holds for it (failing over as any call does): see
+     * {@link LocalGenerator}. owner names this process in the coordinator,
+     * 1–64 letters, digits and -_.:/@; "" or null means "java/&lt;pid&gt;". A
+     * server that masks its Snowflake IDs, or runs on a static worker id,
+     * refuses (an API error with code failed_precondition); one whose worker
+     * ids are all held throws Unavailable.
+     */
+    public LocalGenerator localGenerator(String owner) {
+        return localGenerator(owner, null);
+    }
+
+    /** {@link #localGenerator(String)} within timeout (null: bounded by maxAttempts alone). */
+    public LocalGenerator localGenerator(String owner, Duration timeout) {
+        checkOpen();
+        if (owner == null || owner.isEmpty()) {
+            owner = "java/" + ProcessHandle.current().pid();
+        } else if (!owner.matches("[A-Za-z0-9\\-_.:/@]{1,64}")) {
+            throw new FlakeidException.InvalidArgument("owner \"" + owner + "\": want 1–64 letters, digits and -_.:/@");
+        }
+        var g = new LocalGenerator(this, owner, deadline(timeout));
+        generators.add(g);
+        if (closed) {
+            g.close();
+            throw new FlakeidException.Closed();
+        }
+        return g;
+    }
+
+    void forget(LocalGenerator g) {
+        generators.remove(g);
     }
 
     /** One Snowflake ID: from the buffer when there is one, else a request. */
@@ -363,8 +402,81 @@ public final class Client implements AutoCloseable {
         preferred = endpoints.indexOf(e);
     }
 
-    @SuppressWarnings("unchecked")
     private Map<String, Object> get(String path, Map<String, ?> query, long deadline) {
+        return call("GET", path, query, null, deadline).answer();
+    }
+
+    /** An endpoint's answer: the endpoint and the JSON object it sent. */
+    record Answer(Endpoint endpoint, Map<String, Object> answer) {
+    }
+
+    /** The base URL of an endpoint. */
+    static String base(Object endpoint) {
+        return ((Endpoint) endpoint).base;
+    }
+
+    private HttpRequest.Builder request(Endpoint e, String method, String target, String body, long timeoutNanos) {
+        var req = HttpRequest.newBuilder(URI.create(e.base + target)).timeout(Duration.ofNanos(timeoutNanos)).header("Accept", "application/json");
+        if (body != null) {
+            req.header("Content-Type", "application/json").method(method, HttpRequest.BodyPublishers.ofString(body));
+        } else {
+            req.method(method, HttpRequest.BodyPublishers.noBody());
+        }
+        if (!token.isEmpty()) {
+            req.header("Authorization", "Bearer " + token);
+        }
+        return req;
+    }
+
+    /** One request to endpoint e, no failover: the answer's JSON object, or the error (Unavailable for a network error). */
+    @SuppressWarnings("unchecked")
+    Map<String, Object> once(Object endpoint, String method, String path) {
+        Endpoint e = (Endpoint) endpoint;
+        HttpResponse<String> res;
+        try {
+            res = http.send(request(e, method, path, null, timeoutNanos).build(), HttpResponse.BodyHandlers.ofString());
+        } catch (IOException | IllegalArgumentException err) {
+            throw new FlakeidException.Unavailable(e.base + ": " + err, err);
+        } catch (InterruptedException err) {
+            Thread.currentThread().interrupt();
+            throw new FlakeidException.Unavailable("interrupted", err);
+        }
+        if (res.statusCode() < 200 || res.statusCode() > 299) {
+            throw errorAnswer(e, res);
+        }
+        try {
+            return (Map<String, Object>) Json.parse(res.body());
+        } catch (RuntimeException err) {
+            throw new FlakeidException.Unavailable(e.base + ": an answer that is not a JSON object: " + err.getMessage(), err);
+        }
+    }
+
+    @SuppressWarnings("unchecked")
+    private static FlakeidException errorAnswer(Endpoint e, HttpResponse<String> res) {
+        int status = res.statusCode();
+        String body = res.body();
+        String code = "", message = body.length() > 500 ? body.substring(0, 500) : body.strip();
+        try {
+            Map<String, Object> err = (Map<String, Object>) ((Map<String, Object>) Json.parse(body)).get("error");
+            if (err != null) {
+                code = String.valueOf(err.getOrDefault("code", ""));
+                message = String.valueOf(err.getOrDefault("message", ""));
+            }
+        } catch (RuntimeException ignored) {
+            // not JSON: the status says it
+        }
+        Duration retryAfter = Duration.ZERO;
+        try {
+            retryAfter = Duration.ofMillis((long) (1000 * Double.parseDouble(res.headers().firstValue("Retry-After").orElse("0"))));
+        } catch (NumberFormatException ignored) {
+            // an HTTP date: not sent by flakeid
+        }
+        return FlakeidException.of(status, code, message, e.base, retryAfter);
+    }
+
+    /** Sends method path?query (with body, JSON, when not null) to one endpoint after another (see Client). */
+    @SuppressWarnings("unchecked")
+    Answer call(String method, String path, Map<String, ?> query, String data, long deadline) {
         checkOpen();
         var qs = new StringBuilder();
         for (var kv : query.entrySet()) {
@@ -383,10 +495,7 @@ public final class Client implements AutoCloseable {
                 }
                 attempts++;
                 long per = deadline == NO_DEADLINE ? timeoutNanos : Math.max(1_000_000, Math.min(timeoutNanos, deadline - now));
-                var req = HttpRequest.newBuilder(URI.create(e.base + target)).timeout(Duration.ofNanos(per)).header("Accept", "application/json").GET();
-                if (!token.isEmpty()) {
-                    req.header("Authorization", "Bearer " + token);
-                }
+                var req = request(e, method, target, data, per);
                 HttpResponse<String> res;
                 try {
                     res = http.send(req.build(), HttpResponse.BodyHandlers.ofString());
@@ -403,30 +512,14 @@ public final class Client implements AutoCloseable {
                 if (status >= 200 && status < 300) {
                     answered(e);
                     try {
-                        return (Map<String, Object>) Json.parse(body);
+                        return new Answer(e, (Map<String, Object>) Json.parse(body));
                     } catch (RuntimeException err) {
                         throw new FlakeidException.Unavailable(e.base + ": an answer that is not a JSON object: " + err.getMessage(), err);
                     }
                 }
-                String code = "", message = body.length() > 500 ? body.substring(0, 500) : body.strip();
-                try {
-                    Map<String, Object> err = (Map<String, Object>) ((Map<String, Object>) Json.parse(body)).get("error");
-                    if (err != null) {
-                        code = String.valueOf(err.getOrDefault("code", ""));
-                        message = String.valueOf(err.getOrDefault("message", ""));
-                    }
-                } catch (RuntimeException ignored) {
-                    // not JSON: the status says it
-                }
-                Duration retryAfter = Duration.ZERO;
-                try {
-                    retryAfter = Duration.ofMillis((long) (1000 * Double.parseDouble(res.headers().firstValue("Retry-After").orElse("0"))));
-                } catch (NumberFormatException ignored) {
-                    // an HTTP date: not sent by flakeid
-                }
-                FlakeidException err = FlakeidException.of(status, code, message, e.base, retryAfter);
+                FlakeidException err = errorAnswer(e, res);
                 if (status == 408 || status == 429 || status >= 500) {
-                    failed(e, retryAfter.toNanos());
+                    failed(e, err.retryAfter().toNanos());
                     last = err;
                     continue;
                 }

@@ -119,6 +119,10 @@ public class FlakeidException extends RuntimeException {
     public static final class Closed extends FlakeidException {
         private static final long serialVersionUID = 1L;
 
+        Closed(String message) {
+            super(message, null);
+        }
+
         Closed() {
             super("the client is closed", null);
         }

@@ -45,7 +45,7 @@ public class ClientTest {
     private static final String TOKEN = "java-client-test-token-0123456789";
     private static Server server;
     private static Server authServer;
-    private static Path buildDir;
+    static Path buildDir;
 
     /** A `flakeid serve` on a port the OS picks, with its own data directory. */
     static final class Server {
@@ -159,8 +159,8 @@ public class ClientTest {
         }
     }
 
-    @BeforeClass
-    public static void start() throws Exception {
+    /** $FLAKEID_TEST_BIN, or a flakeid built from this repository into buildDir (which the caller deletes). */
+    static String flakeidBinary() throws Exception {
         String binary = System.getenv().getOrDefault("FLAKEID_TEST_BIN", "");
         if (binary.isEmpty()) {
             buildDir = Files.createTempDirectory("flakeid-java-bin-");
@@ -169,6 +169,12 @@ public class ClientTest {
             int rc = new ProcessBuilder("go", "build", "-o", binary, "./cmd/flakeid").directory(repo.toFile()).inheritIO().start().waitFor();
             assertEquals("go build", 0, rc);
         }
+        return binary;
+    }
+
+    @BeforeClass
+    public static void start() throws Exception {
+        String binary = flakeidBinary();
         server = new Server(binary, "--auto-create-tags");
         Path tokens = Files.createTempFile("flakeid-java-tokens-", ".json");
         Files.writeString(tokens, "[{\"name\":\"test\",\"token\":\"" + TOKEN + "\",\"tags\":[\"*\"],\"snowflake\":true,\"admin\":true}]");
