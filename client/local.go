@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"os"
 	"runtime"
@@ -166,22 +167,25 @@ func defaultOwner() string {
 // acquire takes a new lease from any endpoint, and checks that endpoint's
 // ID space against the others' (see ErrOverlap).
 //
-// The server reads its clock for now_us after the lease's probation, a
-// second or so after the request: the answer's arrival, not the request,
-// is when the lease's clock starts. It is behind the server's by the
-// answer's transit, which moves the IDs' times a little, never their fence.
+// The server reads its clock for now_us when the request arrives, no
+// sooner than it was sent: from the sending (the answered attempt's, its
+// GetConn), the lease's clock is never behind the server's, however long
+// the answer took — a process paused before it read the answer finds its
+// reservation run out, not a stale clock; it is ahead by the request's
+// transit, which moves the IDs' times a little, never past their fence.
 func (g *LocalGenerator) acquire(ctx context.Context) (*localLease, error) {
 	body, _ := json.Marshal(map[string]string{"owner": g.owner})
 	var a leaseAnswer
-	var got time.Time
+	var sent atomic.Int64 // ns since start: the last attempt's send
+	start := time.Now()
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GetConn: func(string) { sent.Store(int64(time.Since(start))) }})
 	ep, err := g.c.t.call(ctx, http.MethodPost, "/v1/leases", body, func(_ http.Header, r io.Reader) error {
-		got = time.Now()
 		return json.NewDecoder(r).Decode(&a)
 	})
 	if err != nil {
 		return nil, err
 	}
-	l, err := a.lease(ep, got)
+	l, err := a.lease(ep, start.Add(time.Duration(sent.Load())))
 	if err != nil {
 		err = fmt.Errorf("client: %s: bad lease: %w", ep.base, err)
 	} else {

@@ -3,10 +3,12 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -297,4 +299,52 @@ func BenchmarkLocalGenerator(b *testing.B) {
 		}
 		ids(b, start)
 	})
+}
+
+// TestLocalGeneratorAnswerReadLate: the server reads its clock (now_us)
+// when the request arrives; its answer comes 1.5 s later, as to a process
+// paused before it read it. The lease's 1 s of ticks has run out by then:
+// the generator must issue nothing on it — its clock starts at the
+// request's sending, not at the answer's arrival — and takes a new lease.
+func TestLocalGeneratorAnswerReadLate(t *testing.T) {
+	const t0 = 1_000_000 // the server's tick at the first request
+	lease := func(name string, worker, first, end int64) string {
+		return fmt.Sprintf(`{"lease":%q,"datacenter":1,"worker":%d,"layout":{"time_bits":41,"datacenter_bits":5,"worker_bits":5,"sequence_bits":12,"time_unit_us":1000,"name":"t"},`+
+			`"first_tick":%d,"end_tick":%d,"now_us":%d,"renew_every_ms":50,"ttl_ms":1000}`, name, worker, first, end, first*1000)
+	}
+	var acquired atomic.Int32
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.Method == http.MethodPost && r.URL.Path == "/v1/leases":
+			if acquired.Add(1) == 1 {
+				time.Sleep(1500 * time.Millisecond)
+				fmt.Fprint(w, lease(strings.Repeat("a", 32), 3, t0, t0+1000))
+				return
+			}
+			fmt.Fprint(w, lease(strings.Repeat("b", 32), 4, t0+3000, t0+100_000))
+		case r.Method == http.MethodPost:
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"error":{"code":"not_found","message":"closed: not renewed within its TTL"}}`)
+		default:
+			fmt.Fprint(w, `{"released":true}`)
+		}
+	}))
+	defer hs.Close()
+	c := newClient(t, Config{Timeout: 5 * time.Second}, hs.URL)
+	g, err := c.NewLocalGenerator(t.Context(), "late")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	id, err := g.NextID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := snowflake.Layout{TimeBits: 41, DatacenterBits: 5, WorkerBits: 5, SequenceBits: 12, TimeUnit: time.Millisecond}
+	if p, err := l.Decode(snowflake.ID(id)); err != nil || p.Worker != 4 || p.Tick < t0+3000 {
+		t.Fatalf("first ID %d (%+v, %v): want one of the new lease (worker 4, tick %d on), none on the lease whose reservation had run out", id, p, err, t0+3000)
+	}
 }

@@ -44,9 +44,13 @@ type leaseJSON struct {
 	// from the layout's epoch. EndTick grows with each renewal.
 	FirstTick int64 `json:"first_tick"`
 	EndTick   int64 `json:"end_tick"`
-	// NowUs is the server's clock when it answered, in microseconds since
-	// the layout's epoch: the client's clock for picking ticks is NowUs
-	// plus the time since it sent the request, by its monotonic clock.
+	// NowUs is the server's clock when the request arrived (before the
+	// lease's probation), in microseconds since the layout's epoch: the
+	// client's clock for picking ticks is NowUs plus the time since it
+	// sent the request, by its monotonic clock — never behind the server's
+	// however long the answer took to be read (a process paused before it
+	// read it finds its reservation run out), ahead by the request's
+	// transit.
 	NowUs int64 `json:"now_us"`
 	// RenewEveryMs is how often to renew; TTLMs how long without a renewal
 	// before the server closes the lease.
@@ -96,6 +100,7 @@ func (s *Server) leaseLayout() (snowflake.Layout, error) {
 
 // acquireLease leases a worker id for a client named owner.
 func (s *Server) acquireLease(ctx context.Context, owner string) (leaseJSON, error) {
+	now := s.node.Now() // before the probation: see leaseJSON.NowUs
 	if _, err := s.leaseLayout(); err != nil {
 		return leaseJSON{}, err
 	}
@@ -121,18 +126,19 @@ func (s *Server) acquireLease(ctx context.Context, owner string) (leaseJSON, err
 	s.leases.byName[name] = sess
 	sess.idle = time.AfterFunc(ttl, func() { s.dropLease(name, sess) })
 	s.leases.mu.Unlock()
-	return s.leaseAnswer(name, l)
+	return s.leaseAnswer(name, l, now)
 }
 
-// leaseAnswer describes lease name.
-func (s *Server) leaseAnswer(name string, l worker.Lease) (leaseJSON, error) {
+// leaseAnswer describes lease name, with the server's clock at now, when
+// the request arrived.
+func (s *Server) leaseAnswer(name string, l worker.Lease, now time.Time) (leaseJSON, error) {
 	lay, err := s.leaseLayout()
 	if err != nil {
 		return leaseJSON{}, err
 	}
 	cfg := s.node.LeaseConfig()
 	unitUs := int64(lay.TimeUnit / time.Microsecond)
-	nowUs := int64(s.node.Now().Sub(lay.Epoch) / time.Microsecond)
+	nowUs := int64(now.Sub(lay.Epoch) / time.Microsecond)
 	if nowUs < 0 || nowUs > maxNowUs {
 		return leaseJSON{}, apiErrorf(http.StatusConflict, codePrecondition,
 			"the server's clock is %d µs from the layout's epoch, outside 0–2^53", nowUs)
@@ -168,6 +174,7 @@ func errNoLease(name string, why string) error {
 
 // renewLease reports lease name's reservation and restarts its idle timer.
 func (s *Server) renewLease(name string) (leaseJSON, error) {
+	now := s.node.Now()
 	s.leases.mu.Lock()
 	sess := s.leases.byName[name]
 	s.leases.mu.Unlock()
@@ -179,7 +186,7 @@ func (s *Server) renewLease(name string) (leaseJSON, error) {
 		return leaseJSON{}, errNoLease(name, fmt.Sprintf("lost (%v)", err))
 	}
 	sess.idle.Reset(s.node.LeaseConfig().TTL)
-	return s.leaseAnswer(name, sess.lease)
+	return s.leaseAnswer(name, sess.lease, now)
 }
 
 // releaseLease closes lease name: its worker id is freed with its

@@ -58,13 +58,21 @@ func (f *fixture) lease(t *testing.T, method, path, body string, header ...strin
 // TestLeaseLifecycle: a lease is another worker id than the node's, of the
 // node's datacenter and layout; it may issue from its first tick to its end
 // tick, which lies ahead of the server's clock and grows with renewals;
+// its now_us is the server's clock when the request arrived, before the
+// lease's probation (a client's clock from its sending is never behind);
 // released, the worker id is free and the lease unknown.
 func TestLeaseLifecycle(t *testing.T) {
 	coord := workertest.NewMemory(nil)
 	f := leaseFixture(t, coord, fixtureLease(), snowflake.Layout{}, nil)
 	own := f.node.Status().WorkerID
+	sent := time.Now()
 	l := f.lease(t, "POST", "/v1/leases", `{"owner":"orders-api/7"}`)
+	took := time.Since(sent)
 	lay := f.node.Layout()
+	if read := lay.Epoch.Add(time.Duration(l.NowUs) * time.Microsecond); read.Before(sent.Add(-time.Millisecond)) || read.After(sent.Add(took/2)) {
+		t.Fatalf("now_us reads %v, %v after the request was sent; the answer came after %v: want the clock when the request arrived, before the probation",
+			read, read.Sub(sent), took)
+	}
 	if l.Worker == own || l.Datacenter != 0 || len(l.Lease) != 32 {
 		t.Fatalf("lease %+v beside the node's worker %d", l, own)
 	}
@@ -72,8 +80,8 @@ func TestLeaseLifecycle(t *testing.T) {
 		t.Fatalf("layout %+v", l.Layout)
 	}
 	nowTick := l.NowUs / l.Layout.TimeUnitUs
-	if l.FirstTick >= l.EndTick || l.EndTick <= nowTick || l.EndTick > nowTick+400 {
-		t.Fatalf("ticks [%d, %d) at %d: want a reservation of about 300 ms ahead", l.FirstTick, l.EndTick, nowTick)
+	if l.FirstTick >= l.EndTick || l.EndTick <= nowTick || l.EndTick > nowTick+400+took.Milliseconds() {
+		t.Fatalf("ticks [%d, %d) at %d, the answer %v later: want a reservation of about 300 ms ahead of the answer", l.FirstTick, l.EndTick, nowTick, took)
 	}
 	if l.RenewEveryMs != 100 || l.TTLMs != 10000 {
 		t.Fatalf("renew every %d ms, TTL %d ms", l.RenewEveryMs, l.TTLMs)

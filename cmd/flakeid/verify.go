@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -30,7 +31,7 @@ type verifyCmd struct {
 	Deadline        time.Duration `default:"100ms" env:"FLAKEID_VERIFY_DEADLINE" help:"A call counts as answered when its IDs arrive within this, 1ms–1m (the Go clients' per-attempt timeout is half of it); the report gives per API the share so answered, as nines, and latency p50/p99/p99.9/max."`
 	Rate            int           `default:"100" env:"FLAKEID_VERIFY_RATE" help:"Calls per second of each fixed-rate client, 1–10000: the Go client with failover over the main group (without and with a buffer) and a plain HTTP and Redis-protocol client per node, timed from when their schedule meant to send (coordinated-omission corrected)."`
 	Seed            uint64        `placeholder:"N" env:"FLAKEID_VERIFY_SEED" help:"Seed of the nemesis's choices (0: random; the report prints it)."`
-	Faults          string        `default:"all" env:"FLAKEID_VERIFY_FAULTS" help:"Fault kinds to inject, comma-separated, or all (those whose groups have nodes, and the --coordinator's own), or none: clock-back, clock-forward, kill, restart-behind, etcd-pause, etcd-partition (--coordinator etcd), zk-pause, zk-partition, zk-restart, zk-data-loss (zk), consul-pause, consul-partition, consul-data-loss (consul), nats-pause, nats-partition, nats-data-loss (nats), pg-restart, redis-restart-nosave, redis-keys-deleted, sql-rollback, truncated-state, other-layout, other-space, clock-ahead, config-typo."`
+	Faults          string        `default:"all" env:"FLAKEID_VERIFY_FAULTS" help:"Fault kinds to inject, comma-separated, or all (those whose groups have nodes, and the --coordinator's own), or none: clock-back, clock-forward, kill, restart-behind, etcd-pause, etcd-partition (--coordinator etcd), zk-pause, zk-partition, zk-restart, zk-data-loss (zk), consul-pause, consul-partition, consul-data-loss (consul), nats-pause, nats-partition, nats-data-loss (nats), pg-restart, redis-restart-nosave, redis-keys-deleted, sql-rollback, truncated-state, other-layout, other-space, clock-ahead, config-typo, local-kill, local-stop (--languages)."`
 	MinFaults       int           `default:"2" env:"FLAKEID_VERIFY_MIN_FAULTS" help:"Fail unless every fault kind was injected at least this many times — at most once for the data-loss kinds and the last eight, which cost a quarantine or a refused start each (0: no such check). A --duration too short for that many at the kinds' estimates is refused, naming the duration needed."`
 	LeaseTTL        time.Duration `default:"2s" env:"FLAKEID_VERIFY_LEASE_TTL" help:"The nodes' --lease-ttl (short, so faults bite fast); with --target, at most the servers' TTL."`
 	SegmentDuration time.Duration `default:"2s" env:"FLAKEID_VERIFY_SEGMENT_DURATION" help:"The nodes' --segment-duration (short, so segments are fetched often)."`
@@ -41,6 +42,8 @@ type verifyCmd struct {
 	NATSBin         string        `default:"nats-server" env:"FLAKEID_NATS_BIN" help:"The nats-server executable, for --coordinator nats (Debian's nats-server package)."`
 	RedisBin        string        `default:"redis-server" env:"FLAKEID_REDIS_BIN" help:"The redis-server executable, for the Redis group's private server."`
 	Bin             string        `type:"path" placeholder:"FILE" env:"FLAKEID_VERIFY_BIN" help:"The flakeid executable the nodes run (default: this one)."`
+	Languages       string        `env:"FLAKEID_VERIFY_LANGUAGES" placeholder:"python,js,java" help:"Client languages to drive, comma-separated (python, js, java, in that order): per language the client with a buffer at --rate over the main group, as the buffered Go client, and a local generator that local-kill kills -9 and local-stop stops past its reservation; every ID checked with the rest. The worker field then defaults to 3 bits, not 2. Needs python3, node, and a JDK's javac and java. Default none."`
+	ClientsDir      string        `default:"clients" env:"FLAKEID_VERIFY_CLIENTS_DIR" help:"The repository's clients directory, with the clients --languages drives and their drivers."`
 	Tag             string        `default:"verify" env:"FLAKEID_VERIFY_TAG" help:"Segment tag the clients use (created if missing)."`
 	Dir             string        `type:"path" placeholder:"DIR" env:"FLAKEID_VERIFY_DIR" help:"Work directory for the nodes' data and logs (default: a temporary one)."`
 	Keep            bool          `env:"FLAKEID_VERIFY_KEEP" help:"Keep the work directory (node logs) after the run."`
@@ -62,6 +65,19 @@ func (c *verifyCmd) Run(ctx context.Context, out *streams) error {
 	cfg.Postgres, cfg.EtcdBin, cfg.Tag, cfg.Dir, cfg.Keep = c.Postgres, c.EtcdBin, c.Tag, c.Dir, c.Keep
 	cfg.Coordinator, cfg.ZKBin, cfg.ConsulBin, cfg.NATSBin = c.Coordinator, c.ZKBin, c.ConsulBin, c.NATSBin
 	cfg.Stdout, cfg.Stderr = out.stdout, out.stderr
+	if c.Languages != "" {
+		for _, l := range strings.Split(c.Languages, ",") {
+			cfg.Languages = append(cfg.Languages, strings.TrimSpace(l))
+		}
+		dir, err := filepath.Abs(c.ClientsDir)
+		if err != nil {
+			return err
+		}
+		if _, err := os.Stat(filepath.Join(dir, "python", "verify")); err != nil {
+			return fmt.Errorf("--clients-dir %s: not the repository's clients directory (%v); run from the repository's root or give it", c.ClientsDir, err)
+		}
+		cfg.ClientsDir = dir
+	}
 	cfg.AllowOverlap = c.TestOverlap
 	if c.Target != "" {
 		for _, t := range strings.Split(c.Target, ",") {
@@ -85,10 +101,14 @@ func (c *verifyCmd) Run(ctx context.Context, out *streams) error {
 	}
 	// The cluster runs with 4 worker ids unless the layout flags say
 	// otherwise: worker ids then change hands between nodes often, which is
-	// what the high-water marks must survive.
+	// what the high-water marks must survive. With --languages, 8: the
+	// languages' local generators lease from the main group too.
 	if cfg.Targets == nil && c.Layout.WorkerBits == nil {
-		two := 2
-		c.Layout.WorkerBits = &two
+		bits := 2
+		if len(cfg.Languages) > 0 {
+			bits = 3
+		}
+		c.Layout.WorkerBits = &bits
 	}
 	l, err := c.Layout.layout()
 	if err != nil {

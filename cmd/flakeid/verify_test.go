@@ -321,6 +321,68 @@ func TestVerifyNemesisLostState(t *testing.T) {
 	t.Logf("\n%s", r.stdout)
 }
 
+// TestVerifyLanguages drives every language's client under the nemesis
+// (issue 47): per language a buffered caller on the fixed-rate schedule
+// and a local generator that local-kill kills -9 and local-stop stops
+// past its lease's reservation, beside a kill of a node the generators
+// lease from. No ID may be handed out twice across the languages and the
+// nodes, each language's calls are measured, each language's generators
+// made IDs, and a stopped generator issued nothing past its fence (the
+// per-worker-id order check holds its IDs with the next holder's). CI's
+// verify step runs one language a commit, rotated (.ci/run).
+func TestVerifyLanguages(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster and six driver processes for most of a minute")
+	}
+	t.Parallel()
+	pg := testenv.Postgres().Require(t)
+	needBin(t, "etcd", "the verifier runs a private etcd")
+	for _, b := range []string{"python3", "node", "javac", "java"} {
+		needBin(t, b, "the verifier runs the clients' drivers")
+	}
+	clients, err := filepath.Abs(filepath.Join("..", "..", "clients"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, "verify", "--bin", proofBin.get(t), "--postgres", pg, "--duration", "50s", "--clients", "4", "--nodes", "2",
+		"--redis-nodes", "0", "--sql-nodes", "0", "--file-nodes", "0", "--languages", "python,js,java", "--clients-dir", clients,
+		"--faults", "local-kill,local-stop,kill", "--min-faults", "1", "--dir", t.TempDir())
+	if r.code != exitOK || !strings.Contains(r.stdout, "RESULT: PASS") {
+		t.Fatal(verifyFailed(r))
+	}
+	for _, check := range []string{
+		"every fault kind injected, at least 1 each",
+		"duplicate Snowflake IDs",
+		"the local generators of every language made IDs, checked with the rest (duplicates, per worker id order)",
+	} {
+		if res, v := checkRow(t, r.stdout, check); v != "ok" {
+			t.Errorf("%s: %s %s", check, res, v)
+		}
+	}
+	for _, api := range []string{"Python client next_id, failover, buffered", "JavaScript client nextId, failover, buffered", "Java client nextId, failover, buffered"} {
+		if n := seenCalls(t, r.stdout, api); n < 2000 {
+			t.Errorf("%s: %d calls in 50 s at 100/s", api, n)
+		}
+	}
+	kills, stops := 0, 0
+	for _, lang := range []string{"python", "js", "java"} {
+		row := tableRow(t, r.stdout, "Local generators", lang)
+		if row[2] == "0" {
+			t.Errorf("%s local generator: no IDs: %v", lang, row)
+		}
+		k, _ := strconv.Atoi(row[3])
+		s, _ := strconv.Atoi(row[4])
+		kills, stops = kills+k, stops+s
+		if procs, _ := strconv.Atoi(row[1]); procs != 1+k {
+			t.Errorf("%s local generator: %d processes, killed %d times: want one more process than kills", lang, procs, k)
+		}
+	}
+	if kills < 1 || stops < 1 {
+		t.Errorf("local generators killed %d times, stopped %d times: want at least 1 each", kills, stops)
+	}
+	t.Logf("\n%s", r.stdout)
+}
+
 // TestVerifyCoordinatorFlag: --coordinator takes etcd, zk, consul or nats; a
 // coordinator's fault kinds are refused for another one; a missing server
 // binary is named with the flag that gives it — all before any cluster

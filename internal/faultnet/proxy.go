@@ -15,7 +15,7 @@ import (
 // Proxy forwards TCP connections from Addr to a target.
 type Proxy struct {
 	ln     net.Listener
-	target string
+	target func() string
 
 	mu    sync.Mutex
 	cut   bool
@@ -28,6 +28,15 @@ type Proxy struct {
 
 // Listen starts a proxy on a free loopback port that forwards to target.
 func Listen(target string) (*Proxy, error) {
+	return ListenTo(func() string { return target })
+}
+
+// ListenTo starts a proxy on a free loopback port that forwards each new
+// connection to the address target returns then: a stable address in front
+// of a server that moves (a process restarted on another port). While
+// target returns "", new connections are closed at once, as a stopped
+// server's port refuses them.
+func ListenTo(target func() string) (*Proxy, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -159,7 +168,11 @@ func (p *Proxy) serve(c net.Conn) {
 	if !p.gate() {
 		return
 	}
-	up, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+	to := p.target()
+	if to == "" {
+		return
+	}
+	up, err := net.DialTimeout("tcp", to, 5*time.Second)
 	if err != nil {
 		return
 	}

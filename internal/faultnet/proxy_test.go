@@ -3,6 +3,7 @@ package faultnet
 import (
 	"bufio"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -144,5 +145,41 @@ func TestDownRefusesAndHealRestores(t *testing.T) {
 	defer c3.Close()
 	if line, err := roundTrip(c3, bufio.NewReader(c3), 5*time.Second); err != nil || line != "ping\n" {
 		t.Fatalf("after Heal: %q, %v", line, err)
+	}
+}
+
+// TestListenToFollowsTheTarget: each new connection goes to the address the
+// target gives then; while it gives "", connections are closed at once.
+func TestListenToFollowsTheTarget(t *testing.T) {
+	a, b := echoServer(t), echoServer(t)
+	var mu sync.Mutex
+	to := a
+	p, err := ListenTo(func() string { mu.Lock(); defer mu.Unlock(); return to })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	dialPing := func() (string, error) {
+		c, err := net.Dial("tcp", p.Addr())
+		if err != nil {
+			return "", err
+		}
+		defer c.Close()
+		return roundTrip(c, bufio.NewReader(c), 2*time.Second)
+	}
+	for _, next := range []string{a, "", b} {
+		mu.Lock()
+		to = next
+		mu.Unlock()
+		line, err := dialPing()
+		if next == "" {
+			if err == nil {
+				t.Fatalf("no target: got %q, want the connection closed", line)
+			}
+			continue
+		}
+		if err != nil || line != "ping\n" {
+			t.Fatalf("target %s: %q, %v", next, line, err)
+		}
 	}
 }

@@ -128,7 +128,7 @@ class IDBuffer {
       const refill = this.startRefill();
       const wait = deadline === undefined ? undefined : deadline - Date.now();
       if (wait !== undefined && wait <= 0) {
-        throw new Unavailable(`the buffer is empty and its refill did not come within the call's timeout (last failure: ${this.failure?.message})`);
+        throw new Unavailable(`the buffer is empty and its refill did not come within the call's timeout (last failure: ${this.failure?.message ?? "none"})`);
       }
       let timer;
       const outcome = await Promise.race([refill, ...(wait === undefined ? [] : [new Promise((r) => { timer = setTimeout(() => r("timeout"), wait); })])]);
@@ -440,6 +440,7 @@ export class Client {
         const ctl = new AbortController();
         const timer = setTimeout(() => ctl.abort(new Error(`no answer within ${per} ms`)), per);
         let status, headers, body;
+        const sent = monoUs();
         try {
           const init = { method, headers: this.headers, signal: ctl.signal };
           if (data !== undefined) Object.assign(init, { body: data, headers: { ...this.headers, "Content-Type": "application/json" } });
@@ -459,7 +460,7 @@ export class Client {
           e.downUntil = 0;
           this.preferred = this.endpoints.indexOf(e);
           try {
-            return { e, answer: JSON.parse(body) };
+            return { e, answer: JSON.parse(body), sent };
           } catch (err) {
             throw new Unavailable(`${e.base}: an answer that is not JSON: ${body.slice(0, 200)}`, { cause: err });
           }
@@ -543,7 +544,8 @@ function readLease(a, e, baseUs) {
  * lease, and renews it while this generator renews (every renew_every_ms,
  * on a timer that does not keep Node.js alive). IDs are issued only in the
  * ticks [first_tick, end_tick) of the last answer, the time read as the
- * server's clock in that answer plus the time since, by performance.now(),
+ * server's clock in that answer (when the request arrived) plus the time
+ * since the request was sent, by performance.now(),
  * before every ID: a process paused (SIGSTOP, a long GC, a frozen tab) or cut
  * off past its reservation issues nothing until a renewal comes, and a step
  * of the wall clock is not seen. Whoever holds the worker id next — after a
@@ -644,13 +646,14 @@ export class LocalGenerator {
   }
 
   async acquire(opts) {
-    const { e, answer } = await this.client.call("POST", "/v1/leases", {}, JSON.stringify({ owner: this.owner }), opts);
-    // The server reads its clock after the lease's probation, a second or
-    // so after the request: the answer's arrival is when the lease's clock
-    // starts.
-    const got = monoUs();
+    const { e, answer, sent } = await this.client.call("POST", "/v1/leases", {}, JSON.stringify({ owner: this.owner }), opts);
+    // The server reads its clock (now_us) when the request arrives, no
+    // sooner than it was sent: from the sending, the lease's clock is never
+    // behind the server's, however long the answer took — a process paused
+    // before it read the answer finds its reservation run out, not a stale
+    // clock.
     try {
-      return readLease(answer, e, got);
+      return readLease(answer, e, sent);
     } catch (err) {
       if (typeof answer?.lease === "string") this.release({ e, name: answer.lease });
       throw new Unavailable(`${e.base}: a bad lease: ${err.message}`, { cause: err });

@@ -175,16 +175,18 @@ describe("local generator, live", () => {
   });
 });
 
-// leaseServer speaks the lease protocol: answer(method, path, n) gives the status and JSON body of the n-th request.
+// leaseServer speaks the lease protocol: answer(method, path, n) gives the status and JSON body of the n-th request, and optionally how many ms to wait before sending them.
 async function leaseServer(answer) {
   const requests = [];
   const srv = createServer((req, res) => {
     req.resume();
     req.on("end", () => {
       requests.push([req.method, req.url]);
-      const [status, body] = answer(req.method, req.url, requests.length - 1);
-      res.writeHead(status, { "Content-Type": "application/json" });
-      res.end(JSON.stringify(body));
+      const [status, body, delay] = answer(req.method, req.url, requests.length - 1);
+      setTimeout(() => {
+        res.writeHead(status, { "Content-Type": "application/json" });
+        res.end(JSON.stringify(body));
+      }, delay ?? 0);
     });
   });
   await new Promise((r) => srv.listen(0, "127.0.0.1", r));
@@ -235,6 +237,33 @@ describe("local generator, fence", () => {
       c.close();
       await sleep(100);
       assert.ok(srv.requests.some(([m, p]) => m === "DELETE" && p === `/v1/leases/${"b".repeat(32)}`));
+    } finally {
+      await srv.stop();
+    }
+  });
+
+  test("an answer read late is not a stale clock", async () => {
+    // The server reads its clock (now_us) when the request arrives; its
+    // answer comes 1.5 s later, as to a process paused before it read it.
+    // The lease's 1 s of ticks has run out by then: the generator must
+    // issue nothing on it (its clock starts at the sending, not at the
+    // answer's arrival), and takes a new lease.
+    const t0 = 1_000_000;
+    const srv = await leaseServer((method, path, n) => {
+      if (method === "POST" && path === "/v1/leases") {
+        if (n === 0) return [200, lease("a".repeat(32), 3, t0, t0 + 1000, t0 * 1000), 1500];
+        return [200, lease("b".repeat(32), 4, t0 + 3000, t0 + 100000, (t0 + 3000) * 1000)];
+      }
+      if (method === "POST") return [404, { error: { code: "not_found", message: "closed: not renewed within its TTL" } }];
+      return [200, { released: true }];
+    });
+    try {
+      const c = new flakeid.Client({ endpoints: [srv.url], timeout: 5000, backoffMin: 10, backoffMax: 50, bigint: true });
+      const g = await c.localGenerator("late");
+      const first = await g.nextId({ timeout: 5000 });
+      assert.deepEqual(decode(first).slice(1, 3), [1, 4], "an ID on the lease whose reservation had run out");
+      assert.ok(decode(first)[0] >= t0 + 3000);
+      c.close();
     } finally {
       await srv.stop();
     }

@@ -198,7 +198,8 @@ class Processes(unittest.TestCase):
 class LeaseServer(Fake):
     """An HTTP server of the test's own speaking the lease protocol:
     answer(method, path, n) gives the status and JSON body of the n-th
-    request (from 0)."""
+    request (from 0), and optionally how many seconds to wait before
+    sending them."""
 
     def __init__(self, answer):
         self.requests: list[tuple[str, str]] = []
@@ -212,7 +213,9 @@ class LeaseServer(Fake):
                 if n:
                     self.rfile.read(n)
                 fake.requests.append((self.command, self.path))
-                status, body = answer(self.command, self.path, len(fake.requests) - 1)
+                status, body, *delay = answer(self.command, self.path, len(fake.requests) - 1)
+                if delay:
+                    time.sleep(delay[0])
                 raw = json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -277,6 +280,33 @@ class Fence(unittest.TestCase):
                 self.assertGreaterEqual(decode(nxt)[0], t0 + 200)
                 g.close()
                 self.assertIn(("DELETE", "/v1/leases/" + "b" * 32), srv.requests)
+        finally:
+            srv.stop()
+
+    def test_an_answer_read_late_is_not_a_stale_clock(self):
+        # The server reads its clock (now_us) when the request arrives; its
+        # answer comes 1.5 s later, as to a process paused before it read
+        # it. The lease's 1 s of ticks has run out by then: the generator
+        # must issue nothing on it (its clock starts at the sending, not at
+        # the answer's arrival), and takes a new lease.
+        t0 = 1_000_000
+
+        def answer(method, path, n):
+            if method == "POST" and path == "/v1/leases":
+                if n == 0:
+                    return 200, lease("a" * 32, 3, t0, t0 + 1000, t0 * 1000), 1.5
+                return 200, lease("b" * 32, 4, t0 + 3000, t0 + 100000, (t0 + 3000) * 1000)
+            if method == "POST" and path.endswith("/renew"):
+                return 404, {"error": {"code": "not_found", "message": "closed: not renewed within its TTL"}}
+            return 200, {"released": True}
+
+        srv = LeaseServer(answer)
+        try:
+            with flakeid.Client(flakeid.Config(endpoints=[srv.url], timeout=5, backoff_min=0.01, backoff_max=0.05)) as c:
+                g = c.local_generator("late")
+                first = g.next_id(timeout=5)
+                self.assertEqual(decode(first)[1:3], (1, 4), "an ID on the lease whose reservation had run out")
+                self.assertGreaterEqual(decode(first)[0], t0 + 3000)
         finally:
             srv.stop()
 

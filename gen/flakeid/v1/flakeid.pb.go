@@ -1580,9 +1580,10 @@ type WorkerLease struct {
 	// the layout's epoch. end_tick grows with each renewal.
 	FirstTick int64 `protobuf:"varint,10,opt,name=first_tick,json=firstTick,proto3" json:"first_tick,omitempty"`
 	EndTick   int64 `protobuf:"varint,11,opt,name=end_tick,json=endTick,proto3" json:"end_tick,omitempty"`
-	// now_us is the server's clock when it answered, in microseconds since
-	// the layout's epoch: a client's clock for picking ticks is now_us plus
-	// the time since it sent the request, by its monotonic clock.
+	// now_us is the server's clock when the request arrived (before the
+	// lease's probation), in microseconds since the layout's epoch: a
+	// client's clock for picking ticks is now_us plus the time since it sent
+	// the request, by its monotonic clock, never behind the server's.
 	NowUs int64 `protobuf:"varint,12,opt,name=now_us,json=nowUs,proto3" json:"now_us,omitempty"`
 	// renew_every_ms is how often to renew; ttl_ms how long without a
 	// renewal before the server closes the lease.

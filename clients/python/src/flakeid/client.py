@@ -477,10 +477,11 @@ class Client:
             raise Unavailable(f"{e.base}: an answer that is not JSON: {body[:200]!r}") from err
 
     def _call(self, method: str, path: str, query: dict[str, Any], data: bytes | None,
-              timeout: float | None) -> tuple[_Endpoint, dict[str, Any]]:
+              timeout: float | None, sent: list[int] | None = None) -> tuple[_Endpoint, dict[str, Any]]:
         """Sends method path with query (and data, JSON) to one endpoint
         after another (see Client); returns the endpoint that answered and
-        its answer's JSON."""
+        its answer's JSON. sent, when given, gets the time.monotonic_ns() at
+        which each attempt was sent: the answered one's, in the end."""
         self._check_open()
         deadline = _deadline(timeout)
         target = path + ("?" + urllib.parse.urlencode(query) if query else "")
@@ -494,6 +495,8 @@ class Client:
                     raise Unavailable(f"no endpoint answered {path} within {why}: {last}") from last
                 attempts += 1
                 per = self._timeout if deadline is None else max(0.001, min(self._timeout, deadline - now))
+                if sent is not None:
+                    sent[:] = [time.monotonic_ns()]
                 try:
                     status, headers, body = e.request(target, self._headers, per, method, data)
                 except (OSError, http.client.HTTPException) as err:

@@ -70,7 +70,8 @@ class LocalGenerator:
     lease, and renews it while this generator renews (every renew_every_ms,
     in a daemon thread). IDs are issued only in the ticks [first_tick,
     end_tick) of the last answer, the time read as the server's clock in
-    that answer plus the time since, by time.monotonic_ns(), before every ID:
+    that answer (when the request arrived) plus the time since the request
+    was sent, by time.monotonic_ns(), before every ID:
     a process paused (SIGSTOP, a long GC) or cut off past its reservation
     issues nothing until a renewal comes, and a step of the wall clock is not
     seen. Whoever holds the worker id next — after a kill -9, a lost lease, a
@@ -166,14 +167,15 @@ class LocalGenerator:
 
     def _acquire(self, timeout: float | None) -> _Lease:
         body = json.dumps({"owner": self._owner}).encode()
-        ep, a = self._client._call("POST", "/v1/leases", {}, body, timeout)
-        # The server reads its clock after the lease's probation, a second
-        # or so after the request: the answer's arrival is when the lease's
-        # clock starts (behind the server's by the answer's transit, which
-        # moves the IDs' times a little, never their fence).
-        got = time.monotonic_ns()
+        sent: list[int] = []
+        ep, a = self._client._call("POST", "/v1/leases", {}, body, timeout, sent)
+        # The server reads its clock (now_us) when the request arrives, no
+        # sooner than it was sent: from the sending, the lease's clock is
+        # never behind the server's, however long the answer took — a
+        # process paused before it read the answer finds its reservation run
+        # out, not a stale clock.
         try:
-            return _Lease(a, ep, got)
+            return _Lease(a, ep, sent[0])
         except (ValueError, KeyError, TypeError) as err:
             self._release_name(ep, str(a.get("lease", "")) if isinstance(a, dict) else "")
             raise Unavailable(f"{ep.base}: a bad lease: {err}") from err

@@ -607,8 +607,8 @@ func (c *checker) gaps() (ahead, behind time.Duration, aheadReq, behindReq int32
 		if d := time.Duration(c.f.timeNs(q.max) - (wall0 + q.end)); d > ahead {
 			ahead, aheadReq = d, int32(i)
 		}
-		if q.api == apiGoBuffered {
-			continue // a buffered ID was issued at some earlier refill: no bound behind
+		if q.api.buffered() || q.api.local() {
+			continue // a buffered ID was issued at some earlier refill, a local generator's on a clock of the lease's node: no bound behind
 		}
 		if d := time.Duration(wall0 + q.start - (c.f.timeNs(q.min) + c.f.unitNs)); d > behind {
 			behind, behindReq = d, int32(i)

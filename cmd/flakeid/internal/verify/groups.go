@@ -38,6 +38,9 @@ const (
 	// groupMain, as the group of a fault kind, is the main group whichever
 	// its coordinator.
 	groupMain = "main"
+	// groupLocal, as the group of a fault kind, is the languages' local
+	// generators (Config.Languages), which lease from the main group.
+	groupLocal = "local generators"
 )
 
 // Coordinators are the coordinators the main group can run on
@@ -124,6 +127,8 @@ func (c Config) hasGroup(kind string) bool {
 		return c.SQLNodes > 0
 	case groupFile:
 		return c.FileNodes > 0
+	case groupLocal:
+		return c.Nodes > 0 && len(c.Languages) > 0
 	}
 	return false
 }

@@ -25,9 +25,15 @@ const (
 	apiConnectSegment            // IDService.NextSegment, count 100
 	apiGoClient                  // the Go client's NextID, failover over the main group, no buffer (fixed rate)
 	apiGoBuffered                // the Go client's NextID, failover, with a Snowflake buffer (fixed rate)
+	apiPyBuffered                // the Python client's next_id, failover, buffered, in a driver process (fixed rate)
+	apiJSBuffered                // the JavaScript client's nextId, the same
+	apiJavaBuffered              // the Java client's nextId, the same
 	apiHTTPNode                  // GET /v1/snowflake/next?count=1 to one node (fixed rate)
 	apiRESPNode                  // INCR snowflake to one node's RESP port (fixed rate)
 	apiProbe                     // the verifier's own calls: the nemesis's health probe (GET /v1/snowflake/next?count=1), a Go client's warm-up
+	apiPyLocal                   // IDs a Python local generator made in its process, one batch per record
+	apiJSLocal                   // the same of a JavaScript one
+	apiJavaLocal                 // the same of a Java one
 	numAPI
 )
 
@@ -40,9 +46,15 @@ var apiNames = [numAPI]string{
 	apiConnectSegment: "Connect NextSegment count=100",
 	apiGoClient:       "Go client NextID, failover",
 	apiGoBuffered:     "Go client NextID, failover, buffered",
+	apiPyBuffered:     "Python client next_id, failover, buffered",
+	apiJSBuffered:     "JavaScript client nextId, failover, buffered",
+	apiJavaBuffered:   "Java client nextId, failover, buffered",
 	apiHTTPNode:       "HTTP count=1, one node",
 	apiRESPNode:       "RESP INCR snowflake, one node",
 	apiProbe:          "verifier's own (health probes, warm-ups)",
+	apiPyLocal:        "Python local generator (in-process, per batch)",
+	apiJSLocal:        "JavaScript local generator (in-process, per batch)",
+	apiJavaLocal:      "Java local generator (in-process, per batch)",
 }
 
 func (a api) String() string { return apiNames[a] }
@@ -54,10 +66,21 @@ func (a api) segment() bool { return a == apiHTTPSegment || a == apiConnectSegme
 // latency is measured from the moment the schedule meant to send it.
 func (a api) paced() bool { return a >= apiGoClient && a <= apiRESPNode }
 
+// buffered reports whether the call is a buffered client's, which hands out
+// IDs fetched earlier.
+func (a api) buffered() bool {
+	return a == apiGoBuffered || a == apiPyBuffered || a == apiJSBuffered || a == apiJavaBuffered
+}
+
+// local reports whether the record is a batch a local generator made in
+// its own process (its start is the process's clock before the batch, its
+// end when the verifier read it).
+func (a api) local() bool { return a == apiPyLocal || a == apiJSLocal || a == apiJavaLocal }
+
 // issuedFrom is the earliest moment q's IDs can have been issued: its start,
 // except for a buffered client's, which hands out IDs fetched earlier.
 func (q *request) issuedFrom() int64 {
-	if q.api == apiGoBuffered {
+	if q.api.buffered() {
 		return 0
 	}
 	return q.start

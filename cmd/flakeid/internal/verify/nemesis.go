@@ -82,6 +82,10 @@ var kindInfo = map[string]struct {
 	"other-space": {desc: "an extra node started with a random other layout (a datacenter bit moved to the worker field as in issue 25, other widths, a preset, another epoch or time unit), on a random datacenter, mostly in another namespace (key prefix or path) of the main group's coordinator that shares its datacenter registry; it must be refused", group: groupMain, once: true,
 		refused: "a node with another layout on any datacenter or namespace of the coordinator's registry is refused at start, showing both layouts",
 		est:     func(time.Duration) time.Duration { return 3 * time.Second }},
+	"local-kill": {desc: "kill -9 of a language's local generator (a process making IDs under a worker-id lease from the main group), started again at once", group: groupLocal,
+		est: func(time.Duration) time.Duration { return 3 * time.Second }},
+	"local-stop": {desc: "a language's local generator SIGSTOPped past its lease's reservation (the main group's reserve-ahead + lease TTL + 1 s), then SIGCONT", group: groupLocal,
+		est: func(ttl time.Duration) time.Duration { return mainReserveAhead + ttl + 4*time.Second }},
 	"clock-ahead": {desc: "an extra node with its clock 1 h ahead (--test-clock-offset=1h) started three times on the main group's coordinator and datacenter, as a restart loop would; each start must be refused, and afterwards no high-water mark of the datacenter may lie more than a minute ahead", group: groupMain, once: true,
 		refused: "a node whose clock runs 1 h ahead is refused at start, three times in a row, and moves no high-water mark",
 		est:     func(time.Duration) time.Duration { return 6 * time.Second }},
@@ -109,7 +113,7 @@ func dataLossEst(ttl time.Duration) time.Duration {
 func Kinds() []string {
 	return []string{"clock-back", "clock-forward", "kill", "restart-behind",
 		"etcd-pause", "etcd-partition", "zk-pause", "zk-partition", "zk-restart", "zk-data-loss", "consul-pause", "consul-partition", "consul-data-loss",
-		"nats-pause", "nats-partition", "nats-data-loss", "pg-restart", "redis-restart-nosave", "redis-keys-deleted", "sql-rollback", "truncated-state", "other-layout", "other-space", "clock-ahead", "config-typo"}
+		"nats-pause", "nats-partition", "nats-data-loss", "pg-restart", "redis-restart-nosave", "redis-keys-deleted", "sql-rollback", "truncated-state", "other-layout", "other-space", "clock-ahead", "config-typo", "local-kill", "local-stop"}
 }
 
 // coordKinds are the fault kinds of the main group's coordinator.
@@ -132,6 +136,80 @@ func minFaults(kind string, minAll int) int {
 	return minAll
 }
 
+// mainKinds are the fault kinds of c the nemesis injects; the local
+// generators' (groupLocal) are localNemesis's, beside it.
+func (c Config) mainKinds() []string {
+	var ks []string
+	for _, k := range c.Faults {
+		if kindInfo[k].group != groupLocal {
+			ks = append(ks, k)
+		}
+	}
+	return ks
+}
+
+// localKinds are the fault kinds of c that localNemesis injects.
+func (c Config) localKinds() []string {
+	var ks []string
+	for _, k := range c.Faults {
+		if kindInfo[k].group == groupLocal {
+			ks = append(ks, k)
+		}
+	}
+	return ks
+}
+
+// requiredQueue is the faults a schedule of kinds must inject first:
+// MinFaults rounds (round k holds the kinds whose minFaults is at least
+// k), each round in a random order.
+func (c Config) requiredQueue(kinds []string, rnd *rand.Rand) []string {
+	var queue []string
+	for k := range c.MinFaults {
+		var round []string
+		for _, kind := range kinds {
+			if minFaults(kind, c.MinFaults) > k {
+				round = append(round, kind)
+			}
+		}
+		rnd.Shuffle(len(round), func(i, j int) { round[i], round[j] = round[j], round[i] })
+		queue = append(queue, round...)
+	}
+	return queue
+}
+
+// localNemesis injects the local generators' faults (local-kill,
+// local-stop) one after another beside the nemesis, so that they overlap
+// the cluster's faults and take none of their time: first the required
+// rounds, then kinds at random, each followed by a pause of 1 s to
+// maxFaultPause, until one would not end quiet before until. A local fault
+// leaves the cluster as it was: it counts as recovered when it ends.
+func (r *runner) localNemesis(ctx context.Context, until int64) {
+	kinds := r.cfg.localKinds()
+	if len(kinds) == 0 || r.langs == nil {
+		return
+	}
+	rnd := rand.New(rand.NewPCG(r.cfg.Seed, 1))
+	sleepCtx(ctx, min(nemesisLead, r.cfg.Duration/10))
+	queue := r.cfg.requiredQueue(kinds, rnd)
+	for ctx.Err() == nil {
+		kind := kinds[rnd.IntN(len(kinds))]
+		if len(queue) > 0 {
+			kind, queue = queue[0], queue[1:]
+		}
+		if r.now()+int64(kindInfo[kind].est(r.cfg.LeaseTTL)+quiet) > until {
+			if len(queue) > 0 {
+				r.logf("no time left for the scheduled faults %v", append([]string{kind}, queue...))
+			}
+			return
+		}
+		f := r.injectLocal(ctx, kind, rnd.IntN(len(r.langs.locals)))
+		f.recovered = f.end
+		r.addFault(f)
+		r.logf("%-20s %s", kind, f.note)
+		sleepCtx(ctx, time.Second+time.Duration(rnd.Int64N(int64(maxFaultPause-time.Second))))
+	}
+}
+
 // nemesis injects faults one after another until a fault would not end
 // quiet before until: first MinFaults rounds of every kind (round k holds
 // the kinds whose minFaults is at least k), each round in a random order,
@@ -140,18 +218,12 @@ func minFaults(kind string, minAll int) int {
 // pauses 1 s to maxFaultPause.
 func (r *runner) nemesis(ctx context.Context, rec *recorder, until int64) {
 	rnd := rand.New(rand.NewPCG(r.cfg.Seed, 0))
-	sleepCtx(ctx, min(nemesisLead, r.cfg.Duration/10))
-	var queue []string
-	for k := range r.cfg.MinFaults {
-		var round []string
-		for _, kind := range r.cfg.Faults {
-			if minFaults(kind, r.cfg.MinFaults) > k {
-				round = append(round, kind)
-			}
-		}
-		rnd.Shuffle(len(round), func(i, j int) { round[i], round[j] = round[j], round[i] })
-		queue = append(queue, round...)
+	kinds := r.cfg.mainKinds()
+	if len(kinds) == 0 {
+		return
 	}
+	sleepCtx(ctx, min(nemesisLead, r.cfg.Duration/10))
+	queue := r.cfg.requiredQueue(kinds, rnd)
 	est := func(kind string) time.Duration { return kindInfo[kind].est(r.cfg.LeaseTTL) }
 	fits := func(kind string) bool { return r.now()+int64(est(kind)+quiet) <= until }
 	for ctx.Err() == nil {
@@ -162,7 +234,7 @@ func (r *runner) nemesis(ctx context.Context, rec *recorder, until int64) {
 				r.logf("no time left for the scheduled faults %v", queue)
 				return
 			}
-		} else if kind = r.cfg.Faults[rnd.IntN(len(r.cfg.Faults))]; !fits(kind) {
+		} else if kind = kinds[rnd.IntN(len(kinds))]; !fits(kind) {
 			return
 		}
 		f := r.inject(ctx, kind, rnd)

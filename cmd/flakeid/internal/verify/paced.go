@@ -106,6 +106,15 @@ func (r *runner) pacedClients(ctx context.Context, wg *sync.WaitGroup) (recs []*
 		start(a, phase, func(ctx context.Context, q request, rec *recorder) { r.goClientCall(ctx, cl, q, rec) })
 		phase++
 	}
+	if r.langs != nil {
+		for _, c := range r.langs.callers {
+			r.warmUpCaller(ctx, c, warm)
+		}
+		for _, c := range r.langs.callers {
+			start(c.lang.buffered, phase, func(ctx context.Context, q request, rec *recorder) { r.driverCall(ctx, c, q, rec) })
+			phase++
+		}
+	}
 	for _, n := range r.nodes {
 		start(apiHTTPNode, phase, func(ctx context.Context, q request, rec *recorder) { r.nodeCall(ctx, n, q, rec) })
 		phase++

@@ -192,7 +192,7 @@ func TestVerifyMinFaults(t *testing.T) {
 	var refused, lost []string
 	for _, k := range Kinds() {
 		info, ok := kindInfo[k]
-		c := Config{Coordinator: groupEtcd, Nodes: 1, RedisNodes: 1, SQLNodes: 1, FileNodes: 1}
+		c := Config{Coordinator: groupEtcd, Nodes: 1, RedisNodes: 1, SQLNodes: 1, FileNodes: 1, Languages: []string{"python"}}
 		if slices.Contains(Coordinators(), info.group) {
 			c.Coordinator = info.group
 		}
@@ -220,12 +220,15 @@ func TestVerifyMinFaults(t *testing.T) {
 		t.Fatalf("the CI profile's minimum schedule takes up to %v, more than its %v", need, d.Duration)
 	}
 	// So must the same profile on ZooKeeper, Consul and NATS, whose kinds
-	// include a data loss.
-	for _, coord := range []string{groupZK, groupConsul, groupNATS} {
-		c := d
-		c.Coordinator = coord
-		if need := withDefaults(c).minRun(); need > c.Duration {
-			t.Errorf("the CI profile on %s: the minimum schedule takes up to %v, more than its %v", coord, need, c.Duration)
+	// include a data loss, with a client language beside it (as .ci/run
+	// runs it) or every one.
+	for _, coord := range Coordinators() {
+		for _, langs := range [][]string{nil, {"java"}, Languages()} {
+			c := d
+			c.Coordinator, c.Languages = coord, langs
+			if need := withDefaults(c).minRun(); need > c.Duration {
+				t.Errorf("the CI profile on %s with languages %v: the minimum schedule takes up to %v, more than its %v", coord, langs, need, c.Duration)
+			}
 		}
 	}
 	// And the short profile of 75 s per coordinator: the main group

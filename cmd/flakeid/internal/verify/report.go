@@ -65,6 +65,7 @@ type report struct {
 	load     table
 	seen     table // latency and availability per API
 	seenBy   table // the fixed-rate clients' per fault kind
+	locals   table // the local generators of the languages (langs.go)
 	faults   table
 	checks   table
 	details  []string
@@ -92,6 +93,7 @@ func (rep *report) write(w io.Writer) {
 	}{
 		{fmt.Sprintf("What clients saw (answered within %v; the fixed-rate clients' latency counts from the moment their schedule meant to send, a failed call as never answered; \"less the generator's stalls\" leaves out of a call's time what fell in the load generator's own stalls, when a fixed-rate schedule was overdue in waking; every ID they got is in the checks above):", rep.deadline), &rep.seen},
 		{fmt.Sprintf("What the fixed-rate clients saw per fault kind (share answered within %v · the same less the load generator's stalls · p99.9), in the same windows as below, and how late their own schedule woke (p99.9 · max: the load generator's stalls, which no server caused):", rep.deadline), &rep.seenBy},
+		{"Local generators (a driver process per language making IDs in-process under a worker-id lease from the main group, every ID checked with the rest):", &rep.locals},
 		{"Faults (availability counts the requests sent from the fault's start until every node answered again, at least 2 s; a node answered nothing while the calls of its plain HTTP client failed in a row, from the first failed call's schedule to the next answered one's, for a run that began in the window):", &rep.faults},
 		{"Fault timeline:", &rep.events},
 		{"Most frequent errors (digits replaced by #):", &rep.errors},
@@ -269,6 +271,7 @@ func (r *runner) check(h *history, loadStart, loadEnd int64, late []wake) *repor
 	}
 	rep.checks.add("availability: requests answered with IDs", fmt.Sprintf("%s of %s", pct(answered, total), humanize.Thousands(total)), "")
 	r.seenTables(rep, h, late)
+	r.localRows(rep)
 	r.errorTable(rep)
 	return rep
 }
@@ -314,7 +317,7 @@ func (r *runner) loadTable(rep *report, h *history) {
 func (r *runner) faultTables(rep *report, h *history, loadStart int64) {
 	var idx []int32
 	for i := range h.reqs {
-		if h.reqs[i].api != apiProbe {
+		if h.reqs[i].api != apiProbe && !h.reqs[i].api.local() {
 			idx = append(idx, int32(i))
 		}
 	}

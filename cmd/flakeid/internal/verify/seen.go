@@ -148,8 +148,8 @@ func (r *runner) seenTables(rep *report, h *history, late []wake) {
 	var per [numAPI]callStats
 	for i := range h.reqs {
 		q := &h.reqs[i]
-		if q.api == apiProbe || q.api == apiConnectStream {
-			continue // the stream's messages are not calls of their own
+		if q.api == apiProbe || q.api == apiConnectStream || q.api.local() {
+			continue // the stream's messages are not calls of their own, nor a local generator's batches
 		}
 		if q.api.paced() {
 			per[q.api].add(q, dl, st)
@@ -170,7 +170,7 @@ func (r *runner) seenTables(rep *report, h *history, late []wake) {
 			switch a {
 			case apiHTTPNode, apiRESPNode:
 				load += " per node"
-			case apiGoBuffered:
+			case apiGoBuffered, apiPyBuffered, apiJSBuffered, apiJavaBuffered:
 				load += fmt.Sprintf(", buffer %s IDs", humanize.Thousands(int64(min(r.cfg.Rate*bufferSeconds, 100_000))))
 			}
 		}

@@ -114,6 +114,15 @@ type Config struct {
 	// first. 0: no such check. A Duration too short for those rounds at the
 	// kinds' estimates is refused (validate names the duration they need).
 	MinFaults int
+	// Languages are the client languages whose clients the run drives
+	// (Languages(): python, js, java): per language a caller with a
+	// buffer at Rate, as the buffered Go client, and a local generator,
+	// which the local-kill and local-stop faults hit (langs.go). Default
+	// none.
+	Languages []string
+	// ClientsDir is the repository's clients directory, where the
+	// languages' clients and their drivers are. Default "clients".
+	ClientsDir string
 	// Layout is the layout of the IDs; LayoutArgs the flags that give the
 	// nodes the same layout.
 	Layout     snowflake.Layout
@@ -185,6 +194,7 @@ type runner struct {
 	logMu       sync.Mutex // serializes progress lines
 	mu          sync.Mutex // guards incs, faults, refusals, samples
 	incs        []*incarnation
+	langs       *langRun // the languages' drivers (nil: none)
 
 	faults   []fault
 	refusals []refusal      // the starts that had to be refused
@@ -251,6 +261,9 @@ func withDefaults(c Config) Config {
 	if c.Tag == "" {
 		c.Tag = d.Tag
 	}
+	if c.ClientsDir == "" {
+		c.ClientsDir = "clients"
+	}
 	if c.Layout == (snowflake.Layout{}) {
 		c.Layout = d.Layout
 	}
@@ -301,6 +314,19 @@ func (c Config) validate() error {
 	case c.MinFaults < 0:
 		return fmt.Errorf("min faults %d: want 0 or more", c.MinFaults)
 	}
+	for _, l := range c.Languages {
+		if _, ok := languageInfo[l]; !ok {
+			return fmt.Errorf("language %q: want some of %s", l, strings.Join(Languages(), ", "))
+		}
+		if len(c.Targets) > 0 {
+			return errors.New("languages drive the main group's nodes: not for targets")
+		}
+	}
+	if l := c.Languages; len(l) != len(slices.Compact(slices.Clone(l))) || !slices.IsSortedFunc(l, func(a, b string) int {
+		return slices.Index(Languages(), a) - slices.Index(Languages(), b)
+	}) {
+		return fmt.Errorf("languages %v: each once, in the order %s", l, strings.Join(Languages(), ", "))
+	}
 	for _, k := range c.Faults {
 		info, ok := kindInfo[k]
 		if !ok {
@@ -337,13 +363,17 @@ func (c Config) validate() error {
 
 // minRun is how long a run must be for c's minimum schedule (MinFaults of
 // every kind) to fit at the kinds' estimates: the nemesis's lead-in, the
-// estimates, and the quiet end in which no fault starts.
+// estimates, and the quiet end in which no fault starts — for the
+// nemesis's kinds and for the local generators', which run beside them.
 func (c Config) minRun() time.Duration {
-	need := min(nemesisLead, c.Duration/10) + quiet
-	for _, k := range c.Faults {
-		need += time.Duration(minFaults(k, c.MinFaults)) * kindInfo[k].est(c.LeaseTTL)
+	need := func(kinds []string) time.Duration {
+		d := min(nemesisLead, c.Duration/10) + quiet
+		for _, k := range kinds {
+			d += time.Duration(minFaults(k, c.MinFaults)) * kindInfo[k].est(c.LeaseTTL)
+		}
+		return d
 	}
-	return need
+	return max(need(c.mainKinds()), need(c.localKinds())) // the local generators' faults run beside the others
 }
 
 // Run runs the verification and writes its report; it returns
@@ -410,6 +440,11 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 
+	if err := r.startLanguages(ctx); err != nil {
+		r.stopLanguages()
+		r.teardown()
+		return err
+	}
 	// The load, and the nemesis beside it.
 	loadStart := r.now()
 	loadCtx, stopLoad := context.WithCancel(ctx)
@@ -426,10 +461,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		stopLoad()
 		wg.Wait()
+		r.stopLanguages()
 		r.teardown()
 		return err
 	}
 	recs = append(recs, pacedRecs...)
+	r.runLocals(loadCtx, &wg)
 	// Two more clients take numbers of the run's series (HTTP, Connect).
 	srec := &seriesRecorder{}
 	if r.segments {
@@ -441,7 +478,10 @@ func Run(ctx context.Context, cfg Config) error {
 	go func() {
 		defer close(nemesisDone)
 		if len(cfg.Targets) == 0 && len(cfg.Faults) > 0 {
+			var nwg sync.WaitGroup
+			nwg.Go(func() { r.localNemesis(loadCtx, loadStart+int64(cfg.Duration)) })
 			r.nemesis(loadCtx, probes, loadStart+int64(cfg.Duration))
+			nwg.Wait()
 		}
 	}()
 	select {
@@ -453,6 +493,10 @@ func Run(ctx context.Context, cfg Config) error {
 	wg.Wait()
 	stopPaced()
 	<-nemesisDone
+	r.stopLanguages()
+	if r.langs != nil {
+		recs = append(recs, r.langs.recs...)
+	}
 	loadEnd := r.now()
 	r.logf("load stopped; stopping the cluster")
 	r.teardown()

@@ -406,8 +406,11 @@ public final class Client implements AutoCloseable {
         return call("GET", path, query, null, deadline).answer();
     }
 
-    /** An endpoint's answer: the endpoint and the JSON object it sent. */
-    record Answer(Endpoint endpoint, Map<String, Object> answer) {
+    /**
+     * An endpoint's answer: the endpoint, the JSON object it sent, and the
+     * System.nanoTime() at which the request it answered was sent.
+     */
+    record Answer(Endpoint endpoint, Map<String, Object> answer, long sentNanos) {
     }
 
     /** The base URL of an endpoint. */
@@ -497,6 +500,7 @@ public final class Client implements AutoCloseable {
                 long per = deadline == NO_DEADLINE ? timeoutNanos : Math.max(1_000_000, Math.min(timeoutNanos, deadline - now));
                 var req = request(e, method, target, data, per);
                 HttpResponse<String> res;
+                long sent = System.nanoTime();
                 try {
                     res = http.send(req.build(), HttpResponse.BodyHandlers.ofString());
                 } catch (IOException | IllegalArgumentException err) {
@@ -512,7 +516,7 @@ public final class Client implements AutoCloseable {
                 if (status >= 200 && status < 300) {
                     answered(e);
                     try {
-                        return new Answer(e, (Map<String, Object>) Json.parse(body));
+                        return new Answer(e, (Map<String, Object>) Json.parse(body), sent);
                     } catch (RuntimeException err) {
                         throw new FlakeidException.Unavailable(e.base + ": an answer that is not a JSON object: " + err.getMessage(), err);
                     }

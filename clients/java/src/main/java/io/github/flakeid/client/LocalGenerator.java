@@ -16,7 +16,8 @@ import java.util.concurrent.locks.LockSupport;
  * lease, and renews it while this generator renews (every renew_every_ms,
  * on a daemon thread). IDs are issued only in the ticks [first_tick,
  * end_tick) of the last answer, the time read as the server's clock in that
- * answer plus the time since, by {@link System#nanoTime()}, before every ID:
+ * answer (when the request arrived) plus the time since the request was sent,
+ * by {@link System#nanoTime()}, before every ID:
  * a process paused (SIGSTOP, a long GC pause) or cut off past its
  * reservation issues nothing until a renewal comes, and a step of the wall
  * clock is not seen. Whoever holds the worker id next — after a kill -9, a
@@ -213,12 +214,13 @@ public final class LocalGenerator implements AutoCloseable {
     private Lease acquire(long deadline) {
         String body = "{\"owner\":\"" + owner + "\"}";
         Client.Answer a = client.call("POST", "/v1/leases", Map.of(), body, deadline);
-        // The server reads its clock after the lease's probation, a second
-        // or so after the request: the answer's arrival is when the lease's
-        // clock starts.
-        long got = System.nanoTime();
+        // The server reads its clock (now_us) when the request arrives, no
+        // sooner than it was sent: from the sending, the lease's clock is
+        // never behind the server's, however long the answer took — a
+        // process paused before it read the answer finds its reservation
+        // run out, not a stale clock.
         try {
-            return new Lease(a.answer(), a.endpoint(), got);
+            return new Lease(a.answer(), a.endpoint(), a.sentNanos());
         } catch (IllegalArgumentException | ClassCastException e) {
             if (a.answer().get("lease") instanceof String name) {
                 releaseName(a.endpoint(), name);

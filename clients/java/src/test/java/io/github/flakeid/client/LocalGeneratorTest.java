@@ -255,7 +255,11 @@ public class LocalGeneratorTest {
                 + ",\"now_us\":" + nowUs + ",\"renew_every_ms\":50,\"ttl_ms\":1000}";
     }
 
-    /** A lease server of the test's own: answer(method, path, n) gives the status and body of its n-th request. */
+    /**
+     * A lease server of the test's own: answer(method, path, n) gives the
+     * status and body of its n-th request, and optionally how many ms to
+     * wait before sending them.
+     */
     interface LeaseAnswer {
         String[] answer(String method, String path, int n);
     }
@@ -271,6 +275,13 @@ public class LocalGeneratorTest {
                 requests.add(ex.getRequestMethod() + " " + ex.getRequestURI().getPath());
             }
             String[] a = answer.answer(ex.getRequestMethod(), ex.getRequestURI().getPath(), n);
+            if (a.length > 2) {
+                try {
+                    Thread.sleep(Long.parseLong(a[2]));
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }
             byte[] b = a[1].getBytes(StandardCharsets.UTF_8);
             ex.getResponseHeaders().add("Content-Type", "application/json");
             ex.sendResponseHeaders(Integer.parseInt(a[0]), b.length);
@@ -329,6 +340,38 @@ public class LocalGeneratorTest {
             synchronized (requests) {
                 assertTrue(requests.toString(), requests.contains("DELETE /v1/leases/" + "b".repeat(32)));
             }
+        } finally {
+            srv.stop(0);
+        }
+    }
+
+    /**
+     * The server reads its clock (now_us) when the request arrives; its
+     * answer comes 1.5 s later, as to a process paused before it read it.
+     * The lease's 1 s of ticks has run out by then: the generator must issue
+     * nothing on it (its clock starts at the sending, not at the answer's
+     * arrival), and takes a new lease.
+     */
+    @Test
+    public void anAnswerReadLateIsNotAStaleClock() throws Exception {
+        long t0 = 1_000_000;
+        var requests = new ArrayList<String>();
+        var srv = leaseServer((method, path, n) -> {
+            if (method.equals("POST") && path.equals("/v1/leases")) {
+                return n == 0 ? new String[] {"200", lease("a".repeat(32), 3, t0, t0 + 1000, t0 * 1000), "1500"}
+                        : new String[] {"200", lease("b".repeat(32), 4, t0 + 3000, t0 + 100000, (t0 + 3000) * 1000)};
+            }
+            if (method.equals("POST")) {
+                return new String[] {"404", "{\"error\":{\"code\":\"not_found\",\"message\":\"closed: not renewed within its TTL\"}}"};
+            }
+            return new String[] {"200", "{\"released\":true}"};
+        }, requests);
+        String url = "http://127.0.0.1:" + srv.getAddress().getPort();
+        try (var c = new Client(Config.of(url).withTimeout(Duration.ofSeconds(5)).withBackoff(Duration.ofMillis(10), Duration.ofMillis(50)))) {
+            var g = c.localGenerator("late");
+            long first = g.nextId(Duration.ofSeconds(5));
+            assertEquals("an ID on the lease whose reservation had run out", 4, decode(first)[2]);
+            assertTrue(decode(first)[0] >= t0 + 3000);
         } finally {
             srv.stop(0);
         }
