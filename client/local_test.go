@@ -44,6 +44,13 @@ func newCuttable(t *testing.T, target string) *cuttable {
 	return c
 }
 
+// current is g's lease now (a renewal swaps it in the background).
+func current(g *LocalGenerator) *localLease {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.cur
+}
+
 // decodeAll decodes ids of the default layout.
 func decodeAll(t *testing.T, ids []int64) []snowflake.Parts {
 	t.Helper()
@@ -130,10 +137,11 @@ func TestLocalGeneratorUnique(t *testing.T) {
 		workers[n.Status().WorkerID] = true
 	}
 	for _, g := range gens {
-		if workers[g.cur.worker] {
-			t.Fatalf("a local generator on worker %d, which another holds", g.cur.worker)
+		w := current(g).worker
+		if workers[w] {
+			t.Fatalf("a local generator on worker %d, which another holds", w)
 		}
-		workers[g.cur.worker] = true
+		workers[w] = true
 	}
 	for _, p := range decodeAll(t, all[:100]) {
 		if p.Time.Before(start.Add(-time.Second)) || p.Time.After(time.Now().Add(time.Second)) {
@@ -156,7 +164,7 @@ func TestLocalGeneratorFence(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	first := g.cur
+	first := current(g)
 	a.down.Store(true)
 	g.mu.Lock()
 	end := g.cur.end
@@ -228,7 +236,7 @@ func TestLocalGeneratorRefused(t *testing.T) {
 	if _, err := g.NextID(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	worker := g.cur.worker
+	worker := current(g).worker
 	if err := g.Close(); err != nil {
 		t.Fatal(err)
 	}

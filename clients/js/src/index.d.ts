@@ -34,6 +34,12 @@ export interface Config {
   buffer?: BufferConfig;
   /** IDs as bigint instead of decimal strings. Default false. */
   bigint?: boolean;
+  /**
+   * The fetch the client sends its requests with. Default: the global fetch. For https endpoints under a
+   * private CA, either start Node.js with NODE_EXTRA_CA_CERTS=ca.pem, or give a fetch that trusts it (undici's
+   * fetch with a dispatcher of new Agent({ connect: { ca } }), say).
+   */
+  fetch?: (url: string, init: RequestInit) => Promise<Response>;
 }
 
 /** Options of one call. */
@@ -85,6 +91,8 @@ export declare class InvalidArgument extends FlakeidError {}
 export declare class Unauthenticated extends FlakeidError {}
 export declare class PermissionDenied extends FlakeidError {}
 export declare class Closed extends FlakeidError {}
+/** Two endpoints can issue the same Snowflake IDs (they share no coordinator); the message names both, and every later Snowflake call throws it too. */
+export declare class Overlap extends FlakeidError {}
 
 export declare function isAPIError(err: unknown): err is FlakeidError & { api: true; status: number; code: string; endpoint: string; retryAfter: number };
 export declare function defaultConfig(): Config;

@@ -42,6 +42,15 @@ export class PermissionDenied extends FlakeidError {}
 export class Closed extends FlakeidError {}
 
 /**
+ * Two endpoints of the client can issue the same Snowflake IDs: they hold
+ * the same (datacenter, worker) pair at once, or use different layouts, so
+ * they share no coordinator (two `flakeid serve` on their own file
+ * coordinators behind one load balancer, say). The message names both; the
+ * client hands out no Snowflake ID from then on.
+ */
+export class Overlap extends FlakeidError {}
+
+/**
  * An error answer of a server. It is an instance of the kind its code or
  * status names as well (NotFound, InvalidArgument, …: see isAPIError), and
  * carries status, code, message, endpoint and retryAfter (milliseconds).
@@ -85,6 +94,7 @@ function validate(cfg) {
     seen.add(k);
   }
   if (/[\x00-\x1f\x7f]/.test(cfg.token ?? "")) throw new InvalidConfig("token: contains a control character");
+  if (cfg.fetch !== undefined && typeof cfg.fetch !== "function") throw new InvalidConfig(`fetch: want a function like fetch(url, init), not ${typeof cfg.fetch}`);
   const buffer = cfg.buffer ?? {};
   for (const [name, v, lo, hi] of [["timeout", cfg.timeout, 0, 300_000], ["maxAttempts", cfg.maxAttempts, 0, 1000], ["backoffMin", cfg.backoffMin, 0, Infinity],
     ["backoffMax", cfg.backoffMax, 0, Infinity], ["buffer.snowflake", buffer.snowflake, 0, MAX_COUNT], ["buffer.segment", buffer.segment, 0, MAX_COUNT],
@@ -199,6 +209,14 @@ class IDBuffer {
  * timeout would end before the next round. Any other 4xx is the caller's
  * fault and is thrown at once. Every call takes an optional {timeout} in
  * milliseconds for the whole call.
+ *
+ * Given several endpoints, the client checks them the first time each hands
+ * it Snowflake IDs: it reads that endpoint's /v1/status and every other's,
+ * and two that hold the same (datacenter, worker) pair at once, or use
+ * different layouts, share no coordinator and can issue the same IDs — the
+ * call then throws Overlap naming both, and so does every later Snowflake
+ * call. An endpoint that cannot be asked is checked at its next answer; one
+ * endpoint alone is never checked.
  */
 export class Client {
   /** @param {object} [config] see index.d.ts; defaultConfig() when absent */
@@ -216,11 +234,15 @@ export class Client {
     this.preferred = 0;
     this.closed = false;
     this.bigint = cfg.bigint === true;
+    this.fetch = cfg.fetch ?? ((url, init) => fetch(url, init));
     this.bufferCfg = { snowflake: 0, segment: 0, lowWater: 0, ...(cfg.buffer ?? {}) };
     const low = this.bufferCfg.lowWater || DEFAULT_LOW_WATER;
     this.ids = this.bufferCfg.snowflake ? new IDBuffer(() => this.ranges("/v1/snowflake/next", this.bufferCfg.snowflake), this.bufferCfg.snowflake, low, () => this.retryPause()) : null;
     this.segments = new Map();
     this.generators = new Set();
+    this.vetQueue = Promise.resolve(); // the endpoint checks, one at a time
+    this.vetted = new Set();
+    this.overlap = null;
   }
 
   /** Stops the refills and closes the local generators (releasing their leases); later calls throw Closed. Idempotent. */
@@ -395,7 +417,56 @@ export class Client {
   }
 
   async get(path, query, opts) {
-    return (await this.call("GET", path, query, undefined, opts)).answer;
+    const { e, answer } = await this.call("GET", path, query, undefined, opts);
+    if (path === "/v1/snowflake/next") await this.vet(e);
+    return answer;
+  }
+
+  /**
+   * Checks endpoint e, which just handed out Snowflake IDs, against the
+   * other endpoints, once (see Client); throws Overlap, and keeps throwing
+   * it, when two can issue the same IDs.
+   */
+  vet(e) {
+    if (this.endpoints.length < 2) return Promise.resolve();
+    const run = this.vetQueue.then(() => this.vetOnce(e));
+    this.vetQueue = run.catch(() => {});
+    return run;
+  }
+
+  async vetOnce(e) {
+    if (this.overlap) throw this.overlap;
+    if (this.vetted.has(e)) return;
+    const [mine, final] = await this.status(e);
+    if (!mine) {
+      if (final) this.vetted.add(e); // a server that does not tell (no /v1/status, or not to this token)
+      return; // cannot tell now: check again at its next answer
+    }
+    for (const o of this.endpoints) {
+      if (o === e) continue;
+      let [theirs] = await this.status(o);
+      if (!theirs || !overlaps(mine, theirs)) continue;
+      // A lease may have moved between the two reads: look again.
+      const [again] = await this.status(e);
+      [theirs] = await this.status(o);
+      if (again && theirs && overlaps(again, theirs)) {
+        const why = again.layout !== theirs.layout ? "they use different layouts" : "both hold the same worker id";
+        this.overlap = new Overlap(`endpoints can issue the same IDs: ${e.base} issues from ${space(again)}, and ${o.base} from ${space(theirs)}: ${why}, ` +
+          "so they share no coordinator. Point both at one coordinator (--coordinator), or give each its own --datacenter");
+        throw this.overlap;
+      }
+    }
+    this.vetted.add(e);
+  }
+
+  /** Endpoint e's /v1/status, read once, or null: [status, whether asking again will not help (a 4xx other than 408 and 429)]. */
+  async status(e) {
+    try {
+      const a = await this.once(e, "GET", "/v1/status");
+      return [a && typeof a === "object" && a.layout ? a : null, false];
+    } catch (err) {
+      return [null, isAPIError(err) && err.status >= 400 && err.status < 500 && err.status !== 408 && err.status !== 429];
+    }
   }
 
   /** One request to endpoint e, no failover: the answer's JSON, or the error (Unavailable for a network error). */
@@ -404,12 +475,12 @@ export class Client {
     const timer = setTimeout(() => ctl.abort(new Error(`no answer within ${this.timeout} ms`)), this.timeout);
     let status, headers, body;
     try {
-      const res = await fetch(e.base + path, { method, headers: this.headers, signal: ctl.signal });
+      const res = await this.fetch(e.base + path, { method, headers: this.headers, signal: ctl.signal });
       status = res.status;
       headers = res.headers;
       body = await res.text();
     } catch (err) {
-      throw new Unavailable(`${e.base}: ${ctl.signal.aborted ? ctl.signal.reason.message : err.message}`, { cause: err });
+      throw new Unavailable(`${e.base}: ${ctl.signal.aborted ? ctl.signal.reason.message : netMessage(err)}`, { cause: err });
     } finally {
       clearTimeout(timer);
     }
@@ -444,13 +515,13 @@ export class Client {
         try {
           const init = { method, headers: this.headers, signal: ctl.signal };
           if (data !== undefined) Object.assign(init, { body: data, headers: { ...this.headers, "Content-Type": "application/json" } });
-          const res = await fetch(e.base + target, init);
+          const res = await this.fetch(e.base + target, init);
           status = res.status;
           headers = res.headers;
           body = await res.text();
         } catch (err) {
           this.failed(e, 0);
-          last = new Unavailable(`${e.base}: ${ctl.signal.aborted ? ctl.signal.reason.message : err.message}`, { cause: err });
+          last = new Unavailable(`${e.base}: ${ctl.signal.aborted ? ctl.signal.reason.message : netMessage(err)}`, { cause: err });
           continue;
         } finally {
           clearTimeout(timer);
@@ -485,6 +556,17 @@ export class Client {
 }
 
 /** The error of a non-2xx answer. */
+/** A network error's message with its cause's (fetch's own says only "fetch failed"). */
+const netMessage = (err) => (err?.cause?.message ? `${err.message}: ${err.cause.message}` : String(err?.message ?? err));
+
+/** Whether two servers issuing from the spaces a and b (their /v1/status) at the same time can issue the same IDs. */
+function overlaps(a, b) {
+  if (!a.lease_held || !b.lease_held) return false; // one issues nothing now
+  return a.layout !== b.layout || (a.datacenter_id === b.datacenter_id && a.worker_id === b.worker_id);
+}
+
+const space = (s) => `datacenter ${s.datacenter_id}, worker ${s.worker_id} of the layout ${s.layout}`;
+
 function errorAnswer(e, status, headers, body) {
   let code = "", message = body.slice(0, 500).trim();
   try {
@@ -652,12 +734,20 @@ export class LocalGenerator {
     // behind the server's, however long the answer took — a process paused
     // before it read the answer finds its reservation run out, not a stale
     // clock.
+    let lease;
     try {
-      return readLease(answer, e, sent);
+      lease = readLease(answer, e, sent);
     } catch (err) {
       if (typeof answer?.lease === "string") this.release({ e, name: answer.lease });
       throw new Unavailable(`${e.base}: a bad lease: ${err.message}`, { cause: err });
     }
+    try {
+      await this.client.vet(e); // its endpoint's ID space against the others' (Overlap)
+    } catch (err) {
+      this.release(lease);
+      throw err;
+    }
+    return lease;
   }
 
   swap(next) {

@@ -6,6 +6,7 @@
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { createServer } from "node:http";
+import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
@@ -35,6 +36,9 @@ async function fake(answer) {
   return { url: `http://127.0.0.1:${srv.address().port}`, requests, stop: () => new Promise((r) => { srv.closeAllConnections(); srv.close(r); }) };
 }
 
+// idRequests are the requests a fake got for IDs: not the client's reads of
+// /v1/status, which check its endpoints against each other.
+const idRequests = (f) => f.requests.filter((p) => !p.startsWith("/v1/status"));
 const unavailable = (retryAfter) => [503, retryAfter ? { "Retry-After": retryAfter } : {}, '{"error":{"code":"unavailable","message":"no worker-id lease yet"}}'];
 const client = (endpoints, extra = {}) => new flakeid.Client({ endpoints: endpoints ?? [server.url], ...extra });
 
@@ -147,6 +151,72 @@ describe("live server", () => {
   });
 });
 
+describe("TLS and a fetch of one's own", () => {
+  test("a private CA: trusted with NODE_EXTRA_CA_CERTS, refused without, naming the certificate", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "flakeid-js-tls-"));
+    const cert = join(dir, "cert.pem"), key = join(dir, "key.pem");
+    execFileSync("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", cert,
+      "-days", "1", "-subj", "/CN=flakeid test", "-addext", "subjectAltName=IP:127.0.0.1"], { stdio: "ignore" });
+    const srv = await serve(binary, "--tls-cert", cert, "--tls-key", key);
+    try {
+      const url = srv.url.replace(/^http:/, "https:");
+      // A process of its own: Node.js reads NODE_EXTRA_CA_CERTS at start.
+      const script = `const f = await import(process.argv[1]); const c = new f.Client({ endpoints: [process.argv[2]], maxAttempts: 50, backoffMax: 200 });
+        try { console.log("id", await c.nextId({ timeout: 30000 })); } catch (e) { console.log(e.constructor.name, e.message); } finally { c.close(); }`;
+      const run = (env) => execFileSync(process.execPath, ["--input-type=module", "-e", script, new URL("../src/index.js", import.meta.url).href, url],
+        { env: { ...process.env, ...env }, encoding: "utf8" });
+      assert.match(run({ NODE_EXTRA_CA_CERTS: cert }), /^id \d+/);
+      const refused = run({ NODE_EXTRA_CA_CERTS: "" });
+      assert.match(refused, /^Unavailable .*certificate/, refused);
+    } finally {
+      await srv.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("the client sends through the fetch of its config", async () => {
+    const seen = [];
+    const c = client(undefined, { fetch: (url, init) => (seen.push(new URL(url).pathname), fetch(url, init)) });
+    assert.ok(BigInt(await c.nextId()) > 0n);
+    assert.deepEqual(seen, ["/v1/snowflake/next"]);
+    c.close();
+    assert.throws(() => client(undefined, { fetch: "yes" }), (e) => e instanceof flakeid.InvalidConfig && /fetch/.test(e.message));
+  });
+});
+
+describe("overlaps", () => {
+  test("endpoints that can issue the same IDs are refused", async () => {
+    // Two servers on their own file coordinators both hold worker 0 of
+    // datacenter 0: a client given both must refuse their Snowflake IDs
+    // (plain, buffered, texts, a local generator's lease), naming both; one
+    // on another datacenter is fine.
+    const [a, b, other] = await Promise.all([serve(binary), serve(binary), serve(binary, "--datacenter", "1")]);
+    try {
+      for (const snowflake of [0, 1000]) {
+        const c = client([a.url, b.url], { buffer: { snowflake } });
+        await assert.rejects(c.nextId({ timeout: 10000 }), (e) => {
+          assert.ok(e instanceof flakeid.Overlap, e.message);
+          assert.ok(e.message.includes(a.url) && e.message.includes(b.url) && e.message.includes("both hold the same worker id"), e.message);
+          return true;
+        });
+        await assert.rejects(c.nextTexts(2), flakeid.Overlap); // and every later Snowflake call
+        c.close();
+      }
+      const c = client([b.url, a.url]);
+      await assert.rejects(c.localGenerator("overlap"), flakeid.Overlap);
+      c.close();
+      const ok = client([a.url, other.url]);
+      const ids = [...(await ok.nextIds(10)), ...(await ok.nextIds(10))];
+      assert.equal(new Set(ids).size, 20);
+      const g = await ok.localGenerator("apart");
+      assert.ok(BigInt(await g.nextId({ timeout: 10000 })) > 0n);
+      ok.close();
+    } finally {
+      await Promise.all([a.stop(), b.stop(), other.stop()]);
+    }
+  });
+});
+
 describe("failover", () => {
   test("a hanging endpoint is passed over for its backoff", async () => {
     const f = await fake(async () => {
@@ -158,7 +228,7 @@ describe("failover", () => {
     assert.ok(BigInt(await c.nextId()) > 1n);
     assert.ok(Date.now() - start >= 450);
     for (let i = 0; i < 20; i++) await c.nextId();
-    assert.equal(f.requests.length, 1, "the hanging endpoint was asked again within its backoff");
+    assert.equal(idRequests(f).length, 1, "the hanging endpoint was asked again within its backoff");
     c.close();
     await f.stop();
   });
@@ -168,7 +238,7 @@ describe("failover", () => {
     const c = client([f.url, server.url], { backoffMin: 10, backoffMax: 50 });
     await c.nextId();
     await c.nextId();
-    assert.equal(f.requests.length, 1);
+    assert.equal(idRequests(f).length, 1);
     await f.stop();
     const g = await fake((n) => (n === 0 ? unavailable("1") : [200, {}, '{"ids":["42"]}']));
     const one = client([g.url], { backoffMin: 10, backoffMax: 2000 });

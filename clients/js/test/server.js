@@ -19,8 +19,12 @@ export function flakeidBinary() {
   return [binary, dir];
 }
 
-// serve starts `flakeid serve` on a port the OS picks, with its own data directory.
+// serve starts `flakeid serve` on a port the OS picks, with its own data
+// directory, and waits until it is ready — unless it serves HTTPS
+// (--tls-cert), whose certificate this process may not trust: its url is
+// then https://, and the caller waits.
 export async function serve(binary, ...args) {
+  const tls = args.includes("--tls-cert");
   const dir = mkdtempSync(join(tmpdir(), "flakeid-js-"));
   const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("FLAKEID_")));
   const proc = spawn(binary, ["serve", "--listen", "127.0.0.1:0", "--data-dir", dir, ...args], { env, stdio: ["ignore", "ignore", "pipe"] });
@@ -32,12 +36,12 @@ export async function serve(binary, ...args) {
       const m = /msg="flakeid: listening; not ready until a worker id is leased" addr=(\S+)/.exec(log);
       if (m) {
         clearTimeout(timer);
-        resolve(`http://${m[1]}`);
+        resolve(`${tls ? "https" : "http"}://${m[1]}`);
       }
     });
     proc.on("exit", (code) => reject(new Error(`flakeid serve exited (${code}): ${log}`)));
   });
-  for (const end = Date.now() + 60_000; Date.now() < end; ) {
+  for (const end = Date.now() + 60_000; !tls && Date.now() < end; ) {
     try {
       if ((await fetch(`${url}/readyz`)).status === 200) break;
     } catch {

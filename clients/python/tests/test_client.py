@@ -112,6 +112,12 @@ class Fake:
         self.server.server_close()
 
 
+def id_requests(fake: Fake) -> list[str]:
+    """The requests a fake got for IDs: not the client's reads of
+    /v1/status, which check its endpoints against each other."""
+    return [p for p in fake.requests if not p.startswith("/v1/status")]
+
+
 def unavailable(retry_after: str = ""):
     headers = {"Content-Type": "application/json"}
     if retry_after:
@@ -159,6 +165,37 @@ def tearDownModule():  # noqa: N802
 
 def client(*endpoints: str, **kw) -> flakeid.Client:
     return flakeid.Client(flakeid.Config(endpoints=list(endpoints or [SERVER.url]), **kw))
+
+
+class Overlaps(unittest.TestCase):
+    def test_endpoints_that_can_issue_the_same_ids_are_refused(self):
+        # Two servers on their own file coordinators both hold worker 0 of
+        # datacenter 0: a client given both must refuse their Snowflake IDs
+        # (plain, buffered, texts, a local generator's lease), naming both;
+        # one on another datacenter is fine.
+        a, b, other = Server(BINARY), Server(BINARY), Server(BINARY, "--datacenter", "1")
+        try:
+            for snowflake in (0, 1000):
+                cfg = flakeid.Config(endpoints=[a.url, b.url], buffer=flakeid.BufferConfig(snowflake=snowflake))
+                with flakeid.Client(cfg) as c:
+                    with self.assertRaises(flakeid.Overlap) as cm:
+                        c.next_id(timeout=10)
+                    self.assertIn(a.url, str(cm.exception))
+                    self.assertIn(b.url, str(cm.exception))
+                    self.assertIn("both hold the same worker id", str(cm.exception))
+                    with self.assertRaises(flakeid.Overlap):
+                        c.next_texts(2)  # and every later Snowflake call
+            with flakeid.Client(flakeid.Config(endpoints=[b.url, a.url])) as c:
+                with self.assertRaises(flakeid.Overlap):
+                    c.local_generator("overlap")
+            with flakeid.Client(flakeid.Config(endpoints=[a.url, other.url])) as c:
+                ids = c.next_ids(10) + c.next_ids(10)
+                self.assertEqual(len(set(ids)), 20)
+                with c.local_generator("apart") as g:
+                    self.assertGreater(g.next_id(timeout=10), 0)
+        finally:
+            for s in (a, b, other):
+                s.stop()
 
 
 class LiveServer(unittest.TestCase):
@@ -278,8 +315,9 @@ class Failover(unittest.TestCase):
                 for _ in range(20):
                     c.next_id()
                 # The hanging endpoint is passed over for its backoff
-                # (2.5–5 s): no call asks it again.
-                self.assertEqual(len(fake.requests), 1)
+                # (2.5–5 s): no call asks it for IDs again (the client's
+                # check of the endpoints reads its /v1/status, no more).
+                self.assertEqual(len(id_requests(fake)), 1)
         finally:
             fake.stop()
 
@@ -295,7 +333,7 @@ class Failover(unittest.TestCase):
                 c.next_id()
                 # The fake said Retry-After: 1 — it is asked once, not on
                 # the second call.
-                self.assertEqual(len(fake.requests), 1)
+                self.assertEqual(len(id_requests(fake)), 1)
         finally:
             fake.stop()
 

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from .buffer import IDBuffer
-from .errors import APIError, Closed, FlakeidError, InvalidArgument, InvalidConfig, Unavailable, api_error
+from .errors import APIError, Closed, FlakeidError, InvalidArgument, InvalidConfig, Overlap, Unavailable, api_error
 from .local import LocalGenerator, default_owner
 
 #: The most IDs the client asks for in one request (the server's own limit,
@@ -228,6 +228,14 @@ class Client:
     (None: bounded by max_attempts alone). A Client is safe for use by
     several threads; close it (or use it as a context manager) to stop the
     background refills and close its connections.
+
+    Given several endpoints, the client checks them the first time each
+    hands it Snowflake IDs: it reads that endpoint's /v1/status and every
+    other's, and two that hold the same (datacenter, worker) pair at once,
+    or use different layouts, share no coordinator and can issue the same
+    IDs — the call then raises Overlap naming both, and so does every later
+    Snowflake call. An endpoint that cannot be asked is checked at its next
+    answer; one endpoint alone is never checked.
     """
 
     def __init__(self, config: Config | None = None):
@@ -252,6 +260,9 @@ class Client:
             self._ids = IDBuffer(lambda: self._ranges("/v1/snowflake/next", cfg.buffer.snowflake), cfg.buffer.snowflake, low, self._retry_pause)
         self._segments: dict[str, IDBuffer] = {}
         self._generators: list[LocalGenerator] = []
+        self._vet_lock = threading.Lock()
+        self._vetted: set[int] = set()  # ids of the endpoints checked
+        self._overlap: Overlap | None = None
 
     def __enter__(self) -> Client:
         return self
@@ -459,8 +470,58 @@ class Client:
 
     def _get(self, path: str, query: dict[str, Any], timeout: float | None) -> dict[str, Any]:
         """GETs path with query from one endpoint after another (see
-        Client), and returns the answer's JSON."""
-        return self._call("GET", path, query, None, timeout)[1]
+        Client), and returns the answer's JSON; the endpoint of Snowflake
+        IDs is checked against the others (_vet)."""
+        e, a = self._call("GET", path, query, None, timeout)
+        if path == "/v1/snowflake/next":
+            self._vet(e)
+        return a
+
+    def _vet(self, e: _Endpoint) -> None:
+        """Checks endpoint e, which just handed out Snowflake IDs, against
+        the other endpoints, once; raises Overlap (and keeps raising it)
+        when two can issue the same IDs."""
+        if len(self._endpoints) < 2:
+            return
+        with self._vet_lock:
+            if self._overlap is not None:
+                raise self._overlap
+            if id(e) in self._vetted:
+                return
+            mine, final = self._status(e)
+            if mine is None:
+                if final:  # a server that does not tell (no /v1/status, or not to this token)
+                    self._vetted.add(id(e))
+                return  # cannot tell now: check again at its next answer
+            for o in self._endpoints:
+                if o is e:
+                    continue
+                theirs, _ = self._status(o)
+                if theirs is None or not _overlaps(mine, theirs):
+                    continue
+                # A lease may have moved between the two reads: look again.
+                again, _ = self._status(e)
+                theirs, _ = self._status(o)
+                if again is not None and theirs is not None and _overlaps(again, theirs):
+                    why = "they use different layouts" if again["layout"] != theirs["layout"] else "both hold the same worker id"
+                    self._overlap = Overlap(
+                        f"endpoints can issue the same IDs: {e.base} issues from {_space(again)}, and {o.base} from "
+                        f"{_space(theirs)}: {why}, so they share no coordinator. Point both at one coordinator "
+                        "(--coordinator), or give each its own --datacenter")
+                    raise self._overlap
+            self._vetted.add(id(e))
+
+    def _status(self, e: _Endpoint) -> tuple[dict[str, Any] | None, bool]:
+        """Endpoint e's /v1/status, read once within the per-attempt
+        timeout, or None; the flag then says that asking again will not help
+        (a 4xx other than 408 and 429)."""
+        try:
+            a = self._once(e, "GET", "/v1/status", self._timeout)
+        except APIError as err:
+            return None, 400 <= err.status < 500 and err.status not in (408, 429)
+        except FlakeidError:
+            return None, False
+        return (a, False) if isinstance(a, dict) and a.get("layout") else (None, False)
 
     def _once(self, e: _Endpoint, method: str, path: str, timeout: float) -> dict[str, Any]:
         """One request to endpoint e, no failover: the answer's JSON, or the
@@ -540,6 +601,18 @@ def _api_error(base: str, status: int, headers: http.client.HTTPMessage, body: b
         except ValueError:
             pass
     return api_error(status, code, message, base, retry_after)
+
+
+def _overlaps(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two servers issuing from the spaces a and b (their
+    /v1/status) at the same time can issue the same IDs."""
+    if not a.get("lease_held") or not b.get("lease_held"):
+        return False  # one issues nothing now
+    return a["layout"] != b["layout"] or (a.get("datacenter_id"), a.get("worker_id")) == (b.get("datacenter_id"), b.get("worker_id"))
+
+
+def _space(s: dict[str, Any]) -> str:
+    return f"datacenter {s.get('datacenter_id')}, worker {s.get('worker_id')} of the layout {s.get('layout')}"
 
 
 def _count(n: int) -> None:

@@ -42,6 +42,14 @@ class Closed(FlakeidError):
     """The Client was closed."""
 
 
+class Overlap(FlakeidError):
+    """Two endpoints of the client can issue the same Snowflake IDs: they
+    hold the same (datacenter, worker) pair at once, or use different
+    layouts, so they share no coordinator (two `flakeid serve` on their own
+    file coordinators behind one load balancer, say). The message names
+    both; the client hands out no Snowflake ID from then on."""
+
+
 class APIError(FlakeidError):
     """An error answer of a server: a non-2xx status with the body
     {"error": {"code": …, "message": …}}.

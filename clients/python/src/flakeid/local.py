@@ -175,10 +175,16 @@ class LocalGenerator:
         # process paused before it read the answer finds its reservation run
         # out, not a stale clock.
         try:
-            return _Lease(a, ep, sent[0])
+            lease = _Lease(a, ep, sent[0])
         except (ValueError, KeyError, TypeError) as err:
             self._release_name(ep, str(a.get("lease", "")) if isinstance(a, dict) else "")
             raise Unavailable(f"{ep.base}: a bad lease: {err}") from err
+        try:
+            self._client._vet(ep)  # its endpoint's ID space against the others' (Overlap)
+        except FlakeidError:
+            self._release_name(ep, lease.name)
+            raise
+        return lease
 
     def _swap(self, lease: _Lease) -> None:
         with self._cond:

@@ -209,9 +209,13 @@ func (r *runner) seenTables(rep *report, h *history, late []wake) {
 // late the clients' schedule woke — a late answer where the schedule was
 // late too is the load generator's stall, not the service's.
 func (r *runner) seenByFault(rep *report, h *history, late []wake) {
-	var kinds []api
+	var ran [numAPI]bool
+	for i := range h.reqs {
+		ran[h.reqs[i].api] = true
+	}
+	var kinds []api // the fixed-rate kinds that ran (a language's caller only with --languages)
 	for a := range numAPI {
-		if a.paced() {
+		if a.paced() && ran[a] {
 			kinds = append(kinds, a)
 		}
 	}

@@ -10,9 +10,11 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ThreadLocalRandom;
@@ -32,6 +34,14 @@ import java.util.concurrent.ThreadLocalRandom;
  * <p>Every call has an overload with a timeout for the whole call (without
  * one it is bounded by maxAttempts alone). A Client is safe for use by
  * several threads; close it to stop the background refills.
+ *
+ * <p>Given several endpoints, the client checks them the first time each
+ * hands it Snowflake IDs: it reads that endpoint's /v1/status and every
+ * other's, and two that hold the same (datacenter, worker) pair at once, or
+ * use different layouts, share no coordinator and can issue the same IDs —
+ * the call then throws {@link FlakeidException.Overlap} naming both, and so
+ * does every later Snowflake call. An endpoint that cannot be asked is
+ * checked at its next answer; one endpoint alone is never checked.
  *
  * <pre>{@code
  * try (var client = new Client(Config.defaults())) {
@@ -72,6 +82,9 @@ public final class Client implements AutoCloseable {
     private final IDBuffer ids;
     private final Map<String, IDBuffer> segments = new ConcurrentHashMap<>();
     private final Set<LocalGenerator> generators = ConcurrentHashMap.newKeySet();
+    private final Object vetLock = new Object(); // guards vetted and overlap
+    private final Set<Endpoint> vetted = new HashSet<>();
+    private FlakeidException.Overlap overlap;
     private int preferred;
     private volatile boolean closed;
 
@@ -88,7 +101,11 @@ public final class Client implements AutoCloseable {
         backoffMinNanos = lo != 0 ? lo : (hi != 0 ? Math.min(DEFAULT_BACKOFF_MIN.toNanos(), hi) : DEFAULT_BACKOFF_MIN.toNanos());
         backoffMaxNanos = hi != 0 ? hi : Math.max(DEFAULT_BACKOFF_MAX.toNanos(), backoffMinNanos);
         buffer = cfg.buffer();
-        http = HttpClient.newBuilder().connectTimeout(Duration.ofNanos(timeoutNanos)).build();
+        var hb = HttpClient.newBuilder().connectTimeout(Duration.ofNanos(timeoutNanos));
+        if (cfg.sslContext() != null) {
+            hb.sslContext(cfg.sslContext());
+        }
+        http = hb.build();
         ids = buffer.snowflake() > 0 ? newBuffer("/v1/snowflake/next", buffer.snowflake()) : null;
     }
 
@@ -403,7 +420,90 @@ public final class Client implements AutoCloseable {
     }
 
     private Map<String, Object> get(String path, Map<String, ?> query, long deadline) {
-        return call("GET", path, query, null, deadline).answer();
+        Answer a = call("GET", path, query, null, deadline);
+        if (path.equals("/v1/snowflake/next")) {
+            vet(a.endpoint());
+        }
+        return a.answer();
+    }
+
+    /**
+     * Checks endpoint e, which just handed out Snowflake IDs, against the
+     * other endpoints, once; throws Overlap (and keeps throwing it) when two
+     * can issue the same IDs.
+     */
+    void vet(Object endpoint) {
+        Endpoint e = (Endpoint) endpoint;
+        if (endpoints.size() < 2) {
+            return;
+        }
+        synchronized (vetLock) {
+            if (overlap != null) {
+                throw overlap;
+            }
+            if (vetted.contains(e)) {
+                return;
+            }
+            boolean[] fin = new boolean[1];
+            Map<String, Object> mine = status(e, fin);
+            if (mine == null) {
+                if (fin[0]) { // a server that does not tell (no /v1/status, or not to this token)
+                    vetted.add(e);
+                }
+                return; // cannot tell now: check again at its next answer
+            }
+            for (Endpoint o : endpoints) {
+                if (o == e) {
+                    continue;
+                }
+                Map<String, Object> theirs = status(o, fin);
+                if (theirs == null || !overlaps(mine, theirs)) {
+                    continue;
+                }
+                // A lease may have moved between the two reads: look again.
+                Map<String, Object> again = status(e, fin);
+                theirs = status(o, fin);
+                if (again != null && theirs != null && overlaps(again, theirs)) {
+                    String why = again.get("layout").equals(theirs.get("layout")) ? "both hold the same worker id" : "they use different layouts";
+                    overlap = new FlakeidException.Overlap("endpoints can issue the same IDs: " + e.base + " issues from " + space(again) + ", and " + o.base
+                            + " from " + space(theirs) + ": " + why + ", so they share no coordinator. Point both at one coordinator (--coordinator), "
+                            + "or give each its own --datacenter");
+                    throw overlap;
+                }
+            }
+            vetted.add(e);
+        }
+    }
+
+    /**
+     * Endpoint e's /v1/status, read once, or null; fin[0] then says whether
+     * asking again will not help (a 4xx other than 408 and 429).
+     */
+    private Map<String, Object> status(Endpoint e, boolean[] fin) {
+        fin[0] = false;
+        try {
+            Map<String, Object> a = once(e, "GET", "/v1/status");
+            return a != null && a.get("layout") instanceof String s && !s.isEmpty() ? a : null;
+        } catch (FlakeidException err) {
+            int st = err.status();
+            fin[0] = st >= 400 && st < 500 && st != 408 && st != 429;
+            return null;
+        } catch (ClassCastException err) {
+            return null;
+        }
+    }
+
+    /** Whether two servers issuing from the spaces a and b (their /v1/status) at the same time can issue the same IDs. */
+    private static boolean overlaps(Map<String, Object> a, Map<String, Object> b) {
+        if (!Boolean.TRUE.equals(a.get("lease_held")) || !Boolean.TRUE.equals(b.get("lease_held"))) {
+            return false; // one issues nothing now
+        }
+        return !a.get("layout").equals(b.get("layout"))
+                || Objects.equals(a.get("datacenter_id"), b.get("datacenter_id")) && Objects.equals(a.get("worker_id"), b.get("worker_id"));
+    }
+
+    private static String space(Map<String, Object> s) {
+        return "datacenter " + s.get("datacenter_id") + ", worker " + s.get("worker_id") + " of the layout " + s.get("layout");
     }
 
     /**

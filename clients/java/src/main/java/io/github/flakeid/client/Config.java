@@ -23,15 +23,17 @@ import java.util.List;
  *     Retry-After; zero means 100 ms and 5 s
  * @param backoffMax see backoffMin
  * @param buffer the prefetch buffers; none by default
+ * @param sslContext for https endpoints: the trust (a private CA) and keys
+ *     to use; null means the JVM's default trust store
  */
 public record Config(List<String> endpoints, String token, Duration timeout, int maxAttempts, Duration backoffMin, Duration backoffMax,
-        BufferConfig buffer) {
+        BufferConfig buffer, javax.net.ssl.SSLContext sslContext) {
     /** The server's default address. */
     public static final String DEFAULT_ENDPOINT = "http://127.0.0.1:8080";
 
     /** The settings with these endpoints and every other field zero (no buffer). */
     public static Config of(String... endpoints) {
-        return new Config(List.of(endpoints), "", Duration.ZERO, 0, Duration.ZERO, Duration.ZERO, BufferConfig.NONE);
+        return new Config(List.of(endpoints), "", Duration.ZERO, 0, Duration.ZERO, Duration.ZERO, BufferConfig.NONE, null);
     }
 
     /** The recommended settings: the server's default address, a 2 s per-attempt timeout, a Snowflake buffer of 10,000 IDs. */
@@ -40,27 +42,35 @@ public record Config(List<String> endpoints, String token, Duration timeout, int
     }
 
     public Config withEndpoints(String... e) {
-        return new Config(List.of(e), token, timeout, maxAttempts, backoffMin, backoffMax, buffer);
+        return new Config(List.of(e), token, timeout, maxAttempts, backoffMin, backoffMax, buffer, sslContext);
     }
 
     public Config withToken(String t) {
-        return new Config(endpoints, t, timeout, maxAttempts, backoffMin, backoffMax, buffer);
+        return new Config(endpoints, t, timeout, maxAttempts, backoffMin, backoffMax, buffer, sslContext);
     }
 
     public Config withTimeout(Duration t) {
-        return new Config(endpoints, token, t, maxAttempts, backoffMin, backoffMax, buffer);
+        return new Config(endpoints, token, t, maxAttempts, backoffMin, backoffMax, buffer, sslContext);
     }
 
     public Config withMaxAttempts(int n) {
-        return new Config(endpoints, token, timeout, n, backoffMin, backoffMax, buffer);
+        return new Config(endpoints, token, timeout, n, backoffMin, backoffMax, buffer, sslContext);
     }
 
     public Config withBackoff(Duration min, Duration max) {
-        return new Config(endpoints, token, timeout, maxAttempts, min, max, buffer);
+        return new Config(endpoints, token, timeout, maxAttempts, min, max, buffer, sslContext);
     }
 
     public Config withBuffer(BufferConfig b) {
-        return new Config(endpoints, token, timeout, maxAttempts, backoffMin, backoffMax, b);
+        return new Config(endpoints, token, timeout, maxAttempts, backoffMin, backoffMax, b, sslContext);
+    }
+
+    /**
+     * The same with an SSLContext for https endpoints: a private CA's trust,
+     * say (see docs/OPERATIONS.md, "Java client").
+     */
+    public Config withSslContext(javax.net.ssl.SSLContext c) {
+        return new Config(endpoints, token, timeout, maxAttempts, backoffMin, backoffMax, buffer, c);
     }
 
     /** Checks every field; throws InvalidConfig naming the first bad one. */

@@ -116,6 +116,22 @@ public class FlakeidException extends RuntimeException {
     }
 
     /** The client was closed. */
+    /**
+     * Two endpoints of the client can issue the same Snowflake IDs: they
+     * hold the same (datacenter, worker) pair at once, or use different
+     * layouts, so they share no coordinator (two {@code flakeid serve} on
+     * their own file coordinators behind one load balancer, say). The
+     * message names both; the client hands out no Snowflake ID from then on.
+     */
+    public static final class Overlap extends FlakeidException {
+        private static final long serialVersionUID = 1L;
+
+        Overlap(String message) {
+            super(message, null);
+        }
+    }
+
+    /** The Client was closed. */
     public static final class Closed extends FlakeidException {
         private static final long serialVersionUID = 1L;
 

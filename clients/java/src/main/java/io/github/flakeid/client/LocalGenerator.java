@@ -219,14 +219,22 @@ public final class LocalGenerator implements AutoCloseable {
         // never behind the server's, however long the answer took — a
         // process paused before it read the answer finds its reservation
         // run out, not a stale clock.
+        Lease l;
         try {
-            return new Lease(a.answer(), a.endpoint(), a.sentNanos());
+            l = new Lease(a.answer(), a.endpoint(), a.sentNanos());
         } catch (IllegalArgumentException | ClassCastException e) {
             if (a.answer().get("lease") instanceof String name) {
                 releaseName(a.endpoint(), name);
             }
             throw new FlakeidException.Unavailable(Client.base(a.endpoint()) + ": a bad lease: " + e.getMessage(), e);
         }
+        try {
+            client.vet(a.endpoint()); // its endpoint's ID space against the others' (Overlap)
+        } catch (FlakeidException e) {
+            releaseName(a.endpoint(), l.name);
+            throw e;
+        }
+        return l;
     }
 
     private synchronized void swap(Lease next) {

@@ -20,6 +20,9 @@ import java.net.http.HttpResponse;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.security.KeyStore;
+import java.security.cert.Certificate;
+import java.security.cert.CertificateFactory;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -32,6 +35,8 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.IntFunction;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import javax.net.ssl.SSLContext;
+import javax.net.ssl.TrustManagerFactory;
 import org.junit.AfterClass;
 import org.junit.BeforeClass;
 import org.junit.Test;
@@ -54,6 +59,11 @@ public class ClientTest {
         final String url;
 
         Server(String binary, String... args) throws Exception {
+            this(binary, null, args);
+        }
+
+        /** A server of HTTPS (args with --tls-cert) when tls, which trusts its certificate, is not null. */
+        Server(String binary, SSLContext tls, String... args) throws Exception {
             dir = Files.createTempDirectory("flakeid-java-");
             var cmd = new ArrayList<>(List.of(binary, "serve", "--listen", "127.0.0.1:0", "--data-dir", dir.toString()));
             cmd.addAll(List.of(args));
@@ -66,7 +76,7 @@ public class ClientTest {
             for (String line; found == null && (line = log.readLine()) != null; ) {
                 Matcher m = p.matcher(line);
                 if (m.find()) {
-                    found = "http://" + m.group(1);
+                    found = (tls == null ? "http://" : "https://") + m.group(1);
                 }
             }
             if (found == null) {
@@ -85,7 +95,7 @@ public class ClientTest {
             });
             drain.setDaemon(true);
             drain.start();
-            var http = HttpClient.newHttpClient();
+            var http = tls == null ? HttpClient.newHttpClient() : HttpClient.newBuilder().sslContext(tls).build();
             for (long end = System.nanoTime() + 60_000_000_000L; System.nanoTime() < end; Thread.sleep(50)) {
                 try {
                     var res = http.send(HttpRequest.newBuilder(URI.create(url + "/readyz")).build(), HttpResponse.BodyHandlers.ofString());
@@ -113,6 +123,8 @@ public class ClientTest {
 
         final HttpServer srv;
         final AtomicInteger requests = new AtomicInteger();
+        /** The requests for IDs: not the client's reads of /v1/status, which check its endpoints against each other. */
+        final AtomicInteger idRequests = new AtomicInteger();
         final String url;
 
         Fake(IntFunction<Answer> answer) throws IOException {
@@ -120,6 +132,9 @@ public class ClientTest {
             srv.setExecutor(java.util.concurrent.Executors.newCachedThreadPool());
             srv.createContext("/", ex -> {
                 Answer a = answer.apply(requests.getAndIncrement());
+                if (!ex.getRequestURI().getPath().equals("/v1/status")) {
+                    idRequests.incrementAndGet();
+                }
                 try {
                     if (a.delayMs() > 0) {
                         Thread.sleep(a.delayMs());
@@ -172,9 +187,12 @@ public class ClientTest {
         return binary;
     }
 
+    /** The flakeid the tests run. */
+    static String binary;
+
     @BeforeClass
     public static void start() throws Exception {
-        String binary = flakeidBinary();
+        binary = flakeidBinary();
         server = new Server(binary, "--auto-create-tags");
         Path tokens = Files.createTempFile("flakeid-java-tokens-", ".json");
         Files.writeString(tokens, "[{\"name\":\"test\",\"token\":\"" + TOKEN + "\",\"tags\":[\"*\"],\"snowflake\":true,\"admin\":true}]");
@@ -214,6 +232,97 @@ public class ClientTest {
             Arrays.stream(a).forEach(s::add);
         }
         return s.size();
+    }
+
+    /**
+     * Two servers on their own file coordinators both hold worker 0 of
+     * datacenter 0: a client given both must refuse their Snowflake IDs
+     * (plain, buffered, texts, a local generator's lease), naming both; one
+     * on another datacenter is fine.
+     */
+    @Test
+    public void endpointsThatCanIssueTheSameIdsAreRefused() throws Exception {
+        var a = new Server(binary);
+        var b = new Server(binary);
+        var other = new Server(binary, "--datacenter", "1");
+        try {
+            for (int snowflake : new int[] {0, 1000}) {
+                try (var c = client(Config.of(a.url, b.url).withBuffer(new BufferConfig(snowflake, 0, 0)))) {
+                    var e = assertThrows(FlakeidException.Overlap.class, () -> c.nextId(Duration.ofSeconds(10)));
+                    assertTrue(e.getMessage(), e.getMessage().contains(a.url) && e.getMessage().contains(b.url)
+                            && e.getMessage().contains("both hold the same worker id"));
+                    assertThrows(FlakeidException.Overlap.class, () -> c.nextTexts(2)); // and every later Snowflake call
+                }
+            }
+            try (var c = client(Config.of(b.url, a.url))) {
+                assertThrows(FlakeidException.Overlap.class, () -> c.localGenerator("overlap"));
+            }
+            try (var c = client(Config.of(a.url, other.url))) {
+                var ids = new HashSet<Long>();
+                for (long id : c.nextIds(10)) {
+                    ids.add(id);
+                }
+                for (long id : c.nextIds(10)) {
+                    ids.add(id);
+                }
+                assertEquals(20, ids.size());
+                assertTrue(c.localGenerator("apart").nextId(Duration.ofSeconds(10)) > 0);
+            }
+        } finally {
+            a.stop();
+            b.stop();
+            other.stop();
+        }
+    }
+
+    /** An SSLContext that trusts the certificate in pem (a private CA's, or a self-signed one). */
+    static SSLContext trusting(Path pem) throws Exception {
+        Certificate cert;
+        try (var in = Files.newInputStream(pem)) {
+            cert = CertificateFactory.getInstance("X.509").generateCertificate(in);
+        }
+        var ks = KeyStore.getInstance(KeyStore.getDefaultType());
+        ks.load(null, null);
+        ks.setCertificateEntry("ca", cert);
+        var tmf = TrustManagerFactory.getInstance(TrustManagerFactory.getDefaultAlgorithm());
+        tmf.init(ks);
+        var ctx = SSLContext.getInstance("TLS");
+        ctx.init(null, tmf.getTrustManagers(), null);
+        return ctx;
+    }
+
+    /**
+     * HTTPS with a certificate of a private CA: trusted through
+     * Config.withSslContext, refused without it (the JVM's trust store does
+     * not know the CA).
+     */
+    @Test
+    public void aPrivateCaIsTrustedThroughTheSslContext() throws Exception {
+        Path dir = Files.createTempDirectory("flakeid-java-tls-");
+        try {
+            Path cert = dir.resolve("cert.pem");
+            Path key = dir.resolve("key.pem");
+            int rc = new ProcessBuilder("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-keyout", key.toString(), "-out", cert.toString(), "-days", "1", "-subj", "/CN=flakeid test",
+                    "-addext", "subjectAltName=IP:127.0.0.1").redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD).start().waitFor();
+            assertEquals("openssl req", 0, rc);
+            SSLContext tls = trusting(cert);
+            var srv = new Server(binary, tls, "--tls-cert", cert.toString(), "--tls-key", key.toString());
+            try {
+                assertTrue(srv.url, srv.url.startsWith("https://"));
+                try (var c = client(Config.of(srv.url).withSslContext(tls))) {
+                    assertTrue(c.nextId() > 0);
+                }
+                try (var c = client(Config.of(srv.url).withMaxAttempts(1))) {
+                    var e = assertThrows(FlakeidException.Unavailable.class, () -> c.nextId());
+                    assertTrue(e.getMessage(), e.getMessage().contains("SSL") || e.getMessage().contains("certificat") || e.getMessage().contains("PKIX"));
+                }
+            } finally {
+                srv.stop();
+            }
+        } finally {
+            deleteTree(dir);
+        }
     }
 
     @Test
@@ -328,7 +437,7 @@ public class ClientTest {
             for (int i = 0; i < 20; i++) {
                 c.nextId();
             }
-            assertEquals("the hanging endpoint was asked again within its backoff", 1, f.requests.get());
+            assertEquals("the hanging endpoint was asked again within its backoff", 1, f.idRequests.get());
         }
     }
 
@@ -338,7 +447,7 @@ public class ClientTest {
                 var c = client(Config.of(f.url, server.url).withBackoff(Duration.ofMillis(10), Duration.ofMillis(50)))) {
             c.nextId();
             c.nextId();
-            assertEquals(1, f.requests.get());
+            assertEquals(1, f.idRequests.get());
         }
         try (var g = new Fake(n -> n == 0 ? unavailable("1") : new Fake.Answer(200, "", "{\"ids\":[\"42\"]}", 0));
                 var c = client(Config.of(g.url).withBackoff(Duration.ofMillis(10), Duration.ofSeconds(2)))) {
