@@ -802,3 +802,80 @@ func TestRecordedStride(t *testing.T) {
 		c.Close()
 	}
 }
+
+// gatedStore holds back the answer of the first Fetch after arm, once it
+// has its range, until release is closed: a fetch that finishes after one
+// that began later.
+type gatedStore struct {
+	segment.Store
+	mu      sync.Mutex
+	armed   bool
+	got     chan struct{} // closed when the held fetch has its range
+	release chan struct{}
+}
+
+func (g *gatedStore) arm() {
+	g.mu.Lock()
+	g.armed = true
+	g.mu.Unlock()
+}
+
+func (g *gatedStore) Fetch(ctx context.Context, tag string, n int64) (segment.Range, error) {
+	r, err := g.Store.Fetch(ctx, tag, n)
+	g.mu.Lock()
+	hold := g.armed
+	g.armed = false
+	g.mu.Unlock()
+	if hold {
+		close(g.got)
+		<-g.release
+	}
+	return r, err
+}
+
+// TestFetchesFinishingOutOfOrder: two fetches of one tag in flight at once
+// (TakeSegment beside another, or beside the buffer's own refill) may
+// finish in either order; the one that finishes last with the lower range
+// is no store gone backwards (it was, before: the tag was refused until an
+// operator resumed it, as TestTinyidPaths caught under load), while a
+// range below one fetched before the fetch began still is
+// (TestStoreWentBackwards).
+func TestFetchesFinishingOutOfOrder(t *testing.T) {
+	m := segmenttest.NewMemory()
+	m.Create(t.Context(), segment.Tag{Name: "order", Step: 100})
+	g := &gatedStore{Store: m, got: make(chan struct{}), release: make(chan struct{})}
+	a := newAlloc(t, segment.Config{Store: g, SegmentDuration: -1})
+	if _, err := a.NextID(t.Context(), "order"); err != nil {
+		t.Fatal(err)
+	}
+	g.arm()
+	var held segment.Span
+	var heldErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		held, heldErr = a.TakeSegment(t.Context(), "order")
+	}()
+	<-g.got
+	later, err := a.TakeSegment(t.Context(), "order")
+	close(g.release)
+	<-done
+	if err != nil || heldErr != nil {
+		t.Fatalf("two takes in flight at once: %v; %v", heldErr, err)
+	}
+	if held.First >= later.First {
+		t.Fatalf("the held take's range starts at %d, the later one's at %d: the test did not reorder them", held.First, later.First)
+	}
+	if st := a.Stats()[0]; st.Refused != "" {
+		t.Fatalf("the tag was refused: %s", st.Refused)
+	}
+	for range 300 { // through refills: the buffer still serves, above both
+		id, err := a.NextID(t.Context(), "order")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id >= held.First && id < held.First+held.Count || id >= later.First && id < later.First+later.Count {
+			t.Fatalf("ID %d of a segment taken whole", id)
+		}
+	}
+}

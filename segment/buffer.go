@@ -260,6 +260,7 @@ func (b *buffer) fetchSize(ctx context.Context, size, step int64) (*segment, err
 		fctx, cancel := context.WithTimeout(ctx, a.cfg.FetchTimeout)
 		t0 := time.Now()
 		size := max(size, b.knownDelta(si)) // a range of delta IDs holds one of every share
+		floor := b.highOf(si)
 		r, err := src.Store.Fetch(fctx, b.name, size)
 		if errors.Is(err, ErrUnknownTag) && a.cfg.AutoCreate {
 			// Deleted since this buffer began: created again on use, as a
@@ -287,7 +288,7 @@ func (b *buffer) fetchSize(ctx context.Context, size, step int64) (*segment, err
 				ErrUnavailable, b.name, b.source(si), r.Start, r.End, size))
 			continue
 		}
-		if err := b.advanceHigh(si, r, epoch); err != nil {
+		if err := b.advanceHigh(si, r, epoch, floor); err != nil {
 			return nil, err
 		}
 		delta, rem, err := b.stride(si, r)
@@ -303,10 +304,11 @@ func (b *buffer) fetchSize(ctx context.Context, size, step int64) (*segment, err
 			// The share was not known before this fetch: the range (a gap)
 			// was narrower than the delta. One more, as wide as the delta.
 			fctx, cancel := context.WithTimeout(ctx, a.cfg.FetchTimeout)
+			floor := b.highOf(si)
 			r, err = src.Store.Fetch(fctx, b.name, delta)
 			cancel()
 			if err == nil {
-				err = b.advanceHigh(si, r, epoch)
+				err = b.advanceHigh(si, r, epoch, floor)
 				if errors.Is(err, ErrRegressed) {
 					return nil, err
 				}
@@ -416,16 +418,28 @@ func (c Config) sourceLabel(si int) string {
 	return " (" + c.sourceName(si) + ")"
 }
 
-// advanceHigh checks a range r just fetched from source si against the
-// newest segment fetched from it before, and records r as the newest. A
-// range that starts below it means the store went backwards: the tag is
-// refused, its buffered segments are given up (waste, never a duplicate),
-// and the error, wrapping ErrRegressed, is logged once and returned.
-func (b *buffer) advanceHigh(si int, r Range, epoch uint64) error {
+// highOf is the end of the newest range fetched from source si so far: a
+// fetch that starts now must answer at or above it (see advanceHigh).
+func (b *buffer) highOf(si int) int64 {
 	b.mu.Lock()
-	high := b.high[si]
+	defer b.mu.Unlock()
+	return b.high[si]
+}
+
+// advanceHigh checks a range r just fetched from source si against floor,
+// the end of the newest range fetched from it before this fetch began
+// (highOf), and records r's end as the newest when it is. A range that
+// starts below floor means the store went backwards: the tag is refused,
+// its buffered segments are given up (waste, never a duplicate), and the
+// error, wrapping ErrRegressed, is logged once and returned. Fetches in
+// flight together (a TakeSegment beside the buffer's own refill) may
+// finish in either order: only a fetch that finished before this one began
+// bounds it.
+func (b *buffer) advanceHigh(si int, r Range, epoch uint64, floor int64) error {
+	b.mu.Lock()
+	high := floor
 	if r.Start >= high {
-		b.high[si] = r.End
+		b.high[si] = max(b.high[si], r.End)
 		b.mu.Unlock()
 		return nil
 	}
