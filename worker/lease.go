@@ -57,7 +57,9 @@ type Config struct {
 	// MaxClockSkew is how far this node's clock may differ from the
 	// coordinator's (or, on etcd, from its live peers' last writes) before
 	// the lease is refused (Acquire) or ended (renewal) with ErrClockSkew.
-	// Range 1ms–1m. Default 1s.
+	// A new lease starts this far past its worker id's mark (see
+	// Claim.Previous): the holder before may be behind by as much. Every
+	// node of a datacenter should use the same. Range 1ms–1m. Default 1s.
 	MaxClockSkew time.Duration
 	// Quarantine is how far past the coordinator's clock the Floor of a
 	// (re)initialised namespace lies: the first holders after a reset — or

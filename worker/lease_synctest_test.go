@@ -347,8 +347,8 @@ func TestLeaseLostWhenCutOff(t *testing.T) {
 					t.Fatalf("B's Acquire once A's lease lapsed: %v", err)
 				}
 				defer b.Close()
-				if b.WorkerID() != 0 || !b.NotBefore().Equal(until) {
-					t.Fatalf("B holds worker %d from %v; want worker 0 from A's last reservation %v", b.WorkerID(), b.NotBefore(), until)
+				if want := until.Add(time.Second); b.WorkerID() != 0 || !b.NotBefore().Equal(want) {
+					t.Fatalf("B holds worker %d from %v; want worker 0 from A's last reservation + the skew bound (1s), %v", b.WorkerID(), b.NotBefore(), want)
 				}
 				link.Heal()
 				if err := a.Close(); err != nil || !errors.Is(a.Err(), worker.ErrLeaseLost) {
@@ -399,8 +399,8 @@ func TestReservationOutlivesLease(t *testing.T) {
 		sleepUntil(lastRenewal.Add(ttl))
 		b := acquire(t, m.Client(), cfgB)
 		defer b.Close()
-		if !b.NotBefore().Equal(until) {
-			t.Fatalf("B starts at %v, want A's reservation %v", b.NotBefore(), until)
+		if want := until.Add(cfgB.WithDefaults().MaxClockSkew); !b.NotBefore().Equal(want) {
+			t.Fatalf("B starts at %v, want A's reservation + the skew bound, %v", b.NotBefore(), want)
 		}
 		// A issues on its reservation all the way, B's generator waits.
 		for now := time.Now(); now.Before(until); now = time.Now() {
@@ -461,9 +461,9 @@ func TestLeaseCloseReleases(t *testing.T) {
 			t.Fatalf("B's Acquire after A's Close: %v", err)
 		}
 		defer b.Close()
-		if time.Since(closed) != 0 || b.WorkerID() != 0 || !b.NotBefore().Equal(until) {
-			t.Fatalf("B got worker %d %v after the Close, from %v; want worker 0 at once, from A's reservation %v",
-				b.WorkerID(), time.Since(closed), b.NotBefore(), until)
+		if want := until.Add(time.Second); time.Since(closed) != 0 || b.WorkerID() != 0 || !b.NotBefore().Equal(want) {
+			t.Fatalf("B got worker %d %v after the Close, from %v; want worker 0 at once, from A's reservation + the skew bound (1s), %v",
+				b.WorkerID(), time.Since(closed), b.NotBefore(), want)
 		}
 		if err := a.Close(); err != nil || !errors.Is(a.Err(), worker.ErrReleased) {
 			t.Fatalf("second Close: %v, Err %v", err, a.Err())

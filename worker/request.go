@@ -33,6 +33,12 @@ type Request struct {
 	// (Reserve − Now) + MaxClockSkew (see MarkBound). A request past it is
 	// refused with ErrClockSkew and nothing written. 0 (or a zero Now)
 	// leaves the marks unbounded; Leasers send Config.MaxClockSkew.
+	//
+	// It also delays a newcomer: the claim's Previous is the id's mark +
+	// MaxClockSkew (see Claim.Previous), since the previous holder — one
+	// whose lease was lost may still be issuing on its reservation — stops
+	// when its own clock, up to MaxClockSkew behind the coordinator's,
+	// reaches the mark.
 	MaxClockSkew time.Duration
 	// Quarantine is added to the coordinator's clock to make the Floor of
 	// a namespace (re)initialised by this request or by a later Renew or

@@ -89,8 +89,9 @@ type Coordinator interface {
 	// req.Owner and req.TTL, one worker id in
 	// [0, req.Workers) of req.Datacenter that nobody holds: never held,
 	// released, or expired. Among free ids it prefers one whose high-water
-	// mark has passed. In the same atomic step it raises the id's high-water
-	// mark to at least req.Reserve and reports the mark stored before. When
+	// mark + req.MaxClockSkew has passed. In the same atomic step it raises
+	// the id's high-water mark to at least req.Reserve and reports the mark
+	// stored before (Claim.Previous). When
 	// every id is held it fails with an error wrapping ErrExhausted that says
 	// how many are held; an unreachable coordinator gives ErrUnavailable.
 	// A refused Acquire writes nothing: no mark, slot, namespace record,
@@ -144,9 +145,13 @@ type Namespace struct {
 type Claim interface {
 	// WorkerID is the claimed id.
 	WorkerID() int64
-	// Previous is the high-water mark stored before this claim, raised to
-	// the namespace's Floor: no ID may be issued in a tick that starts
-	// before it.
+	// Previous is the high-water mark stored before this claim plus the
+	// request's MaxClockSkew, raised to the namespace's Floor: no ID may be
+	// issued in a tick that starts before it. The skew keeps a worker id's
+	// IDs in order across a handover: a previous holder that lost its lease
+	// issues on its reservation until its own clock reaches the mark, which
+	// may be up to MaxClockSkew after the coordinator's did, and the
+	// newcomer's first tick lies past that.
 	Previous() time.Time
 	// Renew extends the lease to now+ttl (coordinator clock) and raises the
 	// high-water mark to at least reserve, or fails with ErrNotHeld. A

@@ -16,7 +16,7 @@ import (
 type acquired struct {
 	next     State
 	id       int64
-	prevMs   int64  // the mark before, raised to the record's floor
+	prevMs   int64  // the mark before + the skew bound, raised to the record's floor
 	record   Record // the namespace record the claim holds under
 	slot     Slot   // the claim's slot as committed
 	bound    worker.MarkBound
@@ -28,8 +28,9 @@ type acquired struct {
 // the mark bound, a free worker id (Pick), the namespace record (new when
 // there is none, with the incarnation given), the registry's space and claim
 // when missing, and the slot: held by req.Owner for req.TTL, its mark
-// raised to req.Reserve rounded up. A refusal is an error and nothing to
-// write.
+// raised to req.Reserve rounded up. The claim starts at the mark before
+// plus req.MaxClockSkew, raised to the record's floor. A refusal is an
+// error and nothing to write.
 func acquisition(req worker.Request, st State, n Names, gone func(string) bool, incarnation string) (acquired, error) {
 	nowMs := st.Now.UnixMilli()
 	r := worker.Recorded{Registry: n.Registry, Namespace: n.Namespace, Space: st.Space, HasSpace: st.HasSpace,
@@ -43,7 +44,10 @@ func acquisition(req worker.Request, st State, n Names, gone func(string) bool, 
 	if err := req.MarkBound().Check("acquiring", req.Reserve, st.boundClock(-1, req.TTL)); err != nil {
 		return acquired{}, err
 	}
-	id, held, ok := Pick(Candidates(st.Slots, func(s Slot) (bool, int64) { return holds(st, s, gone), s.HighMs }), st.Delayed, req.Workers, nowMs)
+	// A newcomer starts the skew bound past the mark (worker.Claim.Previous),
+	// and prefers an id where that has passed.
+	skewMs := CeilDurMs(req.MaxClockSkew)
+	id, held, ok := Pick(Candidates(st.Slots, func(s Slot) (bool, int64) { return holds(st, s, gone), s.HighMs + skewMs }), st.Delayed, req.Workers, nowMs)
 	if !ok {
 		note := ""
 		if len(st.Delayed) > 0 {
@@ -65,7 +69,7 @@ func acquisition(req worker.Request, st State, n Names, gone func(string) bool, 
 		next.Record = &rec
 	}
 	s := next.Slots[id]
-	prev := s.HighMs
+	prev := s.HighMs + skewMs
 	s.Holder, s.ExpiresMs, s.HighMs = req.Owner, nowMs+req.TTL.Milliseconds(), max(s.HighMs, CeilMs(req.Reserve))
 	nodeMs, ahead := nodeClock(req, func() time.Time { return st.Now })
 	if st.Sessions {

@@ -299,9 +299,10 @@ func (c *memCoordinator) initRecord(dc dcKey, contract string, now time.Time, qu
 }
 
 // pick chooses a free worker id in [0, workers) of dc: the lowest one whose
-// high-water mark has passed (a never-used id has none), else the one with
-// the lowest mark. It reports how many ids are held. Call it with mu held.
-func (c *memCoordinator) pick(dc dcKey, workers int64, now time.Time) (id, held int64, ok bool) {
+// high-water mark + skew has passed (a never-used id has none), else the
+// one with the lowest mark. It reports how many ids are held. Call it with
+// mu held.
+func (c *memCoordinator) pick(dc dcKey, workers int64, now time.Time, skew time.Duration) (id, held int64, ok bool) {
 	type candidate struct {
 		id   int64
 		high time.Time
@@ -332,7 +333,7 @@ func (c *memCoordinator) pick(dc dcKey, workers int64, now time.Time) (id, held 
 			held++
 			continue
 		}
-		consider(candidate{k.id, s.high})
+		consider(candidate{k.id, s.high.Add(skew)})
 	}
 	unused := int64(0)
 	for used[unused] {
@@ -370,7 +371,7 @@ func (m *Memory) Acquire(ctx context.Context, req worker.Request) (worker.Claim,
 	if err := req.MarkBound().Check("acquiring", req.Reserve, now); err != nil {
 		return nil, err
 	}
-	id, held, ok := c.pick(dc, req.Workers, now)
+	id, held, ok := c.pick(dc, req.Workers, now, req.MaxClockSkew)
 	if !ok {
 		return nil, fmt.Errorf("%w: all %d worker ids of datacenter %d of namespace %q are held", worker.ErrExhausted, held, req.Datacenter, m.ns)
 	}
@@ -381,7 +382,10 @@ func (m *Memory) Acquire(ctx context.Context, req worker.Request) (worker.Claim,
 	}
 	k := slotKey{m.ns, req.Datacenter, id}
 	s := c.st.slots[k]
-	prev := s.high
+	prev := s.high.Add(req.MaxClockSkew) // see worker.Claim.Previous
+	if s.high.IsZero() {
+		prev = time.Time{}
+	}
 	s.holder, s.expires, s.high = req.Owner, now.Add(req.TTL), maxTime(s.high, req.Reserve.Round(0))
 	c.st.slots[k] = s
 	return &memClaim{m: m, key: k, owner: req.Owner, prev: maxTime(prev, rec.Floor), taken: sent,

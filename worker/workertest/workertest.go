@@ -88,6 +88,7 @@ func Run(t *testing.T, h Harness) {
 		{"ReleaseFreesKeepingHighWater", s.release},
 		{"ExpiryAndTakeover", s.takeover},
 		{"PrefersPassedHighWater", s.prefersPassed},
+		{"TakeoverAllowsForSkew", s.takeoverAllowsForSkew},
 		{"DatacentersAreSeparate", s.datacenters},
 		{"ListReportsSlots", s.list},
 		{"LeaseRenewsBeyondTTL", s.leaseRenews},
@@ -383,6 +384,66 @@ func (s *suite) takeover(t *testing.T) {
 	}
 	if got := slot(t, a, 0, cl.WorkerID()); got.Holder != "new" || !got.HighWater.Equal(maxTime(reserve, newReserve)) {
 		t.Fatalf("old holder's failed Renew changed the slot: %+v", got)
+	}
+}
+
+// takeoverAllowsForSkew: a newcomer starts the request's MaxClockSkew
+// (rounded up to a millisecond) past the id's mark, whether the holder
+// before lost its lease or released it — a holder that lost its lease
+// issues until its own clock, up to the skew behind, reaches the mark —
+// and among free ids prefers one whose mark + skew has passed.
+func (s *suite) takeoverAllowsForSkew(t *testing.T) {
+	conn := s.h.Open(t)
+	a, b := conn.Connect(t), conn.Connect(t)
+	const skew = 1500*time.Millisecond + 300*time.Microsecond
+	const skewUp = 1501 * time.Millisecond // rounded up to a millisecond
+	withSkew := func(owner string, workers int64, reserve time.Time) worker.Request {
+		r := s.req(owner, workers, reserve)
+		r.MaxClockSkew = skew
+		return r
+	}
+	reserve := ms(time.Now().Add(s.h.TTL))
+	old := mustAcquire(t, a, s.req("old", 1, reserve))
+	time.Sleep(s.h.Expiry)
+	cl := mustAcquire(t, b, withSkew("new", 1, ms(time.Now())))
+	// from reports whether a claim starts at mark + skew, up to rounding
+	// the skew up to a millisecond.
+	from := func(c worker.Claim, mark time.Time) bool {
+		return !c.Previous().Before(mark.Add(skew)) && !c.Previous().After(mark.Add(skewUp))
+	}
+	if cl.WorkerID() != old.WorkerID() || !from(cl, reserve) {
+		t.Fatalf("took over a lost lease: worker %d from %v; want worker %d from its mark + the skew bound, %v",
+			cl.WorkerID(), cl.Previous(), old.WorkerID(), reserve.Add(skewUp))
+	}
+	final := ms(time.Now().Add(time.Second))
+	if err := cl.Release(ctxT(t), final); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	next := mustAcquire(t, a, withSkew("next", 1, ms(time.Now())))
+	if !from(next, final) {
+		t.Fatalf("took over a released id from %v, want its mark + the skew bound, %v", next.Previous(), final.Add(skewUp))
+	}
+
+	// In another datacenter: id 0's mark has passed, but not by the
+	// skew; id 1's passed long ago.
+	now := ms(time.Now())
+	rx, ry := s.req("x", 2, now.Add(200*time.Millisecond)), s.req("y", 2, now.Add(-10*time.Second))
+	rx.Datacenter, ry.Datacenter = 1, 1
+	x, y := mustAcquire(t, a, rx), mustAcquire(t, a, ry)
+	if x.WorkerID() != 0 || y.WorkerID() != 1 {
+		t.Fatalf("took workers %d and %d, want 0 and 1", x.WorkerID(), y.WorkerID())
+	}
+	for _, c := range []worker.Claim{x, y} {
+		if err := c.Release(ctxT(t), time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(time.Until(now.Add(300 * time.Millisecond)))
+	rz := withSkew("z", 2, ms(time.Now()))
+	rz.Datacenter = 1
+	if z := mustAcquire(t, b, rz); z.WorkerID() != y.WorkerID() {
+		t.Fatalf("took worker %d, whose mark passed %v ago, less than the skew bound %v, over worker %d, whose mark passed 10s ago",
+			z.WorkerID(), time.Since(now.Add(200*time.Millisecond)).Round(time.Millisecond), skew, y.WorkerID())
 	}
 }
 
