@@ -97,6 +97,19 @@ export declare class Overlap extends FlakeidError {}
 export declare function isAPIError(err: unknown): err is FlakeidError & { api: true; status: number; code: string; endpoint: string; retryAfter: number };
 export declare function defaultConfig(): Config;
 
+/**
+ * A whole segment of a tag for one client alone: the IDs first, first + stride, …, last (count of them), as
+ * decimal strings, or bigint when the client's config asks for it.
+ */
+export declare class Segment<T extends ID = ID> implements Iterable<T> {
+  readonly tag: string;
+  readonly first: T;
+  readonly last: T;
+  readonly stride: number;
+  readonly count: number;
+  [Symbol.iterator](): Iterator<T>;
+}
+
 export declare class Client {
   constructor(config?: Config);
   close(): void;
@@ -109,6 +122,8 @@ export declare class Client {
   nextSegmentIds(tag: string, n: number, opts?: CallOptions): Promise<ID[]>;
   nextSegmentText(tag: string, opts?: CallOptions): Promise<string>;
   nextSegmentTexts(tag: string, n: number, opts?: CallOptions): Promise<string[]>;
+  /** A whole segment of tag for this client alone (Tinyid's nextSegmentId): it hands out the IDs itself. */
+  takeSegment(tag: string, opts?: CallOptions): Promise<Segment>;
   nextNumber(tag: string, opts?: CallOptions): Promise<string>;
   nextNumbers(tag: string, n: number, opts?: CallOptions): Promise<string[]>;
   decode(id: ID, as?: "" | "masked" | "plain", opts?: CallOptions): Promise<Parts>;

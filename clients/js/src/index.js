@@ -119,13 +119,16 @@ function tagPath(tag) {
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const jitter = (d) => d / 2 + Math.random() * (d / 2);
 
-/** Prefetched ranges of IDs (see BufferConfig), handed out in order. */
+/**
+ * Prefetched runs of IDs (see BufferConfig), handed out in order: ranges of
+ * IDs, or the texts a server wrote (nextText's buffers).
+ */
 class IDBuffer {
   constructor(fetch, batch, lowWater, pause) {
     this.fetch = fetch;
     this.pause = pause;
     this.low = Math.max(1, Math.floor(batch * lowWater));
-    this.ranges = []; // {next: bigint, left: number, stride: bigint}
+    this.ranges = []; // {next: bigint, left: number, stride: bigint}, or {texts: string[], at: number, left: number}
     this.left = 0;
     this.refill = null; // the refill under way
     this.closed = false;
@@ -151,9 +154,14 @@ class IDBuffer {
     while (out.length < n) {
       const r = this.ranges[0];
       const k = Math.min(n - out.length, r.left);
-      for (let i = 0; i < k; i++) {
-        out.push(r.next);
-        r.next += r.stride;
+      if (r.texts) {
+        for (let i = 0; i < k; i++) out.push(r.texts[r.at + i]);
+        r.at += k;
+      } else {
+        for (let i = 0; i < k; i++) {
+          out.push(r.next);
+          r.next += r.stride;
+        }
       }
       r.left -= k;
       if (r.left === 0) this.ranges.shift();
@@ -237,8 +245,11 @@ export class Client {
     this.fetch = cfg.fetch ?? ((url, init) => fetch(url, init));
     this.bufferCfg = { snowflake: 0, segment: 0, lowWater: 0, ...(cfg.buffer ?? {}) };
     const low = this.bufferCfg.lowWater || DEFAULT_LOW_WATER;
-    this.ids = this.bufferCfg.snowflake ? new IDBuffer(() => this.ranges("/v1/snowflake/next", this.bufferCfg.snowflake), this.bufferCfg.snowflake, low, () => this.retryPause()) : null;
-    this.segments = new Map();
+    const batch = this.bufferCfg.snowflake;
+    this.ids = batch ? new IDBuffer(() => this.ranges("/v1/snowflake/next", batch), batch, low, () => this.retryPause()) : null;
+    this.texts = batch ? new IDBuffer(async () => [textRun(await this.textBatch("/v1/snowflake/next", "", batch))], batch, low, () => this.retryPause()) : null;
+    this.segments = new Map(); // tag → its buffer of IDs
+    this.segmentTexts = new Map(); // tag → its buffer of texts
     this.generators = new Set();
     this.vetQueue = Promise.resolve(); // the endpoint checks, one at a time
     this.vetted = new Set();
@@ -249,7 +260,8 @@ export class Client {
   close() {
     this.closed = true;
     this.ids?.close();
-    for (const b of this.segments.values()) b.close();
+    this.texts?.close();
+    for (const b of [...this.segments.values(), ...this.segmentTexts.values()]) b.close();
     for (const g of this.generators) g.close();
     this.generators.clear();
   }
@@ -291,15 +303,21 @@ export class Client {
     return this.out((await this.get("/v1/snowflake/next", { count: n }, opts)).ids.map(BigInt));
   }
 
-  /** One Snowflake ID as the server writes it (a masked text from a masking server). One request. */
+  /**
+   * One Snowflake ID as the server writes it: a masked text from a server that masks Snowflake IDs, else the
+   * decimal. Use it, not nextId, against a masking server, which refuses the ranges nextId's buffer reads. With
+   * buffer.snowflake set it comes from a buffer of texts (apart from nextId's), else it is one request.
+   */
   async nextText(opts) {
     return (await this.nextTexts(1, opts))[0];
   }
 
-  /** n Snowflake IDs as nextText writes them, with one request. */
+  /** n Snowflake IDs as nextText writes them: from the buffer of texts when n is at most half a batch, else one request. */
   async nextTexts(n, opts) {
     checkCount(n);
-    return (await this.get("/v1/snowflake/next", { count: n }, opts)).ids;
+    this.checkOpen();
+    if (this.texts && n <= Math.floor(this.bufferCfg.snowflake / 2)) return this.texts.take(n, deadline(opts));
+    return this.textBatch("/v1/snowflake/next", "", n, opts);
   }
 
   /** n Snowflake IDs as "uuid7", "typeid" (with prefix) or "ulid" texts, in issue order. One request. */
@@ -328,15 +346,43 @@ export class Client {
     return this.out(ans.ids.map(BigInt));
   }
 
-  /** The next ID of a segment tag as the server writes it. One request. */
+  /** The next ID of a segment tag as the server writes it (a masked text when it masks the tag): from the tag's buffer of texts when buffer.segment is set, else one request. */
   async nextSegmentText(tag, opts) {
     return (await this.nextSegmentTexts(tag, 1, opts))[0];
   }
 
-  /** n IDs of a segment tag as nextSegmentText writes them. */
+  /** n IDs of a segment tag as nextSegmentText writes them: from its buffer of texts when n is at most half a batch and buffer.segment is set, else one request. */
   async nextSegmentTexts(tag, n, opts) {
     checkCount(n);
-    return (await this.get(tagPath(tag), { count: n }, opts)).ids;
+    const path = tagPath(tag);
+    this.checkOpen();
+    if (this.bufferCfg.segment && n <= Math.floor(this.bufferCfg.segment / 2)) return this.segmentBuffer(tag, path, true).take(n, deadline(opts));
+    return this.textBatch(path, tag, n, opts);
+  }
+
+  /**
+   * A whole segment of tag for this client alone, as Didi Tinyid's client takes one (GET
+   * /tinyid/id/nextSegmentId): the caller then hands out its IDs itself, with no request per ID. A segment is the
+   * tag's configured step (its share of it, with several databases); the IDs the caller does not use are lost (a
+   * gap, never a duplicate), and no other client or server ever hands them out. The token, when the server needs
+   * one, is config.token (a flakeid token, or one of Tinyid's tiny_id_token). An unknown tag throws NotFound; a
+   * store that is down moves the call to the next endpoint. It works against a Tinyid server too, whose codes 5
+   * and 6 read as PermissionDenied and Unavailable.
+   */
+  async takeSegment(tag, opts) {
+    tagPath(tag); // the same rule for a tag as everywhere
+    const check = (e, headers, a) => {
+      const failed = tinyidFailure(e, headers, a);
+      if (failed) return failed;
+      try {
+        segmentOf(tag, a.data);
+        return null;
+      } catch (err) {
+        return apiError(502, "unavailable", err.message, e.base, 0); // a bad answer: the next endpoint may give a good one
+      }
+    };
+    const { answer } = await this.call("GET", "/tinyid/id/nextSegmentId", { bizType: tag }, undefined, opts, check);
+    return segmentOf(tag, answer.data, this.bigint);
   }
 
   /** The next number of a series tag (ORD-20261128-000123): one request, never buffered. */
@@ -384,14 +430,26 @@ export class Client {
     if (this.closed) throw new Closed("the client is closed");
   }
 
-  segmentBuffer(tag, path) {
-    let b = this.segments.get(tag);
+  /** The tag's buffer of IDs, or of texts, created on first use. */
+  segmentBuffer(tag, path, texts = false) {
+    const home = texts ? this.segmentTexts : this.segments;
+    let b = home.get(tag);
     if (!b) {
       const batch = this.bufferCfg.segment;
-      b = new IDBuffer(() => this.ranges(path, batch), batch, this.bufferCfg.lowWater || DEFAULT_LOW_WATER, () => this.retryPause());
-      this.segments.set(tag, b);
+      const fetch = texts ? async () => [textRun(await this.textBatch(path, tag, batch))] : () => this.ranges(path, batch);
+      b = new IDBuffer(fetch, batch, this.bufferCfg.lowWater || DEFAULT_LOW_WATER, () => this.retryPause());
+      home.set(tag, b);
     }
     return b;
+  }
+
+  /** n IDs of tag (Snowflake IDs when tag is "") as the server wrote them, with one request; a series' numbers, or an answer of another count, are refused. */
+  async textBatch(path, tag, n, opts) {
+    const a = await this.get(path, { count: n }, opts);
+    if (a.series) throw new InvalidArgument(`tag ${JSON.stringify(tag)} is a series: it hands out numbers (nextNumbers), not IDs`);
+    const ids = (a.ids ?? []).map(String);
+    if (ids.length !== n || ids.some((t) => !t)) throw new Unavailable(`an answer of ${ids.length} IDs, some maybe empty, to a request for ${n}`);
+    return ids;
   }
 
   async ranges(path, count) {
@@ -492,8 +550,12 @@ export class Client {
     }
   }
 
-  /** Sends method path?query (with body, JSON) to one endpoint after another (see Client): {e, answer}. */
-  async call(method, path, query, data, opts) {
+  /**
+   * Sends method path?query (with body, JSON) to one endpoint after another (see Client): {e, answer, sent}.
+   * check, when given, reads a 2xx answer's headers and JSON for a failure told in them (Tinyid's paths answer
+   * 200 with a code of their own): the API error it returns is taken as that status's answer.
+   */
+  async call(method, path, query, data, opts, check) {
     this.checkOpen();
     const end = deadline(opts);
     const qs = new URLSearchParams(Object.entries(query).map(([k, v]) => [k, String(v)])).toString();
@@ -526,17 +588,25 @@ export class Client {
         } finally {
           clearTimeout(timer);
         }
+        let err;
         if (status >= 200 && status < 300) {
-          e.failures = 0;
-          e.downUntil = 0;
-          this.preferred = this.endpoints.indexOf(e);
+          let answer;
           try {
-            return { e, answer: JSON.parse(body), sent };
+            answer = JSON.parse(body);
           } catch (err) {
             throw new Unavailable(`${e.base}: an answer that is not JSON: ${body.slice(0, 200)}`, { cause: err });
           }
+          err = check?.(e, headers, answer);
+          if (!err) {
+            e.failures = 0;
+            e.downUntil = 0;
+            this.preferred = this.endpoints.indexOf(e);
+            return { e, answer, sent };
+          }
+          status = err.status;
+        } else {
+          err = errorAnswer(e, status, headers, body);
         }
-        const err = errorAnswer(e, status, headers, body);
         if (status === 408 || status === 429 || status >= 500) {
           this.failed(e, err.retryAfter);
           last = err;
@@ -552,6 +622,63 @@ export class Client {
       }
       await sleep(pause);
     }
+  }
+}
+
+/** A buffer's run of texts. */
+const textRun = (texts) => ({ texts, at: 0, left: texts.length });
+
+/** The header in which flakeid gives, on a failed answer of Tinyid's paths, the code its own API would answer. */
+const TINYID_CODE_HEADER = "X-Flakeid-Error-Code";
+const CODE_STATUS = { invalid_argument: 400, unauthenticated: 401, permission_denied: 403, not_found: 404, unavailable: 503, resource_exhausted: 507, internal: 500 };
+
+/**
+ * The API error of a failed answer of Tinyid's paths (HTTP 200, code not 200), or null: by flakeid's code when
+ * the server gave one, else by Tinyid's (5: the token is refused; anything else: the server failed).
+ */
+function tinyidFailure(e, headers, a) {
+  if (a?.code === 200 && a?.data != null) return null;
+  let code = headers.get(TINYID_CODE_HEADER) ?? "";
+  let status = CODE_STATUS[code] ?? 0;
+  if (!status) [status, code] = a?.code === 5 ? [403, "permission_denied"] : [503, "unavailable"];
+  return apiError(status, code, `${a?.message ?? ""} (Tinyid code ${a?.code})`, e.base, 0);
+}
+
+/** The Segment of a Tinyid segment answer's data, checked to make a run of IDs (else Unavailable). */
+function segmentOf(tag, d, bigint = false) {
+  let cur, last, delta, rem;
+  try {
+    [cur, last, delta, rem] = ["currentId", "maxId", "delta", "remainder"].map((k) => BigInt(d[k]));
+  } catch (err) {
+    throw new Unavailable(`a segment of ${JSON.stringify(tag)} without currentId, maxId, delta and remainder: ${JSON.stringify(d)}`, { cause: err });
+  }
+  const first = cur + delta;
+  if (delta < 1n || rem < 0n || rem >= delta || first > last || (last - first) % delta !== 0n || first % delta !== rem) {
+    throw new Unavailable(`a segment of ${JSON.stringify(tag)}: currentId ${cur}, maxId ${last}, delta ${delta}, remainder ${rem} do not make a run of IDs`);
+  }
+  return new Segment(tag, first, last, delta, bigint);
+}
+
+/**
+ * A whole segment of a tag for one client alone (Client.takeSegment): the IDs first, first + stride, …, last
+ * (count of them), as decimal strings, or bigint when the client's config asks for it. stride is above 1 when
+ * the tag is served from several databases, each with its share of the IDs.
+ */
+export class Segment {
+  constructor(tag, first, last, stride, bigint = false) {
+    const out = (v) => (bigint ? v : v.toString());
+    this.tag = tag;
+    this.first = out(first);
+    this.last = out(last);
+    this.stride = Number(stride);
+    this.count = Number((last - first) / stride + 1n);
+    this.bigint = bigint;
+  }
+
+  /** The segment's IDs in increasing order. */
+  *[Symbol.iterator]() {
+    const last = BigInt(this.last), stride = BigInt(this.stride);
+    for (let id = BigInt(this.first); id <= last; id += stride) yield this.bigint ? id : id.toString();
   }
 }
 

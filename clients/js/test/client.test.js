@@ -113,6 +113,81 @@ describe("live server", () => {
     plain.close();
   });
 
+  test("texts, buffered and not, from a masking server and a plain one", async () => {
+    // next_id's buffer of ranges is refused by a server that masks its
+    // Snowflake IDs; the buffers of texts are not. Every text is handed
+    // out once, across refills, and reads back as an ID.
+    const masked = await serve(binary, "--mask-key", "000102030405060708090a0b0c0d0e0f", "--mask-snowflake", "--mask-tags", "js-masked", "--auto-create-tags");
+    try {
+      const c = client([masked.url], { buffer: { snowflake: 100, segment: 50 } });
+      const plain = client([masked.url]);
+      const texts = [];
+      for (let i = 0; i < 350; i++) texts.push(await c.nextText());
+      texts.push(...(await c.nextTexts(50)), ...(await plain.nextTexts(20)));
+      assert.equal(new Set(texts).size, 420);
+      assert.ok(!texts.some((t) => /^\d+$/.test(t)), texts.slice(0, 5).join());
+      const ids = [];
+      for (const t of [...texts.slice(0, 3), ...texts.slice(340, 343)]) ids.push(BigInt((await c.decode(t, "masked")).id));
+      assert.deepEqual(ids, [...ids].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)));
+      assert.equal((await c.nextTexts(1000)).length, 1000); // more than half a batch: a request of its own
+      const refused = await c.nextId().catch((e) => e);
+      assert.ok(flakeid.isAPIError(refused), String(refused)); // ranges of a masked space are refused
+      const seg = [];
+      for (let i = 0; i < 120; i++) seg.push(await c.nextSegmentText("js-masked"));
+      seg.push(...(await plain.nextSegmentTexts("js-masked", 30)));
+      assert.equal(new Set(seg).size, 150);
+      assert.ok(!seg.some((t) => /^\d+$/.test(t)), seg.slice(0, 5).join());
+      c.close();
+      plain.close();
+    } finally {
+      await masked.stop();
+    }
+    const c = client(undefined, { buffer: { snowflake: 100, segment: 40 } });
+    const ids = [];
+    for (let i = 0; i < 250; i++) ids.push(BigInt(await c.nextText()));
+    assert.deepEqual(ids, [...new Set(ids)].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)));
+    const seg = [];
+    for (let i = 0; i < 100; i++) seg.push(await c.nextSegmentText("js-texts"));
+    seg.push(...(await c.nextSegmentIds("js-texts", 30)));
+    assert.equal(new Set(seg).size, 130);
+    await fetch(`${server.url}/v1/segment/tags`, {
+      method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ tag: "js-text-series", step: 10, period: "day", template: "T-{yyyyMMdd}-{seq:4}" }),
+    });
+    await assert.rejects(c.nextSegmentText("js-text-series"), flakeid.InvalidArgument); // a series' numbers are not IDs, buffered or not
+    await assert.rejects(c.nextSegmentTexts("js-text-series", 1000), flakeid.InvalidArgument);
+    c.close();
+  });
+
+  test("takeSegment: a whole segment for this client alone", async () => {
+    await fetch(`${server.url}/v1/segment/tags`, {
+      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ tag: "js-take", step: 50 }),
+    });
+    const c = client(undefined, { buffer: { segment: 20 } });
+    const seen = new Set();
+    for (let round = 0; round < 10; round++) {
+      const seg = await c.takeSegment("js-take");
+      assert.deepEqual([seg.tag, seg.stride, seg.count], ["js-take", 1, 50]);
+      const ids = [...seg];
+      assert.equal(ids.length, 50);
+      assert.deepEqual([ids[0], ids[49]], [seg.first, seg.last]);
+      const more = [];
+      for (let i = 0; i < 7; i++) more.push(await c.nextSegment("js-take"));
+      more.push(...(await c.nextSegmentIds("js-take", 30)));
+      for (const id of [...ids, ...more]) {
+        assert.ok(!seen.has(id), `ID ${id} handed out twice`);
+        seen.add(id);
+      }
+    }
+    await assert.rejects(c.takeSegment("bad tag!"), flakeid.InvalidArgument);
+    c.close();
+    const big = await client(undefined, { bigint: true }).takeSegment("js-take");
+    assert.equal(typeof big.first, "bigint");
+    assert.equal(typeof [...big][0], "bigint");
+    await assert.rejects(client([authServer.url]).takeSegment("js-take"), flakeid.PermissionDenied);
+    assert.equal((await client([authServer.url], { token: TOKEN }).takeSegment("js-take-auth")).tag, "js-take-auth");
+  });
+
   test("UUID-shaped texts and bounds", async () => {
     const c = client();
     for (const u of await c.nextUuids(3, "uuid7")) assert.match(u, /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
@@ -264,6 +339,45 @@ describe("failover", () => {
     // Through a buffer too, at once despite its timeout.
     await assert.rejects(client([g.url], { buffer: { segment: 10 } }).nextSegment("x", { timeout: 30_000 }), flakeid.NotFound);
     await g.stop();
+  });
+
+  test("the buffer of texts asks for a batch at a time", async () => {
+    const f = await fake((n) => [200, {}, JSON.stringify({ ids: Array.from({ length: 100 }, (_, i) => `t${n}-${i}`) })]);
+    const c = client([f.url], { buffer: { snowflake: 100 } });
+    const got = [];
+    for (let i = 0; i < 250; i++) got.push(await c.nextText());
+    assert.deepEqual(got, Array.from({ length: 250 }, (_, k) => `t${Math.floor(k / 100)}-${k % 100}`));
+    assert.ok(idRequests(f).length <= 4 && idRequests(f).every((p) => p.includes("count=100")), idRequests(f).join());
+    c.close();
+    await f.stop();
+  });
+
+  test("takeSegment reads Tinyid's answers", async () => {
+    // HTTP 200 and codes of Tinyid's own, and flakeid's header on them:
+    // code 6 moves to the next endpoint, code 5 is PermissionDenied at
+    // once, not_found NotFound at once, and a segment that is not a run of
+    // IDs is not taken.
+    const tinyid = (body, headers = {}) => fake(() => [200, headers, body]);
+    const good = await tinyid('{"data":{"currentId":100,"loadingId":120,"maxId":200,"delta":2,"remainder":0,"bizType":"test"},"code":200,"message":""}');
+    const down = await tinyid('{"data":null,"code":6,"message":"sys error"}');
+    const refused = await tinyid('{"data":null,"code":5,"message":"token is error"}');
+    const missing = await tinyid('{"data":null,"code":6,"message":"no such tag"}', { "X-Flakeid-Error-Code": "not_found" });
+    const broken = await tinyid('{"data":{"currentId":100,"loadingId":120,"maxId":201,"delta":2,"remainder":0},"code":200,"message":""}');
+    try {
+      const seg = await client([down.url, good.url]).takeSegment("test");
+      assert.deepEqual([seg.first, seg.last, seg.stride, seg.count], ["102", "200", 2, 50]);
+      assert.deepEqual([...seg].slice(0, 3), ["102", "104", "106"]);
+      assert.deepEqual(idRequests(down), ["/tinyid/id/nextSegmentId?bizType=test"]);
+      for (const [f, Kind] of [[refused, flakeid.PermissionDenied], [missing, flakeid.NotFound]]) {
+        const err = await client([f.url, good.url]).takeSegment("test").catch((e) => e);
+        assert.ok(err instanceof Kind && err.endpoint === f.url, String(err));
+        assert.equal(idRequests(f).length, 1);
+      }
+      const err = await client([broken.url], { maxAttempts: 3, backoffMin: 10, backoffMax: 20 }).takeSegment("test").catch((e) => e);
+      assert.ok(err instanceof flakeid.Unavailable && /do not make a run of IDs/.test(err.message), String(err));
+    } finally {
+      for (const f of [good, down, refused, missing, broken]) await f.stop();
+    }
   });
 
   test("the buffer rides out an outage", async () => {

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -33,7 +34,9 @@ class Server:
     """A `flakeid serve` on a port the OS picks, with its own data
     directory, stopped by stop()."""
 
-    def __init__(self, binary: str, *args: str):
+    def __init__(self, binary: str, *args: str, tls: ssl.SSLContext | None = None):
+        """With tls, a context that trusts its certificate, the server
+        serves HTTPS (args hold --tls-cert and --tls-key)."""
         self.dir = tempfile.mkdtemp(prefix="flakeid-python-")
         self.proc = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:0", "--data-dir", self.dir, *args],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -43,17 +46,21 @@ class Server:
         for line in self.proc.stderr:
             m = pattern.search(line)
             if m:
-                self.url = "http://" + m.group(1)
+                self.url = ("https://" if tls else "http://") + m.group(1)
                 break
             if time.monotonic() > deadline:
                 break
         if not self.url:
-            self.stop()
+            self.proc.kill()
+            self.proc.wait()
+            self.proc.stderr.close()
+            shutil.rmtree(self.dir, ignore_errors=True)
             raise RuntimeError("flakeid serve did not say where it listens")
-        threading.Thread(target=self.proc.stderr.read, daemon=True).start()  # drain the log
+        self.drain = threading.Thread(target=self.proc.stderr.read, daemon=True)  # drains the log
+        self.drain.start()
         while time.monotonic() < deadline:
             try:
-                with urllib.request.urlopen(self.url + "/readyz", timeout=2) as r:
+                with urllib.request.urlopen(self.url + "/readyz", timeout=2, context=tls) as r:
                     if r.status == 200:
                         return
             except OSError:
@@ -69,6 +76,8 @@ class Server:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        self.drain.join(5)
+        self.proc.stderr.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -198,6 +207,32 @@ class Overlaps(unittest.TestCase):
                 s.stop()
 
 
+class TLS(unittest.TestCase):
+    def test_a_private_ca_is_trusted_through_the_ssl_context(self):
+        # flakeid serve with a fresh self-signed certificate: a client whose
+        # ssl_context trusts it gets IDs; one on the system's trust store is
+        # refused, and the error names the certificate.
+        d = tempfile.mkdtemp(prefix="flakeid-python-tls-")
+        cert, key = os.path.join(d, "cert.pem"), os.path.join(d, "key.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key,
+                        "-out", cert, "-days", "1", "-subj", "/CN=flakeid test", "-addext", "subjectAltName=IP:127.0.0.1"],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        trusting = ssl.create_default_context(cafile=cert)
+        srv = Server(BINARY, "--tls-cert", cert, "--tls-key", key, tls=trusting)
+        try:
+            self.assertTrue(srv.url.startswith("https://"))
+            with client(srv.url, ssl_context=trusting) as c:
+                ids = c.next_ids(10)
+                self.assertEqual(len(set(ids)), 10)
+            with client(srv.url, max_attempts=3, backoff_min=0.01, backoff_max=0.02) as c:
+                with self.assertRaises(flakeid.Unavailable) as cm:
+                    c.next_id()
+                self.assertIn("CERTIFICATE_VERIFY_FAILED", str(cm.exception))
+        finally:
+            srv.stop()
+            shutil.rmtree(d, ignore_errors=True)
+
+
 class LiveServer(unittest.TestCase):
     def test_ids_are_unique_increasing_and_decode(self):
         with client() as c:
@@ -229,6 +264,65 @@ class LiveServer(unittest.TestCase):
             self.assertEqual(a, sorted(a))
             texts = plain.next_segment_texts("py-orders", 2) + [plain.next_segment_text("py-orders")]
             self.assertTrue(all(t.isdigit() and int(t) not in a for t in texts), texts)
+
+    def test_texts_buffered_and_not(self):
+        # A server that masks its Snowflake IDs and a tag: next_id's buffer
+        # of ranges is refused there, the buffers of texts are not; every
+        # text is handed out once, across refills, and reads back as an ID.
+        masked = Server(BINARY, "--mask-key", "000102030405060708090a0b0c0d0e0f", "--mask-snowflake",
+                        "--mask-tags", "py-masked", "--auto-create-tags")
+        try:
+            with client(masked.url, buffer=flakeid.BufferConfig(snowflake=100, segment=50)) as c, client(masked.url) as plain:
+                texts = [c.next_text() for _ in range(350)] + c.next_texts(50) + plain.next_texts(20)
+                self.assertEqual(len(set(texts)), 420)
+                self.assertFalse(any(t.isdigit() for t in texts), texts[:5])
+                ids = [c.decode(t, as_="masked").id for t in texts[:3] + texts[340:343]]
+                self.assertEqual(ids, sorted(ids))
+                self.assertEqual(len(c.next_texts(1000)), 1000)  # more than half a batch: a request of its own
+                with self.assertRaises(flakeid.APIError):
+                    c.next_id()  # ranges of a masked space are refused
+                seg = [c.next_segment_text("py-masked") for _ in range(120)] + plain.next_segment_texts("py-masked", 30)
+                self.assertEqual(len(set(seg)), 150)
+                self.assertFalse(any(t.isdigit() for t in seg), seg[:5])
+        finally:
+            masked.stop()
+        with client(buffer=flakeid.BufferConfig(snowflake=100, segment=40)) as c:
+            texts = [c.next_text() for _ in range(250)]
+            ids = [int(t) for t in texts]
+            self.assertEqual(ids, sorted(set(ids)))
+            seg = [int(c.next_segment_text("py-texts")) for _ in range(100)] + c.next_segment_ids("py-texts", 30)
+            self.assertEqual(len(set(seg)), 130)
+            body = json.dumps({"tag": "py-text-series", "step": 10, "period": "day", "template": "T-{yyyyMMdd}-{seq:4}"}).encode()
+            req = urllib.request.Request(SERVER.url + "/v1/segment/tags", data=body, method="POST", headers={"Content-Type": "application/json"})
+            urllib.request.urlopen(req, timeout=5).close()
+            with self.assertRaises(flakeid.InvalidArgument):
+                c.next_segment_text("py-text-series")  # a series' numbers are not IDs, buffered or not
+            with self.assertRaises(flakeid.InvalidArgument):
+                c.next_segment_texts("py-text-series", 1000)
+
+    def test_take_segment(self):
+        body = json.dumps({"tag": "py-take", "step": 50}).encode()
+        req = urllib.request.Request(SERVER.url + "/v1/segment/tags", data=body, method="POST", headers={"Content-Type": "application/json"})
+        urllib.request.urlopen(req, timeout=5).close()
+        seen: set[int] = set()
+        with client(buffer=flakeid.BufferConfig(segment=20)) as c:
+            for _ in range(10):
+                seg = c.take_segment("py-take")
+                self.assertEqual((seg.tag, seg.stride, seg.count, len(seg)), ("py-take", 1, 50, 50))
+                ids = list(seg)
+                self.assertEqual(len(ids), 50)
+                self.assertEqual((ids[0], ids[-1]), (seg.first, seg.last))
+                more = [c.next_segment("py-take") for _ in range(7)] + c.next_segment_ids("py-take", 30)
+                for i in ids + more:
+                    self.assertNotIn(i, seen)
+                    seen.add(i)
+            with self.assertRaises(flakeid.InvalidArgument):
+                c.take_segment("bad tag!")
+        with client(AUTH_SERVER.url) as c:
+            with self.assertRaises(flakeid.PermissionDenied):
+                c.take_segment("py-take")
+        with client(AUTH_SERVER.url, token=TOKEN) as c:
+            self.assertEqual(c.take_segment("py-take-auth").tag, "py-take-auth")
 
     def test_series_numbers(self):
         body = json.dumps({"tag": "py-ord", "step": 100, "period": "day", "template": "ORD-{yyyyMMdd}-{seq:6}"}).encode()
@@ -324,6 +418,56 @@ class Failover(unittest.TestCase):
     def test_dead_endpoint_fails_over(self):
         with client(dead_url(), SERVER.url) as c:
             self.assertEqual(len(set(c.next_ids(10))), 10)
+
+    def test_texts_come_a_batch_at_a_time(self):
+        # The buffer of texts asks for a batch per refill, not a text per
+        # call, and hands them out in the order the server wrote them.
+        def texts(n):
+            return 200, {"Content-Type": "application/json"}, json.dumps({"ids": [f"t{n}-{i}" for i in range(100)]}).encode()
+
+        fake = Fake(texts)
+        try:
+            with client(fake.url, buffer=flakeid.BufferConfig(snowflake=100)) as c:
+                got = [c.next_text() for _ in range(250)]
+                self.assertEqual(got, [f"t{n}-{i}" for n in range(3) for i in range(100)][:250])
+                self.assertLessEqual(len(id_requests(fake)), 4)
+                self.assertTrue(all("count=100" in p for p in id_requests(fake)), id_requests(fake))
+        finally:
+            fake.stop()
+
+    def test_take_segment_reads_tinyid_answers(self):
+        # A Tinyid server's answers (HTTP 200 and codes of its own), and
+        # flakeid's header on them: code 6 moves to the next endpoint, code
+        # 5 is PermissionDenied at once, not_found NotFound at once, and a
+        # segment that is not a run of IDs is not taken.
+        def tinyid(body: str, headers: dict[str, str] | None = None):
+            return Fake(lambda n: (200, {"Content-Type": "application/json", **(headers or {})}, body.encode()))
+
+        good = tinyid('{"data":{"currentId":100,"loadingId":120,"maxId":200,"delta":2,"remainder":0,"bizType":"test"},"code":200,"message":""}')
+        down = tinyid('{"data":null,"code":6,"message":"sys error"}')
+        refused = tinyid('{"data":null,"code":5,"message":"token is error"}')
+        missing = tinyid('{"data":null,"code":6,"message":"no such tag"}', {"X-Flakeid-Error-Code": "not_found"})
+        broken = tinyid('{"data":{"currentId":100,"loadingId":120,"maxId":201,"delta":2,"remainder":0},"code":200,"message":""}')
+        fakes = (good, down, refused, missing, broken)
+        try:
+            with client(down.url, good.url) as c:
+                seg = c.take_segment("test")
+                self.assertEqual((seg.first, seg.last, seg.stride, seg.count), (102, 200, 2, 50))
+                self.assertEqual(list(seg)[:3], [102, 104, 106])
+                self.assertEqual(id_requests(down), ["/tinyid/id/nextSegmentId?bizType=test"])
+            for fake, kind in ((refused, flakeid.PermissionDenied), (missing, flakeid.NotFound)):
+                with client(fake.url, good.url) as c:
+                    with self.assertRaises(kind) as cm:
+                        c.take_segment("test")
+                    self.assertEqual(cm.exception.endpoint, fake.url)
+                    self.assertEqual(len(id_requests(fake)), 1)
+            with client(broken.url, max_attempts=3, backoff_min=0.01, backoff_max=0.02) as c:
+                with self.assertRaises(flakeid.Unavailable) as cm:
+                    c.take_segment("test")
+                self.assertIn("do not make a run of IDs", str(cm.exception))
+        finally:
+            for f in fakes:
+                f.stop()
 
     def test_503_moves_on_and_retry_after_is_honoured(self):
         fake = Fake(lambda n: unavailable("1"))

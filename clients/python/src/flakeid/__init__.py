@@ -21,11 +21,13 @@ Standard library only; Python 3.11 or later.
 from .client import (DEFAULT_BACKOFF_MAX, DEFAULT_BACKOFF_MIN, DEFAULT_ENDPOINT, DEFAULT_LOW_WATER, DEFAULT_TIMEOUT,
                      MAX_COUNT, Bounds, BufferConfig, Client, Config, Parts)
 from .local import LocalGenerator
+from .segment import Segment
 from .errors import (APIError, Closed, FlakeidError, InvalidArgument, InvalidConfig, NotFound, Overlap,
                      PermissionDenied, Unauthenticated, Unavailable)
 
 __all__ = [
     "APIError", "Bounds", "BufferConfig", "Client", "Closed", "Config", "DEFAULT_BACKOFF_MAX", "DEFAULT_BACKOFF_MIN",
     "DEFAULT_ENDPOINT", "DEFAULT_LOW_WATER", "DEFAULT_TIMEOUT", "FlakeidError", "InvalidArgument", "InvalidConfig",
-    "LocalGenerator", "MAX_COUNT", "NotFound", "Overlap", "Parts", "PermissionDenied", "Unauthenticated", "Unavailable",
+    "LocalGenerator", "MAX_COUNT", "NotFound", "Overlap", "Parts", "PermissionDenied", "Segment", "Unauthenticated",
+    "Unavailable",
 ]

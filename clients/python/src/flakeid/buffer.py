@@ -1,17 +1,21 @@
-"""The prefetch buffer of IDs the client keeps for next_id and next_segment."""
+"""The prefetch buffers the client keeps: of IDs, for next_id and
+next_segment, and of the texts servers write, for next_text and
+next_segment_text."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from .errors import Closed, FlakeidError, Unavailable
 
 
 class IDBuffer:
-    """Prefetched ranges of IDs, handed out in order under a lock. When
+    """Prefetched runs of IDs (ranges of ints, or lists of the texts a
+    server wrote), handed out in order under a lock. When
     fewer than low_water × batch remain, one background thread fetches the
     next batch; a caller that finds the buffer empty waits for it, within
     its deadline. A refill that fails with Unavailable (the client's failover
@@ -21,18 +25,18 @@ class IDBuffer:
     the callers that waited for it — but a caller with time left starts
     another after an outage's Unavailable."""
 
-    def __init__(self, fetch: Callable[[], list[range]], batch: int, low_water: float, pause: Callable[[], float]):
+    def __init__(self, fetch: Callable[[], list[Sequence[Any]]], batch: int, low_water: float, pause: Callable[[], float]):
         self._fetch, self._pause = fetch, pause
         self._low = max(1, int(batch * low_water))
         self._cond = threading.Condition()
-        self._ranges: deque[range] = deque()
+        self._ranges: deque[Sequence[Any]] = deque()
         self._left = 0  # IDs in _ranges
         self._refilling = False
         self._closed = False
         self._failure: FlakeidError | None = None  # why the last refill failed, until one succeeds
         self._refused: FlakeidError | None = None  # why the last refill gave up, for the callers that waited for it
 
-    def take(self, n: int, deadline: float | None) -> list[int]:
+    def take(self, n: int, deadline: float | None) -> list[Any]:
         """n IDs, waiting for a refill until deadline (a time.monotonic()
         reading; None: as long as refills are tried) when fewer are left."""
         with self._cond:
@@ -47,7 +51,7 @@ class IDBuffer:
                 refused = self._refused
                 if self._left < n and refused is not None and not self._refilling and (deadline is None or not isinstance(refused, Unavailable)):
                     raise refused  # the refill this caller waited for failed; with time left and an outage, it starts another
-            out: list[int] = []
+            out: list[Any] = []
             while len(out) < n:
                 r = self._ranges[0]
                 k = min(n - len(out), len(r))

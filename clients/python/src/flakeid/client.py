@@ -12,9 +12,11 @@ import time
 import urllib.parse
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from collections.abc import Callable
 from typing import Any
 
 from .buffer import IDBuffer
+from .segment import Segment
 from .errors import APIError, Closed, FlakeidError, InvalidArgument, InvalidConfig, Overlap, Unavailable, api_error
 from .local import LocalGenerator, default_owner
 
@@ -256,9 +258,13 @@ class Client:
         self._buffer_cfg = cfg.buffer
         low = cfg.buffer.low_water or DEFAULT_LOW_WATER
         self._ids: IDBuffer | None = None
+        self._texts: IDBuffer | None = None
         if cfg.buffer.snowflake:
-            self._ids = IDBuffer(lambda: self._ranges("/v1/snowflake/next", cfg.buffer.snowflake), cfg.buffer.snowflake, low, self._retry_pause)
-        self._segments: dict[str, IDBuffer] = {}
+            path, batch = "/v1/snowflake/next", cfg.buffer.snowflake
+            self._ids = IDBuffer(lambda: self._ranges(path, batch), batch, low, self._retry_pause)
+            self._texts = IDBuffer(lambda: [self._text_batch(path, "", batch, None)], batch, low, self._retry_pause)
+        self._segments: dict[str, IDBuffer] = {}  # tag → its buffer of IDs
+        self._segment_texts: dict[str, IDBuffer] = {}  # tag → its buffer of texts
         self._generators: list[LocalGenerator] = []
         self._vet_lock = threading.Lock()
         self._vetted: set[int] = set()  # ids of the endpoints checked
@@ -276,7 +282,7 @@ class Client:
         local generators are closed (their leases released). Idempotent."""
         with self._lock:
             self._closed = True
-            buffers = list(self._segments.values()) + ([self._ids] if self._ids else [])
+            buffers = list(self._segments.values()) + list(self._segment_texts.values()) + [b for b in (self._ids, self._texts) if b]
             generators, self._generators = self._generators, []
         for g in generators:
             g.close()
@@ -303,13 +309,21 @@ class Client:
 
     def next_text(self, timeout: float | None = None) -> str:
         """One Snowflake ID as the server writes it: a masked text from a
-        server that masks Snowflake IDs, else the decimal. One request."""
+        server that masks Snowflake IDs, else the decimal. Use it, not
+        next_id, against a masking server, which refuses the ranges next_id's
+        buffer reads. With buffer.snowflake set it comes from a buffer of
+        texts (apart from next_id's buffer of IDs), refilled in the
+        background; else it is one request."""
         return self.next_texts(1, timeout)[0]
 
     def next_texts(self, n: int, timeout: float | None = None) -> list[str]:
-        """n Snowflake IDs as next_text writes them, with one request."""
+        """n Snowflake IDs as next_text writes them: from the buffer of
+        texts when n is at most half a batch, else one request."""
         _count(n)
-        return list(self._get("/v1/snowflake/next", {"count": n}, timeout)["ids"])
+        if self._texts is not None and n <= self._buffer_cfg.snowflake // 2:
+            self._check_open()
+            return self._texts.take(n, _deadline(timeout))
+        return self._text_batch("/v1/snowflake/next", "", n, timeout)
 
     def next_uuids(self, n: int, format: str, prefix: str = "", timeout: float | None = None) -> list[str]:
         """n Snowflake IDs as UUID-shaped texts in the order the server
@@ -345,13 +359,46 @@ class Client:
 
     def next_segment_text(self, tag: str, timeout: float | None = None) -> str:
         """The next ID of a segment tag as the server writes it (a masked
-        text when it masks the tag). One request."""
+        text when it masks the tag): from the tag's buffer of texts when
+        buffer.segment is set (apart from next_segment's buffer of IDs),
+        else one request."""
         return self.next_segment_texts(tag, 1, timeout)[0]
 
     def next_segment_texts(self, tag: str, n: int, timeout: float | None = None) -> list[str]:
-        """n IDs of a segment tag as next_segment_text writes them."""
+        """n IDs of a segment tag as next_segment_text writes them: from the
+        tag's buffer of texts when n is at most half a batch and
+        buffer.segment is set, else one request."""
         _count(n)
-        return list(self._get(_tag_path(tag), {"count": n}, timeout)["ids"])
+        path = _tag_path(tag)
+        if self._buffer_cfg.segment and n <= self._buffer_cfg.segment // 2:
+            return self._segment_buffer(tag, path, texts=True).take(n, _deadline(timeout))
+        return self._text_batch(path, tag, n, timeout)
+
+    def take_segment(self, tag: str, timeout: float | None = None) -> Segment:
+        """A whole segment of tag for this client alone, as Didi Tinyid's
+        client takes one (GET /tinyid/id/nextSegmentId): the caller then
+        hands out its IDs itself, with no request per ID. A segment is the
+        tag's configured step (its share of it, with several databases); the
+        IDs the caller does not use are lost (a gap, never a duplicate), and
+        no other client or server ever hands them out.
+
+        The token, when the server needs one, is Config.token (a flakeid
+        token, or one of Tinyid's tiny_id_token). An unknown tag raises
+        NotFound; a store that is down moves the call to the next endpoint.
+        It works against a Tinyid server too, whose codes 5 and 6 read as
+        PermissionDenied and Unavailable."""
+        _tag_path(tag)  # the same rule for a tag as everywhere
+        def check(base: str, headers: http.client.HTTPMessage, a: Any) -> APIError | None:
+            failed = _tinyid_failure(base, headers, a)
+            if failed is None:
+                try:
+                    _segment(tag, a["data"])
+                except Unavailable as err:  # a bad answer: the next endpoint may give a good one
+                    failed = api_error(502, "unavailable", str(err), base)
+            return failed
+
+        _, a = self._call("GET", "/tinyid/id/nextSegmentId", {"bizType": tag}, None, timeout, check=check)
+        return _segment(tag, a["data"])
 
     def next_number(self, tag: str, timeout: float | None = None) -> str:
         """The next number of a series tag (ORD-20261128-000123): one
@@ -421,15 +468,30 @@ class Client:
         if self._closed:
             raise Closed("the client is closed")
 
-    def _segment_buffer(self, tag: str, path: str) -> IDBuffer:
+    def _segment_buffer(self, tag: str, path: str, texts: bool = False) -> IDBuffer:
+        """The tag's buffer of IDs, or of texts, created on first use."""
         with self._lock:
             self._check_open()
-            b = self._segments.get(tag)
+            home = self._segment_texts if texts else self._segments
+            b = home.get(tag)
             if b is None:
                 batch = self._buffer_cfg.segment
-                b = IDBuffer(lambda: self._ranges(path, batch), batch, self._buffer_cfg.low_water or DEFAULT_LOW_WATER, self._retry_pause)
-                self._segments[tag] = b
+                fetch = (lambda: [self._text_batch(path, tag, batch, None)]) if texts else (lambda: self._ranges(path, batch))
+                b = IDBuffer(fetch, batch, self._buffer_cfg.low_water or DEFAULT_LOW_WATER, self._retry_pause)
+                home[tag] = b
             return b
+
+    def _text_batch(self, path: str, tag: str, n: int, timeout: float | None) -> list[str]:
+        """n IDs of tag (Snowflake IDs when tag is "") as the server wrote
+        them, with one request: a series' numbers are refused
+        (InvalidArgument), as is an answer of another count."""
+        a = self._get(path, {"count": n}, timeout)
+        if a.get("series"):
+            raise InvalidArgument(f"tag {tag!r} is a series: it hands out numbers (next_numbers), not IDs")
+        ids = [str(i) for i in a["ids"]]
+        if len(ids) != n or not all(ids):
+            raise Unavailable(f"an answer of {len(ids)} IDs, some maybe empty, to a request for {n}")
+        return ids
 
     def _ranges(self, path: str, count: int) -> list[range]:
         """A prefetch: count IDs as ranges (the refill of a buffer)."""
@@ -538,11 +600,15 @@ class Client:
             raise Unavailable(f"{e.base}: an answer that is not JSON: {body[:200]!r}") from err
 
     def _call(self, method: str, path: str, query: dict[str, Any], data: bytes | None,
-              timeout: float | None, sent: list[int] | None = None) -> tuple[_Endpoint, dict[str, Any]]:
+              timeout: float | None, sent: list[int] | None = None,
+              check: Callable[[str, http.client.HTTPMessage, Any], APIError | None] | None = None) -> tuple[_Endpoint, dict[str, Any]]:
         """Sends method path with query (and data, JSON) to one endpoint
         after another (see Client); returns the endpoint that answered and
         its answer's JSON. sent, when given, gets the time.monotonic_ns() at
-        which each attempt was sent: the answered one's, in the end."""
+        which each attempt was sent: the answered one's, in the end. check,
+        when given, reads a 2xx answer's headers and JSON for a failure told
+        in them (Tinyid's paths answer 200 with a code of their own): its
+        APIError is then taken as that status's answer."""
         self._check_open()
         deadline = _deadline(timeout)
         target = path + ("?" + urllib.parse.urlencode(query) if query else "")
@@ -565,12 +631,18 @@ class Client:
                     last = Unavailable(f"{e.base}: {type(err).__name__}: {err}")
                     continue
                 if 200 <= status < 300:
-                    self._answered(e)
                     try:
-                        return e, json.loads(body)
+                        answer = json.loads(body)
                     except ValueError as err:
+                        self._answered(e)
                         raise Unavailable(f"{e.base}: an answer that is not JSON: {body[:200]!r}") from err
-                api = _api_error(e.base, status, headers, body)
+                    api = check(e.base, headers, answer) if check is not None else None
+                    if api is None:
+                        self._answered(e)
+                        return e, answer
+                    status = api.status
+                else:
+                    api = _api_error(e.base, status, headers, body)
                 if status in (408, 429) or status >= 500:
                     self._failed(e, api.retry_after)
                     last = api
@@ -601,6 +673,41 @@ def _api_error(base: str, status: int, headers: http.client.HTTPMessage, body: b
         except ValueError:
             pass
     return api_error(status, code, message, base, retry_after)
+
+
+#: The header in which flakeid gives, on a failed answer of Tinyid's
+#: paths, the code its own API would answer.
+_TINYID_CODE_HEADER = "X-Flakeid-Error-Code"
+_CODE_STATUS = {"invalid_argument": 400, "unauthenticated": 401, "permission_denied": 403, "not_found": 404,
+                "unavailable": 503, "resource_exhausted": 507, "internal": 500}
+
+
+def _tinyid_failure(base: str, headers: http.client.HTTPMessage, a: Any) -> APIError | None:
+    """The APIError of a failed answer of Tinyid's paths (HTTP 200, code
+    not 200): by flakeid's code when the server gave one, else by Tinyid's
+    (5: the token is refused; anything else: the server failed)."""
+    if isinstance(a, dict) and a.get("code") == 200 and a.get("data") is not None:
+        return None
+    tinyid_code = a.get("code") if isinstance(a, dict) else None
+    message = str(a.get("message", "")) if isinstance(a, dict) else ""
+    code = headers.get(_TINYID_CODE_HEADER, "")
+    status = _CODE_STATUS.get(code, 0)
+    if not status:
+        status, code = (403, "permission_denied") if tinyid_code == 5 else (503, "unavailable")
+    return api_error(status, code, f"{message} (Tinyid code {tinyid_code})", base)
+
+
+def _segment(tag: str, d: Any) -> Segment:
+    """The Segment of a Tinyid segment answer's data, checked to make a run
+    of IDs (an answer that does not raises Unavailable)."""
+    try:
+        cur, last, delta, rem = (int(d[k]) for k in ("currentId", "maxId", "delta", "remainder"))
+    except (KeyError, TypeError, ValueError) as err:
+        raise Unavailable(f"a segment of {tag!r} without currentId, maxId, delta and remainder: {d!r}") from err
+    first = cur + delta
+    if delta < 1 or not 0 <= rem < delta or first > last or (last - first) % delta or first % delta != rem:
+        raise Unavailable(f"a segment of {tag!r}: currentId {cur}, maxId {last}, delta {delta}, remainder {rem} do not make a run of IDs")
+    return Segment(tag=tag, first=first, last=last, stride=delta)
 
 
 def _overlaps(a: dict[str, Any], b: dict[str, Any]) -> bool:

@@ -369,6 +369,81 @@ func TestVerifyTakeRequired(t *testing.T) {
 	})
 }
 
+// TestVerifyRunExtends: a run at least as long as its required faults'
+// estimates (minRun, which validate demands) injects them all even when
+// each takes up to 1.5 times its estimate, as recoveries do on a loaded
+// machine, by moving its end later within its bound (half the run), as the
+// nemesis does before each required fault (CI lost etcd-partition once so:
+// a clock-back recovery took 13.7 s, estimated at 2).
+func TestVerifyRunExtends(t *testing.T) {
+	// scheduled is how many of queue's faults a run of length run injects
+	// when each takes took and the pause after the i-th is pauses[i],
+	// with or without the extension.
+	scheduled := func(queue []string, ests, took map[string]time.Duration, pauses []time.Duration, run time.Duration, extend bool) int {
+		est := func(k string) time.Duration { return ests[k] }
+		q, at, done := slices.Clone(queue), int64(0), 0
+		end, hardEnd := int64(run), int64(run+run/2)
+		for len(q) > 0 {
+			if extend {
+				end = extended(end, hardEnd, at, queueNeed(q, est))
+			}
+			k, rest, ok := takeRequired(q, time.Duration(end-at), est)
+			if !ok {
+				break
+			}
+			q, at, done = rest, at+int64(took[k]+pauses[done]), done+1
+		}
+		return done
+	}
+	// Three faults estimated at 10 s that take 15 s each, the longest
+	// pauses, and the shortest run validate allows: the third no longer
+	// fits without the extension.
+	queue := []string{"a", "b", "c"}
+	ests := map[string]time.Duration{"a": 10 * time.Second, "b": 10 * time.Second, "c": 10 * time.Second}
+	took := map[string]time.Duration{"a": 15 * time.Second, "b": 15 * time.Second, "c": 15 * time.Second}
+	pauses := []time.Duration{maxFaultPause, maxFaultPause, maxFaultPause}
+	run := queueNeed(queue, func(k string) time.Duration { return ests[k] })
+	if got := scheduled(queue, ests, took, pauses, run, false); got != 2 {
+		t.Errorf("without the extension %d of 3 faults fit, want 2 (the schedule does not test the extension)", got)
+	}
+	if got := scheduled(queue, ests, took, pauses, run, true); got != 3 {
+		t.Errorf("with the extension %d of 3 faults fit, want 3", got)
+	}
+	rapid.Check(t, func(rt *rapid.T) {
+		n := rapid.IntRange(1, 6).Draw(rt, "n")
+		queue := make([]string, n)
+		ests, took := map[string]time.Duration{}, map[string]time.Duration{}
+		for i := range queue {
+			queue[i] = fmt.Sprintf("f%d", i)
+			ests[queue[i]] = time.Duration(rapid.IntRange(1, 15).Draw(rt, "est")) * time.Second
+			took[queue[i]] = time.Duration(rapid.Int64Range(0, int64(ests[queue[i]])*3/2).Draw(rt, "took"))
+		}
+		pauses := make([]time.Duration, n)
+		for i := range pauses {
+			pauses[i] = time.Duration(rapid.Int64Range(int64(time.Second), int64(maxFaultPause)).Draw(rt, "pause"))
+		}
+		run := queueNeed(queue, func(k string) time.Duration { return ests[k] }) + time.Duration(rapid.Int64Range(0, int64(30*time.Second)).Draw(rt, "spare"))
+		if got := scheduled(queue, ests, took, pauses, run, true); got < n {
+			rt.Fatalf("took %d of %d faults in a run of %v extended by up to half", got, n, run)
+		}
+	})
+	// extended never moves the end earlier, nor past the bound.
+	for _, tc := range []struct {
+		end, hard, now int64
+		d              time.Duration
+		want           int64
+	}{
+		{end: 100, hard: 150, now: 90, d: 5, want: 100},
+		{end: 100, hard: 150, now: 90, d: 20, want: 110},
+		{end: 100, hard: 150, now: 90, d: 100, want: 150},
+		{end: 160, hard: 150, now: 90, d: 100, want: 160},
+	} {
+		if got := extended(tc.end, tc.hard, tc.now, tc.d); got != tc.want {
+			t.Errorf("extended(%d, %d, %d, %d) = %d, want %d", tc.end, tc.hard, tc.now, tc.d, got, tc.want)
+		}
+	}
+}
+
 func TestVerifyLossNoticed(t *testing.T) {
 	p := func(t0 int64, held bool, leases int64) poll {
 		return poll{ok: true, t0: t0 * ms, t1: t0*ms + ms, held: held, worker: 1, leases: leases}

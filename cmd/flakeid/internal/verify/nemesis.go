@@ -181,9 +181,10 @@ func (c Config) requiredQueue(kinds []string, rnd *rand.Rand) []string {
 // local-stop) one after another beside the nemesis, so that they overlap
 // the cluster's faults and take none of their time: first the required
 // rounds, then kinds at random, each followed by a pause of 1 s to
-// maxFaultPause, until one would not end quiet before until. A local fault
-// leaves the cluster as it was: it counts as recovered when it ends.
-func (r *runner) localNemesis(ctx context.Context, until int64) {
+// maxFaultPause, until one would not end quiet before the run's end (which
+// it moves, within its bound, for the required ones: extendFor). A local
+// fault leaves the cluster as it was: it counts as recovered when it ends.
+func (r *runner) localNemesis(ctx context.Context) {
 	kinds := r.cfg.localKinds()
 	if len(kinds) == 0 || r.langs == nil {
 		return
@@ -191,16 +192,21 @@ func (r *runner) localNemesis(ctx context.Context, until int64) {
 	rnd := rand.New(rand.NewPCG(r.cfg.Seed, 1))
 	sleepCtx(ctx, min(nemesisLead, r.cfg.Duration/10))
 	queue := r.cfg.requiredQueue(kinds, rnd)
+	est := func(kind string) time.Duration { return kindInfo[kind].est(r.cfg.LeaseTTL) }
 	for ctx.Err() == nil {
-		kind := kinds[rnd.IntN(len(kinds))]
-		if len(queue) > 0 {
-			kind, queue = queue[0], queue[1:]
+		kind, required := kinds[rnd.IntN(len(kinds))], len(queue) > 0
+		if required {
+			r.extendFor(queueNeed(queue, est), queue)
+			kind = queue[0]
 		}
-		if r.now()+int64(kindInfo[kind].est(r.cfg.LeaseTTL)+quiet) > until {
-			if len(queue) > 0 {
-				r.logf("no time left for the scheduled faults %v", append([]string{kind}, queue...))
+		if r.now()+int64(est(kind)+quiet) > r.end.Load() {
+			if required {
+				r.logf("no time left for the scheduled faults %v", queue)
 			}
 			return
+		}
+		if required {
+			queue = queue[1:]
 		}
 		f := r.injectLocal(ctx, kind, rnd.IntN(len(r.langs.locals)))
 		f.recovered = f.end
@@ -211,12 +217,13 @@ func (r *runner) localNemesis(ctx context.Context, until int64) {
 }
 
 // nemesis injects faults one after another until a fault would not end
-// quiet before until: first MinFaults rounds of every kind (round k holds
-// the kinds whose minFaults is at least k), each round in a random order,
-// then kinds at random. After each fault it waits for the
+// quiet before the run's end: first MinFaults rounds of every kind (round
+// k holds the kinds whose minFaults is at least k), each round in a random
+// order — moving the end later, within its bound, when they no longer fit
+// (extendFor) — then kinds at random. After each fault it waits for the
 // cluster to recover (every node answers Snowflake requests steadily), then
 // pauses 1 s to maxFaultPause.
-func (r *runner) nemesis(ctx context.Context, rec *recorder, until int64) {
+func (r *runner) nemesis(ctx context.Context, rec *recorder) {
 	rnd := rand.New(rand.NewPCG(r.cfg.Seed, 0))
 	kinds := r.cfg.mainKinds()
 	if len(kinds) == 0 {
@@ -225,12 +232,13 @@ func (r *runner) nemesis(ctx context.Context, rec *recorder, until int64) {
 	sleepCtx(ctx, min(nemesisLead, r.cfg.Duration/10))
 	queue := r.cfg.requiredQueue(kinds, rnd)
 	est := func(kind string) time.Duration { return kindInfo[kind].est(r.cfg.LeaseTTL) }
-	fits := func(kind string) bool { return r.now()+int64(est(kind)+quiet) <= until }
+	fits := func(kind string) bool { return r.now()+int64(est(kind)+quiet) <= r.end.Load() }
 	for ctx.Err() == nil {
 		var kind string
 		if len(queue) > 0 {
 			var ok bool
-			if kind, queue, ok = takeRequired(queue, time.Duration(until-r.now()), est); !ok {
+			r.extendFor(queueNeed(queue, est), queue)
+			if kind, queue, ok = takeRequired(queue, time.Duration(r.end.Load()-r.now()), est); !ok {
 				r.logf("no time left for the scheduled faults %v", queue)
 				return
 			}
@@ -305,11 +313,7 @@ const maxFaultPause = 3 * time.Second
 // while shorter ones use up the time.
 func takeRequired(queue []string, left time.Duration, est func(string) time.Duration) (kind string, rest []string, ok bool) {
 	fits := func(k string) bool { return est(k)+quiet <= left }
-	need := quiet
-	for _, k := range queue {
-		need += est(k) + maxFaultPause
-	}
-	if need <= left {
+	if queueNeed(queue, est) <= left {
 		return takeFitting(queue, fits)
 	}
 	best := -1
@@ -323,6 +327,16 @@ func takeRequired(queue []string, left time.Duration, est func(string) time.Dura
 	}
 	kind = queue[best]
 	return kind, slices.Delete(queue, best, best+1), true
+}
+
+// queueNeed is how long the faults of queue take at their estimates, with
+// the longest pause after each and the quiet end.
+func queueNeed(queue []string, est func(string) time.Duration) time.Duration {
+	need := quiet
+	for _, k := range queue {
+		need += est(k) + maxFaultPause
+	}
+	return need
 }
 
 // takeFitting removes from queue the first kind that fits and returns it;

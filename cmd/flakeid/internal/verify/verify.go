@@ -31,6 +31,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flakeid/flakeid/internal/faultnet"
@@ -42,7 +43,10 @@ import (
 type Config struct {
 	// Duration is how long the clients run. The nemesis stops starting
 	// faults a few seconds before the end, so the cluster's recovery is
-	// observed too.
+	// observed too. A run whose required faults (MinFaults of each kind) no
+	// longer fit, because recoveries took longer than their estimates, is
+	// extended by up to half of Duration (extendFor) rather than end
+	// without them.
 	Duration time.Duration
 	// Targets, when set, are running servers to verify: no cluster is
 	// started and no fault injected.
@@ -207,9 +211,39 @@ type runner struct {
 	// sleep is how the fixed-rate clients' schedules sleep until a send
 	// (sleepCtx when nil; a test's oversleeps).
 	sleep func(ctx context.Context, d time.Duration)
+
+	// end is when the load stops (r.now()): Duration after it started,
+	// moved later by extendFor, never past hardEnd.
+	end     atomic.Int64
+	hardEnd int64
 }
 
 func (r *runner) now() int64 { return int64(time.Since(r.t0)) }
+
+// extendFor moves the run's end so that d more fits before it, up to the
+// bound (half of Duration past the planned end), when the nemesis's
+// required faults (kinds) would otherwise not fit: their recoveries took
+// longer than their estimates, as they do on a loaded machine. It reports
+// whether all of d fits now.
+func (r *runner) extendFor(d time.Duration, kinds []string) bool {
+	for {
+		now, cur := r.now(), r.end.Load()
+		to := extended(cur, r.hardEnd, now, d)
+		if to == cur {
+			return now+int64(d) <= cur
+		}
+		if r.end.CompareAndSwap(cur, to) {
+			r.logf("the run is extended by %v for the required faults %v", time.Duration(to-cur).Round(100*time.Millisecond), kinds)
+			return now+int64(d) <= to
+		}
+	}
+}
+
+// extended is a run's end moved so that d fits after now, but not past
+// hardEnd and never earlier than end.
+func extended(end, hardEnd, now int64, d time.Duration) int64 {
+	return max(end, min(now+int64(d), hardEnd))
+}
 
 func (r *runner) logf(format string, args ...any) {
 	r.logMu.Lock()
@@ -447,6 +481,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	// The load, and the nemesis beside it.
 	loadStart := r.now()
+	r.end.Store(loadStart + int64(cfg.Duration))
+	r.hardEnd = loadStart + int64(cfg.Duration+cfg.Duration/2)
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	recs := make([]*recorder, cfg.Clients+1)
 	var wg sync.WaitGroup
@@ -479,15 +515,20 @@ func Run(ctx context.Context, cfg Config) error {
 		defer close(nemesisDone)
 		if len(cfg.Targets) == 0 && len(cfg.Faults) > 0 {
 			var nwg sync.WaitGroup
-			nwg.Go(func() { r.localNemesis(loadCtx, loadStart+int64(cfg.Duration)) })
-			r.nemesis(loadCtx, probes, loadStart+int64(cfg.Duration))
+			nwg.Go(func() { r.localNemesis(loadCtx) })
+			r.nemesis(loadCtx, probes)
 			nwg.Wait()
 		}
 	}()
-	select {
-	case <-time.After(cfg.Duration):
-	case <-ctx.Done():
-		r.logf("interrupted: checking what was recorded so far")
+	// Until the end, which the nemeses may move later.
+wait:
+	for left := time.Duration(r.end.Load() - r.now()); left > 0; left = time.Duration(r.end.Load() - r.now()) {
+		select {
+		case <-time.After(left):
+		case <-ctx.Done():
+			r.logf("interrupted: checking what was recorded so far")
+			break wait
+		}
 	}
 	stopLoad()
 	wg.Wait()

@@ -18,6 +18,7 @@ import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ThreadLocalRandom;
+import java.util.function.Supplier;
 
 /**
  * Asks flakeid servers for IDs over the HTTP/JSON API. A call goes to the
@@ -80,7 +81,9 @@ public final class Client implements AutoCloseable {
     private final long backoffMaxNanos;
     private final BufferConfig buffer;
     private final IDBuffer ids;
-    private final Map<String, IDBuffer> segments = new ConcurrentHashMap<>();
+    private final IDBuffer texts; // Snowflake IDs as texts (nextText); null when ids is
+    private final Map<String, IDBuffer> segments = new ConcurrentHashMap<>(); // tag → its buffer of IDs
+    private final Map<String, IDBuffer> segmentTexts = new ConcurrentHashMap<>(); // tag → its buffer of texts
     private final Set<LocalGenerator> generators = ConcurrentHashMap.newKeySet();
     private final Object vetLock = new Object(); // guards vetted and overlap
     private final Set<Endpoint> vetted = new HashSet<>();
@@ -106,7 +109,8 @@ public final class Client implements AutoCloseable {
             hb.sslContext(cfg.sslContext());
         }
         http = hb.build();
-        ids = buffer.snowflake() > 0 ? newBuffer("/v1/snowflake/next", buffer.snowflake()) : null;
+        ids = buffer.snowflake() > 0 ? newBuffer("/v1/snowflake/next", "", buffer.snowflake(), false) : null;
+        texts = buffer.snowflake() > 0 ? newBuffer("/v1/snowflake/next", "", buffer.snowflake(), true) : null;
     }
 
     /** Stops the background refills; later calls throw Closed. Idempotent. */
@@ -115,8 +119,10 @@ public final class Client implements AutoCloseable {
         closed = true;
         if (ids != null) {
             ids.close();
+            texts.close();
         }
         segments.values().forEach(IDBuffer::close);
+        segmentTexts.values().forEach(IDBuffer::close);
         for (LocalGenerator g : List.copyOf(generators)) {
             g.close();
         }
@@ -181,20 +187,30 @@ public final class Client implements AutoCloseable {
         return longs(strings(get("/v1/snowflake/next", Map.of("count", n), deadline(timeout)), "ids"));
     }
 
-    /** One Snowflake ID as the server writes it (a masked text from a masking server). One request. */
+    /**
+     * One Snowflake ID as the server writes it: a masked text from a server
+     * that masks Snowflake IDs, else the decimal. Use it, not nextId, against
+     * a masking server, which refuses the ranges nextId's buffer reads. With
+     * buffer.snowflake set it comes from a buffer of texts (apart from
+     * nextId's), refilled in the background; else it is one request.
+     */
     public String nextText() {
         return nextTexts(1, null).get(0);
     }
 
-    /** n Snowflake IDs as the server writes them, with one request (null timeout: none). */
+    /** n Snowflake IDs as nextText writes them (see the overload with a timeout). */
     public List<String> nextTexts(int n) {
         return nextTexts(n, null);
     }
 
-    /** n Snowflake IDs as the server writes them (masked texts from a masking server), with one request. */
+    /** n Snowflake IDs as nextText writes them: from the buffer of texts when n is at most half a batch, else one request. */
     public List<String> nextTexts(int n, Duration timeout) {
         checkCount(n);
-        return strings(get("/v1/snowflake/next", Map.of("count", n), deadline(timeout)), "ids");
+        checkOpen();
+        if (texts != null && n <= buffer.snowflake() / 2) {
+            return texts.takeTexts(n, deadline(timeout));
+        }
+        return textBatch("/v1/snowflake/next", "", n, deadline(timeout));
     }
 
     /** n Snowflake IDs as "uuid7", "typeid" or "ulid" texts (a typeid with the server's default prefix). One request. */
@@ -234,7 +250,7 @@ public final class Client implements AutoCloseable {
         String path = tagPath(tag);
         checkOpen();
         if (buffer.segment() > 0 && n <= buffer.segment() / 2) {
-            return segments.computeIfAbsent(tag, t -> newBuffer(path, buffer.segment())).take(n, deadline(timeout));
+            return segments.computeIfAbsent(tag, t -> newBuffer(path, tag, buffer.segment(), false)).take(n, deadline(timeout));
         }
         Map<String, Object> a = get(path, Map.of("count", n), deadline(timeout));
         if (Boolean.TRUE.equals(a.get("series"))) {
@@ -243,15 +259,123 @@ public final class Client implements AutoCloseable {
         return longs(strings(a, "ids"));
     }
 
-    /** The next ID of a segment tag as the server writes it. One request. */
+    /**
+     * The next ID of a segment tag as the server writes it (a masked text
+     * when it masks the tag): from the tag's buffer of texts when
+     * buffer.segment is set (apart from nextSegment's buffer of IDs), else
+     * one request.
+     */
     public String nextSegmentText(String tag) {
         return nextSegmentTexts(tag, 1, null).get(0);
     }
 
-    /** n IDs of a segment tag as the server writes them (masked texts when it masks the tag). */
+    /** n IDs of a segment tag as nextSegmentText writes them: from its buffer of texts when n is at most half a batch and buffer.segment is set, else one request. */
     public List<String> nextSegmentTexts(String tag, int n, Duration timeout) {
         checkCount(n);
-        return strings(get(tagPath(tag), Map.of("count", n), deadline(timeout)), "ids");
+        String path = tagPath(tag);
+        checkOpen();
+        if (buffer.segment() > 0 && n <= buffer.segment() / 2) {
+            return segmentTexts.computeIfAbsent(tag, t -> newBuffer(path, tag, buffer.segment(), true)).takeTexts(n, deadline(timeout));
+        }
+        return textBatch(path, tag, n, deadline(timeout));
+    }
+
+    /** takeSegment(tag, null). */
+    public Segment takeSegment(String tag) {
+        return takeSegment(tag, null);
+    }
+
+    /**
+     * A whole segment of tag for this client alone, as Didi Tinyid's client
+     * takes one (GET /tinyid/id/nextSegmentId): the caller then hands out its
+     * IDs itself, with no request per ID. A segment is the tag's configured
+     * step (its share of it, with several databases); the IDs the caller does
+     * not use are lost (a gap, never a duplicate), and no other client or
+     * server ever hands them out. The token, when the server needs one, is
+     * the config's token (a flakeid token, or one of Tinyid's
+     * tiny_id_token). An unknown tag throws NotFound; a store that is down
+     * moves the call to the next endpoint. It works against a Tinyid server
+     * too, whose codes 5 and 6 read as PermissionDenied and Unavailable.
+     */
+    public Segment takeSegment(String tag, Duration timeout) {
+        tagPath(tag); // the same rule for a tag as everywhere
+        Answer a = call("GET", "/tinyid/id/nextSegmentId", Map.of("bizType", tag), null, deadline(timeout), (e, res, ans) -> {
+            FlakeidException failed = tinyidFailure(e, res, ans);
+            if (failed == null) {
+                try {
+                    segmentOf(tag, ans.get("data"));
+                } catch (FlakeidException.Unavailable err) { // a bad answer: the next endpoint may give a good one
+                    failed = FlakeidException.of(502, "unavailable", err.getMessage(), e.base, Duration.ZERO);
+                }
+            }
+            return failed;
+        });
+        return segmentOf(tag, a.answer().get("data"));
+    }
+
+    /** The header in which flakeid gives, on a failed answer of Tinyid's paths, the code its own API would answer. */
+    private static final String TINYID_CODE_HEADER = "X-Flakeid-Error-Code";
+
+    /**
+     * The error of a failed answer of Tinyid's paths (HTTP 200, code not
+     * 200), or null: by flakeid's code when the server gave one, else by
+     * Tinyid's (5: the token is refused; anything else: the server failed).
+     */
+    private static FlakeidException tinyidFailure(Endpoint e, HttpResponse<String> res, Map<String, Object> a) {
+        Object code = a.get("code");
+        if (code instanceof Number c && c.longValue() == 200 && a.get("data") != null) {
+            return null;
+        }
+        String flakeidCode = res.headers().firstValue(TINYID_CODE_HEADER).orElse("");
+        int status = switch (flakeidCode) {
+            case "invalid_argument" -> 400;
+            case "unauthenticated" -> 401;
+            case "permission_denied" -> 403;
+            case "not_found" -> 404;
+            case "unavailable" -> 503;
+            case "resource_exhausted" -> 507;
+            case "internal" -> 500;
+            default -> 0;
+        };
+        if (status == 0) {
+            boolean refused = code instanceof Number c && c.longValue() == 5;
+            status = refused ? 403 : 503;
+            flakeidCode = refused ? "permission_denied" : "unavailable";
+        }
+        return FlakeidException.of(status, flakeidCode, a.getOrDefault("message", "") + " (Tinyid code " + code + ")", e.base, Duration.ZERO);
+    }
+
+    /** The Segment of a Tinyid segment answer's data, checked to make a run of IDs (else Unavailable). */
+    @SuppressWarnings("unchecked")
+    private static Segment segmentOf(String tag, Object data) {
+        long cur, last, delta, rem;
+        try {
+            var d = (Map<String, Object>) data;
+            cur = whole(d.get("currentId"));
+            last = whole(d.get("maxId"));
+            delta = whole(d.get("delta"));
+            rem = whole(d.get("remainder"));
+        } catch (RuntimeException err) {
+            throw new FlakeidException.Unavailable("a segment of \"" + tag + "\" without currentId, maxId, delta and remainder: " + data, err);
+        }
+        long first = cur + delta;
+        if (delta < 1 || rem < 0 || rem >= delta || first > last || (last - first) % delta != 0 || first % delta != rem) {
+            throw new FlakeidException.Unavailable("a segment of \"" + tag + "\": currentId " + cur + ", maxId " + last + ", delta " + delta + ", remainder " + rem
+                    + " do not make a run of IDs", null);
+        }
+        return new Segment(tag, first, last, delta);
+    }
+
+    /** A JSON number or decimal string that is a whole number. */
+    private static long whole(Object v) {
+        if (v instanceof String s) {
+            return Long.parseLong(s);
+        }
+        Number n = (Number) v;
+        if (n.doubleValue() != Math.rint(n.doubleValue())) {
+            throw new NumberFormatException("not a whole number: " + n);
+        }
+        return n.longValue();
     }
 
     /** The next number of a series tag (ORD-20261128-000123): one request, never buffered. */
@@ -314,9 +438,31 @@ public final class Client implements AutoCloseable {
 
     // The machinery.
 
-    private IDBuffer newBuffer(String path, int batch) {
+    /** A buffer of IDs, or of texts, of tag ("" for Snowflake IDs) at path. */
+    private IDBuffer newBuffer(String path, String tag, int batch, boolean asTexts) {
         double low = buffer.lowWater() > 0 ? buffer.lowWater() : DEFAULT_LOW_WATER;
-        return new IDBuffer(() -> ranges(path, batch), batch, low, () -> Duration.ofNanos(retryPause()));
+        Supplier<IDBuffer.Run[]> fetch = asTexts ? () -> new IDBuffer.Run[] {new IDBuffer.Run(textBatch(path, tag, batch, NO_DEADLINE).toArray(String[]::new))}
+                : () -> ranges(path, batch);
+        return new IDBuffer(fetch, batch, low, () -> Duration.ofNanos(retryPause()));
+    }
+
+    /**
+     * n IDs of tag ("" for Snowflake IDs) as the server wrote them, with one
+     * request; a series' numbers, or an answer of another count, are refused.
+     */
+    private List<String> textBatch(String path, String tag, int n, long deadline) {
+        Map<String, Object> a = get(path, Map.of("count", n), deadline);
+        if (Boolean.TRUE.equals(a.get("series"))) {
+            throw new FlakeidException.InvalidArgument("tag \"" + tag + "\" is a series: it hands out numbers (nextNumbers), not IDs");
+        }
+        var out = new ArrayList<String>(n);
+        for (Object t : (List<?>) a.get("ids")) {
+            out.add(String.valueOf(t));
+        }
+        if (out.size() != n || out.stream().anyMatch(String::isEmpty)) {
+            throw new FlakeidException.Unavailable("an answer of " + out.size() + " IDs, some maybe empty, to a request for " + n, null);
+        }
+        return out;
     }
 
     @SuppressWarnings("unchecked")
@@ -420,7 +566,7 @@ public final class Client implements AutoCloseable {
     }
 
     private Map<String, Object> get(String path, Map<String, ?> query, long deadline) {
-        Answer a = call("GET", path, query, null, deadline);
+        Answer a = call("GET", path, query, null, deadline, null);
         if (path.equals("/v1/snowflake/next")) {
             vet(a.endpoint());
         }
@@ -577,9 +723,19 @@ public final class Client implements AutoCloseable {
         return FlakeidException.of(status, code, message, e.base, retryAfter);
     }
 
-    /** Sends method path?query (with body, JSON, when not null) to one endpoint after another (see Client). */
+    /** Reads a 2xx answer for a failure told in it (Tinyid's paths answer 200 with a code of their own); null: none. */
+    @FunctionalInterface
+    interface Check {
+        FlakeidException failure(Endpoint e, HttpResponse<String> res, Map<String, Object> answer);
+    }
+
+    /**
+     * Sends method path?query (with body, JSON, when not null) to one
+     * endpoint after another (see Client). check, when not null, reads each
+     * 2xx answer: the error it returns is taken as that status's answer.
+     */
     @SuppressWarnings("unchecked")
-    Answer call(String method, String path, Map<String, ?> query, String data, long deadline) {
+    Answer call(String method, String path, Map<String, ?> query, String data, long deadline, Check check) {
         checkOpen();
         var qs = new StringBuilder();
         for (var kv : query.entrySet()) {
@@ -613,15 +769,24 @@ public final class Client implements AutoCloseable {
                 }
                 int status = res.statusCode();
                 String body = res.body();
+                FlakeidException err;
                 if (status >= 200 && status < 300) {
-                    answered(e);
+                    Map<String, Object> answer;
                     try {
-                        return new Answer(e, (Map<String, Object>) Json.parse(body), sent);
-                    } catch (RuntimeException err) {
-                        throw new FlakeidException.Unavailable(e.base + ": an answer that is not a JSON object: " + err.getMessage(), err);
+                        answer = (Map<String, Object>) Json.parse(body);
+                    } catch (RuntimeException bad) {
+                        answered(e);
+                        throw new FlakeidException.Unavailable(e.base + ": an answer that is not a JSON object: " + bad.getMessage(), bad);
                     }
+                    err = check == null ? null : check.failure(e, res, answer);
+                    if (err == null) {
+                        answered(e);
+                        return new Answer(e, answer, sent);
+                    }
+                    status = err.status();
+                } else {
+                    err = errorAnswer(e, res);
                 }
-                FlakeidException err = errorAnswer(e, res);
                 if (status == 408 || status == 429 || status >= 500) {
                     failed(e, err.retryAfter().toNanos());
                     last = err;

@@ -2,10 +2,14 @@ package io.github.flakeid.client;
 
 import java.time.Duration;
 import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
 import java.util.function.Supplier;
 
 /**
- * Prefetched ranges of IDs, handed out in order. When fewer than
+ * Prefetched runs of IDs — ranges, or the texts a server wrote (the
+ * buffers of nextText) — handed out in order. When fewer than
  * lowWater × batch remain, one background thread fetches the next batch; a
  * caller that finds the buffer empty waits for it, within its deadline. A
  * refill that fails with Unavailable is tried again after pause() for as
@@ -14,16 +18,25 @@ import java.util.function.Supplier;
  * caller with time left starts another after an outage's Unavailable.
  */
 final class IDBuffer {
-    /** A run of IDs: next, next + stride, … (left of them). */
+    /** A run of IDs: next, next + stride, … (left of them), or texts[at…]. */
     static final class Run {
         long next;
         long left;
         final long stride;
+        final String[] texts; // null in a run of IDs
+        int at;
 
         Run(long first, long count, long stride) {
             this.next = first;
             this.left = count;
             this.stride = stride;
+            this.texts = null;
+        }
+
+        Run(String[] texts) {
+            this.texts = texts;
+            this.left = texts.length;
+            this.stride = 0;
         }
     }
 
@@ -43,8 +56,46 @@ final class IDBuffer {
         this.low = Math.max(1, (long) (batch * lowWater));
     }
 
-    /** n IDs, waiting for a refill until deadline (System.nanoTime(); Long.MAX_VALUE: no deadline). */
+    /** n IDs of a buffer of ranges, waiting for a refill until deadline (System.nanoTime(); Long.MAX_VALUE: no deadline). */
     synchronized long[] take(int n, long deadline) {
+        await(n, deadline);
+        long[] out = new long[n];
+        int k = 0;
+        while (k < n) {
+            Run r = runs.peekFirst();
+            while (k < n && r.left > 0) {
+                out[k++] = r.next;
+                r.next += r.stride;
+                r.left--;
+            }
+            if (r.left == 0) {
+                runs.pollFirst();
+            }
+        }
+        took(n);
+        return out;
+    }
+
+    /** n texts of a buffer of texts, as take waits. */
+    synchronized List<String> takeTexts(int n, long deadline) {
+        await(n, deadline);
+        var out = new ArrayList<String>(n);
+        while (out.size() < n) {
+            Run r = runs.peekFirst();
+            int k = (int) Math.min(n - out.size(), r.left);
+            out.addAll(Arrays.asList(r.texts).subList(r.at, r.at + k));
+            r.at += k;
+            r.left -= k;
+            if (r.left == 0) {
+                runs.pollFirst();
+            }
+        }
+        took(n);
+        return out;
+    }
+
+    /** Waits, holding the lock, until n IDs are left (see take). */
+    private void await(int n, long deadline) {
         while (left < n) {
             if (closed) {
                 throw new FlakeidException.Closed();
@@ -69,24 +120,14 @@ final class IDBuffer {
                 throw refused; // the refill this caller waited for failed; with time left, it starts another
             }
         }
-        long[] out = new long[n];
-        int k = 0;
-        while (k < n) {
-            Run r = runs.peekFirst();
-            while (k < n && r.left > 0) {
-                out[k++] = r.next;
-                r.next += r.stride;
-                r.left--;
-            }
-            if (r.left == 0) {
-                runs.pollFirst();
-            }
-        }
+    }
+
+    /** Counts n IDs taken, and starts a refill below the low-water mark. */
+    private void took(int n) {
         left -= n;
         if (left < low) {
             startRefill();
         }
-        return out;
     }
 
     synchronized void close() {

@@ -213,7 +213,7 @@ public final class LocalGenerator implements AutoCloseable {
     /** Takes a new lease from any endpoint; owner is checked (no character JSON escapes). */
     private Lease acquire(long deadline) {
         String body = "{\"owner\":\"" + owner + "\"}";
-        Client.Answer a = client.call("POST", "/v1/leases", Map.of(), body, deadline);
+        Client.Answer a = client.call("POST", "/v1/leases", Map.of(), body, deadline, null);
         // The server reads its clock (now_us) when the request arrives, no
         // sooner than it was sent: from the sending, the lease's clock is
         // never behind the server's, however long the answer took — a

@@ -29,6 +29,7 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -118,7 +119,10 @@ public class ClientTest {
 
     /** An HTTP server of the test's own: answer(n) gives the status, Retry-After ("" none) and body of its n-th request. */
     static final class Fake implements AutoCloseable {
-        record Answer(int status, String retryAfter, String body, long delayMs) {
+        record Answer(int status, String retryAfter, String body, long delayMs, Map<String, String> headers) {
+            Answer(int status, String retryAfter, String body, long delayMs) {
+                this(status, retryAfter, body, delayMs, Map.of());
+            }
         }
 
         final HttpServer srv;
@@ -144,6 +148,7 @@ public class ClientTest {
                     if (!a.retryAfter().isEmpty()) {
                         ex.getResponseHeaders().add("Retry-After", a.retryAfter());
                     }
+                    a.headers().forEach(ex.getResponseHeaders()::add);
                     ex.sendResponseHeaders(a.status(), b.length);
                     ex.getResponseBody().write(b);
                 } catch (IOException | InterruptedException ignored) {
@@ -373,6 +378,163 @@ public class ClientTest {
             nums.forEach(n -> assertTrue(n, n.matches("ORD-\\d{8}-\\d{6}")));
             assertThrows(FlakeidException.InvalidArgument.class, () -> plain.nextNumbers("java-not-a-series", 1));
             assertThrows(FlakeidException.InvalidArgument.class, () -> plain.nextSegmentIds("java-ord", 1));
+        }
+    }
+
+    /** POSTs a tag's settings (JSON) to the server's /v1/segment/tags. */
+    static void createTag(String json) throws Exception {
+        var res = HttpClient.newHttpClient().send(HttpRequest.newBuilder(URI.create(server.url + "/v1/segment/tags"))
+                .header("Content-Type", "application/json").POST(HttpRequest.BodyPublishers.ofString(json)).build(), HttpResponse.BodyHandlers.ofString());
+        assertTrue(res.body(), res.statusCode() / 100 == 2);
+    }
+
+    /**
+     * A server that masks its Snowflake IDs and a tag: nextId's buffer of
+     * ranges is refused there, the buffers of texts are not; every text is
+     * handed out once, across refills, and reads back as an ID.
+     */
+    @Test
+    public void textsBufferedAndNot() throws Exception {
+        var masked = new Server(binary, "--mask-key", "000102030405060708090a0b0c0d0e0f", "--mask-snowflake", "--mask-tags", "java-masked", "--auto-create-tags");
+        try (var c = client(Config.of(masked.url).withBuffer(new BufferConfig(100, 50, 0))); var plain = client(Config.of(masked.url))) {
+            var texts = new ArrayList<String>();
+            for (int i = 0; i < 350; i++) {
+                texts.add(c.nextText());
+            }
+            texts.addAll(c.nextTexts(50));
+            texts.addAll(plain.nextTexts(20));
+            assertEquals(420, new HashSet<>(texts).size());
+            assertFalse(texts.get(0), texts.stream().anyMatch(t -> t.matches("\\d+")));
+            long[] ids = new long[6];
+            int k = 0;
+            for (String t : List.of(texts.get(0), texts.get(1), texts.get(2), texts.get(340), texts.get(341), texts.get(342))) {
+                ids[k++] = c.decode(t, "masked", null).id();
+            }
+            assertTrue(Arrays.toString(ids), increasing(ids));
+            assertEquals(1000, c.nextTexts(1000).size()); // more than half a batch: a request of its own
+            var refused = assertThrows(FlakeidException.class, c::nextId); // ranges of a masked space are refused
+            assertTrue(refused.toString(), refused.isApiError());
+            var seg = new ArrayList<String>();
+            for (int i = 0; i < 120; i++) {
+                seg.add(c.nextSegmentText("java-masked"));
+            }
+            seg.addAll(plain.nextSegmentTexts("java-masked", 30, null));
+            assertEquals(150, new HashSet<>(seg).size());
+            assertFalse(seg.get(0), seg.stream().anyMatch(t -> t.matches("\\d+")));
+        } finally {
+            masked.stop();
+        }
+        try (var c = client(Config.of(server.url).withBuffer(new BufferConfig(100, 40, 0)))) {
+            long[] ids = new long[250];
+            for (int i = 0; i < ids.length; i++) {
+                ids[i] = Long.parseLong(c.nextText());
+            }
+            assertTrue(increasing(ids));
+            long[] seg = new long[100];
+            for (int i = 0; i < seg.length; i++) {
+                seg[i] = Long.parseLong(c.nextSegmentText("java-texts"));
+            }
+            assertEquals(130, distinct(seg, c.nextSegmentIds("java-texts", 30)));
+            createTag("{\"tag\":\"java-text-series\",\"step\":10,\"period\":\"day\",\"template\":\"T-{yyyyMMdd}-{seq:4}\"}");
+            // A series' numbers are not IDs, buffered or not.
+            assertThrows(FlakeidException.InvalidArgument.class, () -> c.nextSegmentText("java-text-series"));
+            assertThrows(FlakeidException.InvalidArgument.class, () -> c.nextSegmentTexts("java-text-series", 1000, null));
+        }
+    }
+
+    /** takeSegment: a whole segment for this client alone, apart from every other and from the IDs the server hands out. */
+    @Test
+    public void takeSegment() throws Exception {
+        createTag("{\"tag\":\"java-take\",\"step\":50}");
+        var seen = new HashSet<Long>();
+        try (var c = client(Config.of(server.url).withBuffer(new BufferConfig(0, 20, 0)))) {
+            for (int round = 0; round < 10; round++) {
+                Segment seg = c.takeSegment("java-take");
+                assertEquals("java-take", seg.tag());
+                assertEquals(1, seg.stride());
+                assertEquals(50, seg.count());
+                long[] ids = seg.ids().toArray();
+                assertEquals(50, ids.length);
+                assertEquals(seg.first(), ids[0]);
+                assertEquals(seg.last(), ids[49]);
+                int n = 0;
+                for (long id : seg) {
+                    assertEquals(ids[n++], id);
+                }
+                var more = new ArrayList<Long>();
+                for (int i = 0; i < 7; i++) {
+                    more.add(c.nextSegment("java-take"));
+                }
+                Arrays.stream(c.nextSegmentIds("java-take", 30)).forEach(more::add);
+                Arrays.stream(ids).forEach(more::add);
+                for (long id : more) {
+                    assertTrue("ID " + id + " handed out twice", seen.add(id));
+                }
+            }
+            assertThrows(FlakeidException.InvalidArgument.class, () -> c.takeSegment("bad tag!"));
+        }
+        try (var c = client(Config.of(authServer.url))) {
+            assertThrows(FlakeidException.PermissionDenied.class, () -> c.takeSegment("java-take"));
+        }
+        try (var c = client(Config.of(authServer.url).withToken(TOKEN))) {
+            assertEquals("java-take-auth", c.takeSegment("java-take-auth").tag());
+        }
+    }
+
+    /** The buffer of texts asks for a batch per refill, not a text per call, and hands them out in the order the server wrote them. */
+    @Test
+    public void textsComeABatchAtATime() throws Exception {
+        try (var f = new Fake(n -> {
+            var ids = new ArrayList<String>();
+            for (int i = 0; i < 100; i++) {
+                ids.add("\"t" + n + "-" + i + "\"");
+            }
+            return new Fake.Answer(200, "", "{\"ids\":[" + String.join(",", ids) + "]}", 0);
+        }); var c = client(Config.of(f.url).withBuffer(new BufferConfig(100, 0, 0)))) {
+            for (int k = 0; k < 250; k++) {
+                assertEquals("t" + k / 100 + "-" + k % 100, c.nextText());
+            }
+            assertTrue(String.valueOf(f.idRequests.get()), f.idRequests.get() <= 4);
+        }
+    }
+
+    /**
+     * Tinyid's answers (HTTP 200 and codes of its own), and flakeid's header
+     * on them: code 6 moves to the next endpoint, code 5 is PermissionDenied
+     * at once, not_found NotFound at once, and a segment that is not a run of
+     * IDs is not taken.
+     */
+    @Test
+    public void takeSegmentReadsTinyidAnswers() throws Exception {
+        IntFunction<Fake.Answer> good = n -> new Fake.Answer(200, "",
+                "{\"data\":{\"currentId\":100,\"loadingId\":120,\"maxId\":200,\"delta\":2,\"remainder\":0,\"bizType\":\"test\"},\"code\":200,\"message\":\"\"}", 0);
+        try (var ok = new Fake(good);
+                var down = new Fake(n -> new Fake.Answer(200, "", "{\"data\":null,\"code\":6,\"message\":\"sys error\"}", 0));
+                var refused = new Fake(n -> new Fake.Answer(200, "", "{\"data\":null,\"code\":5,\"message\":\"token is error\"}", 0));
+                var missing = new Fake(n -> new Fake.Answer(200, "", "{\"data\":null,\"code\":6,\"message\":\"no such tag\"}", 0,
+                        Map.of("X-Flakeid-Error-Code", "not_found")));
+                var broken = new Fake(n -> new Fake.Answer(200, "",
+                        "{\"data\":{\"currentId\":100,\"loadingId\":120,\"maxId\":201,\"delta\":2,\"remainder\":0},\"code\":200,\"message\":\"\"}", 0))) {
+            try (var c = client(Config.of(down.url, ok.url))) {
+                Segment seg = c.takeSegment("test");
+                assertEquals(List.of(102L, 200L, 2L, 50L), List.of(seg.first(), seg.last(), seg.stride(), seg.count()));
+                assertArrayEquals(new long[] {102, 104, 106}, seg.ids().limit(3).toArray());
+                assertEquals(1, down.idRequests.get());
+            }
+            try (var c = client(Config.of(refused.url, ok.url))) {
+                var e = assertThrows(FlakeidException.PermissionDenied.class, () -> c.takeSegment("test"));
+                assertEquals(refused.url, e.endpoint());
+                assertEquals(1, refused.idRequests.get());
+            }
+            try (var c = client(Config.of(missing.url, ok.url))) {
+                var e = assertThrows(FlakeidException.NotFound.class, () -> c.takeSegment("test"));
+                assertEquals(missing.url, e.endpoint());
+                assertEquals(1, missing.idRequests.get());
+            }
+            try (var c = client(Config.of(broken.url).withMaxAttempts(3).withBackoff(Duration.ofMillis(10), Duration.ofMillis(20)))) {
+                var e = assertThrows(FlakeidException.Unavailable.class, () -> c.takeSegment("test"));
+                assertTrue(e.getMessage(), e.getMessage().contains("do not make a run of IDs"));
+            }
         }
     }
 
