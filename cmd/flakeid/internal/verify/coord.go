@@ -178,14 +178,25 @@ func (n *natsServer) loseData(ctx context.Context) (string, error) {
 	return note, err
 }
 
-// deletePrefix deletes coordPrefix and every node under it, children
-// first, with a client session of its own; a node that a holder creates
-// meanwhile is deleted too (up to a few rounds).
+// deletePrefix deletes coordPrefix and every node under it (deleteTree).
 func (z *zkServer) deletePrefix(ctx context.Context) (string, error) {
-	note := fmt.Sprintf("the path %s deleted recursively by another client (the server and its sessions live on)", coordPrefix)
-	c, events, err := gozk.Connect([]string{z.Addr()}, 5*time.Second, gozk.WithLogInfo(false), gozk.WithLogger(nopLogger{}))
+	deleted, err := deleteTree(ctx, z.Addr(), coordPrefix)
+	return fmt.Sprintf("the path %s deleted recursively (%d nodes) by another client (the server and its sessions live on)", coordPrefix, deleted), err
+}
+
+// deleteTree deletes path and every node under it from the ZooKeeper at
+// addr, children first, with a client session of its own, and reports how
+// many nodes it deleted. A node that a holder creates meanwhile is deleted
+// too: a node found with a new child is listed and emptied again at once
+// (up to ten times), and the whole walk is repeated (up to five rounds) —
+// the holders re-create their nodes while they renew and, once they see
+// the state lost, re-initialise it (CI, the holders renewing every second
+// under load: a child came between listing and deleting in each of five
+// whole walks). Nothing to delete is an error: the fault did nothing.
+func deleteTree(ctx context.Context, addr, path string) (int, error) {
+	c, events, err := gozk.Connect([]string{addr}, 5*time.Second, gozk.WithLogInfo(false), gozk.WithLogger(nopLogger{}))
 	if err != nil {
-		return note, err
+		return 0, err
 	}
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -195,44 +206,48 @@ func (z *zkServer) deletePrefix(ctx context.Context) (string, error) {
 		case ev := <-events:
 			connected = ev.State == gozk.StateHasSession
 		case <-ctx.Done():
-			return note, fmt.Errorf("no session with ZooKeeper at %s: %w", z.Addr(), ctx.Err())
+			return 0, fmt.Errorf("no session with ZooKeeper at %s: %w", addr, ctx.Err())
 		}
 	}
 	deleted := 0
 	var walk func(path string) error
 	walk = func(path string) error {
-		kids, _, err := c.Children(path)
-		if errors.Is(err, gozk.ErrNoNode) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("listing %s: %w", path, err)
-		}
-		for _, k := range kids {
-			if err := walk(path + "/" + k); err != nil {
-				return err
+		for try := 1; ; try++ {
+			kids, _, err := c.Children(path)
+			if errors.Is(err, gozk.ErrNoNode) {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("listing %s: %w", path, err)
+			}
+			for _, k := range kids {
+				if err := walk(path + "/" + k); err != nil {
+					return err
+				}
+			}
+			switch err := c.Delete(path, -1); {
+			case err == nil:
+				deleted++
+				return nil
+			case errors.Is(err, gozk.ErrNoNode):
+				return nil
+			case errors.Is(err, gozk.ErrNotEmpty) && try < 10 && ctx.Err() == nil:
+				// A child created meanwhile: list again.
+			default:
+				return fmt.Errorf("deleting %s: %w", path, err)
 			}
 		}
-		switch err := c.Delete(path, -1); {
-		case err == nil:
-			deleted++
-		case errors.Is(err, gozk.ErrNoNode):
-		default:
-			return fmt.Errorf("deleting %s: %w", path, err) // ErrNotEmpty: a child created meanwhile
-		}
-		return nil
 	}
 	for round := 0; ; round++ {
-		err = walk(coordPrefix)
+		err = walk(path)
 		if err == nil || round == 4 || ctx.Err() != nil {
 			break
 		}
 	}
-	note = fmt.Sprintf("the path %s deleted recursively (%d nodes) by another client (the server and its sessions live on)", coordPrefix, deleted)
 	if err == nil && deleted == 0 {
-		err = fmt.Errorf("no node under %s to delete", coordPrefix)
+		err = fmt.Errorf("no node under %s to delete", path)
 	}
-	return note, err
+	return deleted, err
 }
 
 // nopLogger silences the ZooKeeper client's log.
