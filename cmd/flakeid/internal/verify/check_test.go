@@ -384,10 +384,11 @@ func TestVerifyRunExtends(t *testing.T) {
 		q, at, done := slices.Clone(queue), int64(0), 0
 		end, hardEnd := int64(run), int64(run+run/2)
 		for len(q) > 0 {
-			if extend {
-				end = extended(end, hardEnd, at, queueNeed(q, est))
-			}
 			k, rest, ok := takeRequired(q, time.Duration(end-at), est)
+			if !ok && extend { // as the nemesis: only when none fits
+				end = extended(end, hardEnd, at, est(longest(q, est))+quiet)
+				k, rest, ok = takeRequired(q, time.Duration(end-at), est)
+			}
 			if !ok {
 				break
 			}

@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -196,8 +197,10 @@ func (r *runner) localNemesis(ctx context.Context) {
 	for ctx.Err() == nil {
 		kind, required := kinds[rnd.IntN(len(kinds))], len(queue) > 0
 		if required {
-			r.extendFor(queueNeed(queue, est), queue)
 			kind = queue[0]
+			if r.now()+int64(est(kind)+quiet) > r.end.Load() {
+				r.extendFor(est(kind)+quiet, queue) // the end moves only for a required fault that no longer fits
+			}
 		}
 		if r.now()+int64(est(kind)+quiet) > r.end.Load() {
 			if required {
@@ -219,8 +222,8 @@ func (r *runner) localNemesis(ctx context.Context) {
 // nemesis injects faults one after another until a fault would not end
 // quiet before the run's end: first MinFaults rounds of every kind (round
 // k holds the kinds whose minFaults is at least k), each round in a random
-// order — moving the end later, within its bound, when they no longer fit
-// (extendFor) — then kinds at random. After each fault it waits for the
+// order — moving the end later, within its bound, when none of them fits
+// any more (extendFor) — then kinds at random. After each fault it waits for the
 // cluster to recover (every node answers Snowflake requests steadily), then
 // pauses 1 s to maxFaultPause.
 func (r *runner) nemesis(ctx context.Context, rec *recorder) {
@@ -237,8 +240,15 @@ func (r *runner) nemesis(ctx context.Context, rec *recorder) {
 		var kind string
 		if len(queue) > 0 {
 			var ok bool
-			r.extendFor(queueNeed(queue, est), queue)
-			if kind, queue, ok = takeRequired(queue, time.Duration(r.end.Load()-r.now()), est); !ok {
+			left := func() time.Duration { return time.Duration(r.end.Load() - r.now()) }
+			if kind, queue, ok = takeRequired(queue, left(), est); !ok {
+				// None fits any more: recoveries took longer than their
+				// estimates. Move the end for the longest, within its
+				// bound, and take again.
+				r.extendFor(est(longest(queue, est))+quiet, queue)
+				kind, queue, ok = takeRequired(queue, left(), est)
+			}
+			if !ok {
 				r.logf("no time left for the scheduled faults %v", queue)
 				return
 			}
@@ -327,6 +337,12 @@ func takeRequired(queue []string, left time.Duration, est func(string) time.Dura
 	}
 	kind = queue[best]
 	return kind, slices.Delete(queue, best, best+1), true
+}
+
+// longest is the kind of queue with the longest estimate (the first of
+// those).
+func longest(queue []string, est func(string) time.Duration) string {
+	return slices.MaxFunc(queue, func(a, b string) int { return cmp.Compare(est(a), est(b)) })
 }
 
 // queueNeed is how long the faults of queue take at their estimates, with
